@@ -1,0 +1,1 @@
+"""Modules written by `netgen build` land here; import them as `from generated.<name> import Layer`."""
