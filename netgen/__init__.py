@@ -1,0 +1,11 @@
+"""netgen: a compiler for sorting and top-k selection networks.
+
+construct -> passes -> verify -> relax -> codegen -> generated/<module>
+"""
+
+from .network import Network
+from .io import load as load_network, save as save_network, dumps, loads
+
+__version__ = "0.1.0"
+
+__all__ = ["Network", "load_network", "save_network", "dumps", "loads", "__version__"]

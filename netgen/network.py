@@ -1,0 +1,311 @@
+"""The comparator-network IR: one immutable value that every pass, verifier,
+relaxation and code generator reads.
+
+Conventions (DESIGN.md section 2):
+
+* wires are 0..n-1; a comparator ``(a, b)`` leaves the max on ``a`` and the
+  min on ``b`` (no assumption ``a < b``);
+* rank 0 is the largest value; ``outputs[r]`` is the wire holding rank r
+  after the last layer (``k = len(outputs)``, ``k = n`` for a sorter);
+* a layer is a set of comparators on pairwise distinct wires.
+
+Storage is compact: all comparators in one ``(size, 2)`` int32 array in
+execution order and a ``(depth + 1,)`` array of layer offsets (CSR style), so a
+network with 10^6 comparators costs ~8 MB and builds in milliseconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+# Refuse networks whose comparator arrays alone would not fit comfortably in
+# memory (and whose wires could not be indexed by int32).
+MAX_WIRES = 1 << 24
+MAX_COMPARATORS = 1 << 28
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
+
+
+@dataclass(frozen=True, eq=False)
+class Network:
+    """An immutable comparator network.
+
+    Build one with :meth:`Network.from_layers` (lists of ``(a, b)`` pairs per
+    layer) or :meth:`Network.from_arrays` (compact arrays); both validate.
+    """
+
+    n: int
+    comparators: np.ndarray  # (size, 2) int32, execution order, max -> [:, 0]
+    layer_offsets: np.ndarray  # (depth + 1,) int64, layer l = comparators[o[l]:o[l+1]]
+    outputs: tuple[int, ...]
+    construction: dict[str, Any] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ build
+    @classmethod
+    def from_arrays(
+        cls,
+        n: int,
+        comparators: np.ndarray,
+        layer_offsets: np.ndarray,
+        outputs: Sequence[int] | None = None,
+        construction: dict[str, Any] | None = None,
+        *,
+        validate: bool = True,
+    ) -> "Network":
+        """Wrap compact arrays. ``outputs`` defaults to ``range(n)`` (a sorter
+        whose rank r lands on wire r)."""
+        n = _check_n(n)
+        comps = np.ascontiguousarray(np.asarray(comparators, dtype=np.int64).reshape(-1, 2))
+        offs = np.ascontiguousarray(np.asarray(layer_offsets, dtype=np.int64).reshape(-1))
+        outs = tuple(range(n)) if outputs is None else tuple(int(w) for w in outputs)
+        if validate:
+            _validate(n, comps, offs, outs)
+        net = cls(
+            n=n,
+            comparators=_frozen(comps.astype(np.int32)),
+            layer_offsets=_frozen(offs),
+            outputs=outs,
+            construction=dict(construction or {}),
+        )
+        return net
+
+    @classmethod
+    def from_layers(
+        cls,
+        n: int,
+        layers: Iterable[Iterable[Sequence[int]]],
+        outputs: Sequence[int] | None = None,
+        construction: dict[str, Any] | None = None,
+    ) -> "Network":
+        """Build from nested lists: ``layers[l]`` is a list of ``(a, b)``."""
+        chunks = []
+        offsets = [0]
+        for layer in layers:
+            arr = np.asarray(list(layer), dtype=np.int64).reshape(-1, 2)
+            chunks.append(arr)
+            offsets.append(offsets[-1] + len(arr))
+        comps = np.concatenate(chunks) if chunks else np.zeros((0, 2), np.int64)
+        return cls.from_arrays(n, comps, np.asarray(offsets), outputs, construction)
+
+    @classmethod
+    def from_comparators(
+        cls,
+        n: int,
+        comparators: Iterable[Sequence[int]] | np.ndarray,
+        outputs: Sequence[int] | None = None,
+        construction: dict[str, Any] | None = None,
+    ) -> "Network":
+        """Build from a flat comparator sequence in execution order, packed
+        as soon as possible into layers (ASAP)."""
+        comps = np.asarray(
+            comparators if isinstance(comparators, np.ndarray) else list(comparators),
+            dtype=np.int64,
+        ).reshape(-1, 2)
+        n = _check_n(n)
+        _check_range(n, comps)
+        layer = asap_layers(n, comps)
+        order = np.argsort(layer, kind="stable")
+        counts = np.bincount(layer, minlength=int(layer.max()) + 1 if len(layer) else 0)
+        offsets = np.concatenate([[0], np.cumsum(counts)])
+        return cls.from_arrays(n, comps[order], offsets, outputs, construction)
+
+    # ------------------------------------------------------------- properties
+    @property
+    def k(self) -> int:
+        return len(self.outputs)
+
+    @property
+    def size(self) -> int:
+        return int(self.comparators.shape[0])
+
+    @property
+    def depth(self) -> int:
+        return int(self.layer_offsets.shape[0] - 1)
+
+    @property
+    def is_sorter(self) -> bool:
+        return self.k == self.n
+
+    def layer(self, l: int) -> np.ndarray:
+        """Comparators of layer ``l`` as a read-only ``(m, 2)`` int32 array."""
+        o = self.layer_offsets
+        return self.comparators[o[l] : o[l + 1]]
+
+    @property
+    def layers(self) -> list[np.ndarray]:
+        return [self.layer(l) for l in range(self.depth)]
+
+    def layer_sizes(self) -> list[int]:
+        return np.diff(self.layer_offsets).astype(int).tolist()
+
+    def layer_of(self) -> np.ndarray:
+        """Layer index of each comparator, shape ``(size,)``."""
+        return np.repeat(np.arange(self.depth), np.diff(self.layer_offsets))
+
+    def with_(self, **changes: Any) -> "Network":
+        """A copy with some fields replaced (validated again)."""
+        fields = dict(
+            n=self.n,
+            comparators=self.comparators,
+            layer_offsets=self.layer_offsets,
+            outputs=self.outputs,
+            construction=self.construction,
+        )
+        fields.update(changes)
+        return Network.from_arrays(**fields)
+
+    def with_comparators(self, keep: np.ndarray, **changes: Any) -> "Network":
+        """Keep only comparators where the boolean mask ``keep`` is true,
+        leaving each in its layer and dropping layers that become empty."""
+        keep = np.asarray(keep, dtype=bool)
+        layer = self.layer_of()[keep]
+        _, counts = np.unique(layer, return_counts=True)
+        offsets = np.concatenate([[0], np.cumsum(counts)])
+        return self.with_(comparators=self.comparators[keep], layer_offsets=offsets, **changes)
+
+    # ------------------------------------------------------------------ stats
+    def stats(self) -> dict[str, int]:
+        return {"depth": self.depth, "size": self.size}
+
+    def key(self) -> str:
+        """Content key: a hash of n, layers, outputs and construction. Two
+        networks with equal keys are the same network."""
+        h = hashlib.sha256()
+        h.update(f"netgen-network/1 n={self.n} outputs={list(self.outputs)}".encode())
+        h.update(np.ascontiguousarray(self.layer_offsets, dtype="<i8").tobytes())
+        h.update(np.ascontiguousarray(self.comparators, dtype="<i4").tobytes())
+        import json
+
+        h.update(json.dumps(self.construction, sort_keys=True).encode())
+        return h.hexdigest()[:16]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Network):
+            return NotImplemented
+        return (
+            self.n == other.n
+            and self.outputs == other.outputs
+            and np.array_equal(self.layer_offsets, other.layer_offsets)
+            and np.array_equal(self.comparators, other.comparators)
+            and self.construction == other.construction
+        )
+
+    def __hash__(self) -> int:
+        return hash(self.key())
+
+    def __repr__(self) -> str:
+        kind = self.construction.get("kind", "custom")
+        return f"Network(kind={kind!r}, n={self.n}, k={self.k}, depth={self.depth}, size={self.size})"
+
+    # ---------------------------------------------------------------- execute
+    def apply(self, x: np.ndarray) -> np.ndarray:
+        """Run the exact network on ``x`` of shape ``(..., n)`` (any ordered
+        dtype); returns all n wires after the last layer."""
+        v = np.array(x, copy=True)
+        if v.shape[-1] != self.n:
+            raise ValueError(f"input has {v.shape[-1]} wires, network has n={self.n}")
+        for l in range(self.depth):
+            c = self.layer(l)
+            a, b = c[:, 0], c[:, 1]
+            va, vb = v[..., a], v[..., b]
+            v[..., a] = np.maximum(va, vb)
+            v[..., b] = np.minimum(va, vb)
+        return v
+
+    def select(self, x: np.ndarray) -> np.ndarray:
+        """The network's top-k (or sorted, descending) values, ``(..., k)``."""
+        return self.apply(x)[..., list(self.outputs)]
+
+    # --------------------------------------------------------------- networkx
+    def to_networkx(self):
+        """The comparator DAG: node i is comparator i (attributes ``a``, ``b``,
+        ``layer``); an edge i -> j carries wire w when j is the next comparator
+        on w after i. Nodes ``("in", w)`` / ``("out", w)`` mark the ends of
+        each wire; ``("out", w)`` has attribute ``rank`` for output wires."""
+        import networkx as nx
+
+        g = nx.DiGraph(n=self.n, k=self.k)
+        rank = {w: r for r, w in enumerate(self.outputs)}
+        last: list[Any] = [("in", w) for w in range(self.n)]
+        for w in range(self.n):
+            g.add_node(("in", w), wire=w)
+        layer_of = self.layer_of()
+        for i, (a, b) in enumerate(self.comparators.tolist()):
+            g.add_node(i, a=a, b=b, layer=int(layer_of[i]))
+            for w in (a, b):
+                g.add_edge(last[w], i, wire=w)
+                last[w] = i
+        for w in range(self.n):
+            g.add_node(("out", w), wire=w, **({"rank": rank[w]} if w in rank else {}))
+            g.add_edge(last[w], ("out", w), wire=w)
+        return g
+
+
+# ---------------------------------------------------------------------------
+def asap_layers(n: int, comps: np.ndarray) -> np.ndarray:
+    """As-soon-as-possible layer index of each comparator of a flat sequence:
+    one more than the latest layer already used on either of its wires."""
+    ready = np.zeros(n, dtype=np.int64)
+    out = np.empty(len(comps), dtype=np.int64)
+    for i, (a, b) in enumerate(comps.tolist()):
+        l = max(ready[a], ready[b])
+        out[i] = l
+        ready[a] = ready[b] = l + 1
+    return out
+
+
+def _check_n(n: Any) -> int:
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise ValueError(f"n must be an integer, got {n!r}")
+    n = int(n)
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    if n > MAX_WIRES:
+        raise ValueError(f"n = {n} is too large (at most {MAX_WIRES} wires)")
+    return n
+
+
+def _check_range(n: int, comps: np.ndarray) -> None:
+    if comps.size == 0:
+        return
+    if len(comps) > MAX_COMPARATORS:
+        raise ValueError(f"{len(comps)} comparators is too many (at most {MAX_COMPARATORS})")
+    lo, hi = int(comps.min()), int(comps.max())
+    if lo < 0 or hi >= n:
+        bad = comps[(comps < 0).any(1) | (comps >= n).any(1)][0].tolist()
+        raise ValueError(f"comparator {bad} uses a wire outside 0..{n - 1}")
+    same = comps[:, 0] == comps[:, 1]
+    if same.any():
+        raise ValueError(f"comparator {comps[same][0].tolist()} compares a wire with itself")
+
+
+def _validate(n: int, comps: np.ndarray, offs: np.ndarray, outs: tuple[int, ...]) -> None:
+    _check_range(n, comps)
+    if len(offs) < 1 or offs[0] != 0 or offs[-1] != len(comps) or (np.diff(offs) < 0).any():
+        raise ValueError("layer offsets are inconsistent with the comparator list")
+    if (np.diff(offs) == 0).any():
+        raise ValueError(f"layer {int(np.argmax(np.diff(offs) == 0))} is empty")
+    # wires within a layer must be distinct: sort (layer, wire) keys and look for repeats
+    if len(comps):
+        layer = np.repeat(np.arange(len(offs) - 1), np.diff(offs))
+        key = np.concatenate([layer * n + comps[:, 0], layer * n + comps[:, 1]])
+        key.sort()
+        dup = key[1:] == key[:-1]
+        if dup.any():
+            k0 = int(key[1:][dup][0])
+            raise ValueError(f"layer {k0 // n} uses wire {k0 % n} twice")
+    if len(outs) < 1:
+        raise ValueError("a network needs at least one output wire")
+    if len(outs) > n:
+        raise ValueError(f"{len(outs)} outputs but only n={n} wires")
+    if min(outs) < 0 or max(outs) >= n:
+        raise ValueError(f"output wires must lie in 0..{n - 1}, got {list(outs)}")
+    if len(set(outs)) != len(outs):
+        raise ValueError(f"output wires must be distinct, got {list(outs)}")
