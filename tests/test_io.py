@@ -1,0 +1,115 @@
+"""Interchange format: canonical JSON round trip, Dobbelaere and layer text."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from netgen import io
+from netgen.network import Network
+
+DOBBELAERE = Path(__file__).resolve().parents[2] / "shared" / "data" / "sorters-dobbelaere"
+
+
+def sample():
+    return Network.from_layers(
+        5, [[(0, 4), (1, 3)], [(0, 1)], [(2, 0)]], outputs=[2, 0], construction={"kind": "custom", "n": 5, "k": 2}
+    )
+
+
+def test_dict_matches_the_documented_format():
+    d = json.loads(io.dumps(sample()))
+    assert d == {
+        "format": "netgen-network/1",
+        "n": 5,
+        "outputs": [2, 0],
+        "layers": [[[0, 4], [1, 3]], [[0, 1]], [[2, 0]]],
+        "construction": {"kind": "custom", "n": 5, "k": 2},
+        "stats": {"depth": 3, "size": 4},
+    }
+    assert d == io.to_dict(sample())
+
+
+def test_json_round_trip_is_byte_identical():
+    text = io.dumps(sample())
+    net = io.loads(text)
+    assert net == sample()
+    assert io.dumps(net) == text
+
+
+def test_round_trip_through_a_file(tmp_path):
+    p = tmp_path / "net.json"
+    io.save(sample(), p)
+    assert io.load(p) == sample()
+    assert p.read_text() == io.dumps(sample())
+    assert not [f for f in tmp_path.iterdir() if f.name.endswith(".tmp")]
+
+
+def test_large_round_trip_is_fast_and_exact():
+    rng = np.random.default_rng(0)
+    n, depth = 4096, 40
+    comps = np.concatenate([rng.permutation(n).reshape(-1, 2) for _ in range(depth)])
+    net = Network.from_arrays(n, comps, np.arange(depth + 1) * (n // 2), outputs=[3, 1, 4])
+    text = io.dumps(net)
+    assert io.dumps(io.loads(text)) == text
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda d: d.update(stats={"depth": 99, "size": 4}), "stats say depth = 99"),
+        (lambda d: d.update(format="other/1"), "unknown format"),
+        (lambda d: d.pop("layers"), "missing field 'layers'"),
+        (lambda d: d.update(layers=[[[0, 9]]]), "outside 0..4"),
+        (lambda d: d.update(layers=[[[0, 1, 2]]]), "pair of integer wires"),
+        (lambda d: d.update(outputs="x"), "outputs must be a list"),
+        (lambda d: d.update(n="5"), "n must be an integer"),
+    ],
+)
+def test_inconsistent_files_are_rejected(mutate, message):
+    d = io.to_dict(sample())
+    mutate(d)
+    with pytest.raises(ValueError, match=message):
+        io.loads(json.dumps(d))
+
+
+def test_unreadable_input():
+    with pytest.raises(ValueError, match="not valid JSON"):
+        io.loads("{oops")
+    with pytest.raises(ValueError, match="not a network file"):
+        io.loads("hello")
+    with pytest.raises(ValueError, match="no such file"):
+        io.load("/nonexistent/net.json")
+
+
+def test_dobbelaere_conversion_and_stats():
+    d = {"N": 4, "L": 5, "D": 3, "nw": [[0, 1], [2, 3], [0, 2], [1, 3], [1, 2]]}
+    net = io.from_dict(d)
+    # min -> i, max -> j: netgen comparator (j, i); ranks descend from wire n-1
+    assert net.comparators[:2].tolist() == [[1, 0], [3, 2]]
+    assert net.outputs == (3, 2, 1, 0)
+    x = np.random.default_rng(0).normal(size=(50, 4))
+    assert np.array_equal(net.select(x), -np.sort(-x, axis=1))
+    with pytest.raises(ValueError, match="D = 2 but the comparators give 3"):
+        io.from_dict({**d, "D": 2})
+
+
+@pytest.mark.skipif(not DOBBELAERE.is_dir(), reason="shared data not present")
+def test_every_dobbelaere_file_loads_with_recomputed_stats():
+    files = sorted(DOBBELAERE.glob("*.json"))
+    assert len(files) >= 170
+    for f in files:
+        raw = json.loads(f.read_text())
+        net = io.load(f)  # raises if N, L or D disagree
+        assert (net.n, net.size, net.depth) == (raw["N"], raw["L"], raw["D"])
+
+
+def test_layer_text():
+    net = io.loads("[(0,1),(2,3)]\n[(0,2),(1,3)]\n[(1,2)]\n")
+    assert (net.n, net.depth, net.size) == (4, 3, 5)
+    assert net.comparators[0].tolist() == [1, 0]
+    x = np.random.default_rng(0).normal(size=(50, 4))
+    assert np.array_equal(net.select(x), -np.sort(-x, axis=1))
+    with pytest.raises(ValueError, match="line 2"):
+        io.loads("[(0,1)]\n[(0,1) junk]\n")
