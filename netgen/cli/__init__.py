@@ -8,6 +8,8 @@ import importlib
 
 import click
 
+from .common import BadInput
+
 # command name -> module under netgen.cli that defines ``command``
 COMMANDS = {
     "build": "build",
@@ -20,6 +22,13 @@ COMMANDS = {
 
 
 class _LazyGroup(click.Group):
+    def invoke(self, ctx):
+        # usage errors (bad option values, unknown commands) become one line, exit 2
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as e:
+            raise BadInput(e.format_message()) from None
+
     def list_commands(self, ctx):
         return sorted(name for name, mod in COMMANDS.items() if _exists(mod))
 

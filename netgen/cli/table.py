@@ -1,0 +1,71 @@
+"""``netgen table``: Table 6 of the DiffTopK paper rebuilt from real
+constructions (after prune, clean and ASAP scheduling), our depth and size
+beside the paper's depth."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from .common import handle_errors, progress
+
+# DiffTopK paper, Table 6 (depths). "sel" = odd-even / bitonic / pairwise
+# Wah-Chen selection networks, which the paper gives one column for.
+PAPER = {
+    16: {"sort": 10, "sel": [4, 7, 9, 9, 10, 10, 10, 10], "splitter": [4, 6, 7, 8, 10, 11, 12, 13]},
+    1024: {"sort": 55, "sel": [10, 19, 27, 27, 34, 34, 34, 34], "splitter": [10, 14, 16, 18, 22, 25, 27, 29]},
+    10450: {"sort": 105, "sel": [14, 27, 39, 39, 50, 50, 50, 50], "splitter": [14, 18, 20, 23, 27, 30, 32, 34]},
+    65536: {"sort": 136, "sel": [16, 31, 45, 45, 58, 58, 58, 58], "splitter": [16, 20, 22, 25, 29, 32, 34, 36]},
+}
+SELECTION_KINDS = ("bitonic", "oddeven", "pairwise")
+
+
+def cells(ns=tuple(PAPER), ks=range(1, 9)):
+    """(n, k, kind, column) for every cell: full sorters per kind, selection
+    networks per kind and k, splitter networks per k."""
+    for n in ns:
+        for kind in SELECTION_KINDS:
+            yield n, n, kind, "sort"
+        for k in ks:
+            for kind in SELECTION_KINDS:
+                yield n, k, kind, "sel"
+            yield n, k, "splitter", "splitter"
+
+
+def measure(n, k, kind, column):
+    from ..compiler import compile_network, construct
+
+    net = compile_network(construct(n, k, kind), verify=False).network
+    paper = PAPER[n]["sort"] if column == "sort" else PAPER[n][column][k - 1]
+    return {"n": n, "k": k, "kind": kind, "column": column, "depth": net.depth, "size": net.size, "paper_depth": paper}
+
+
+@click.command("table")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per line of cells.")
+@click.option("--n", "ns", type=click.Choice([str(n) for n in PAPER]), multiple=True, help="Only these n (repeatable).")
+@handle_errors
+def command(as_json, ns):
+    """Rebuild Table 6 (DiffTopK paper) from netgen's own constructions."""
+    ns = tuple(int(n) for n in ns) or tuple(PAPER)
+    todo = list(cells(ns))
+    rows = [measure(*cell) for cell in progress(todo, desc="table")]
+    if as_json:
+        click.echo(json.dumps({"cells": rows}, indent=1))
+        return
+    click.echo(render(rows))
+
+
+def render(rows) -> str:
+    """A Markdown table: per n and column kind, 'ours/paper' depths for k = 1..8
+    and sizes."""
+    lines = ["| n | network | depth: ours / paper | size |", "|---|---|---|---|"]
+    by = {}
+    for r in rows:
+        by.setdefault((r["n"], r["kind"], r["column"]), []).append(r)
+    for (n, kind, column), rs in by.items():
+        label = f"{kind} sorter" if column == "sort" else f"{kind} (k=1..{len(rs)})"
+        depth = " ".join(f"{r['depth']}/{r['paper_depth']}" for r in rs)
+        size = " ".join(str(r["size"]) for r in rs)
+        lines.append(f"| {n} | {label} | {depth} | {size} |")
+    return "\n".join(lines)
