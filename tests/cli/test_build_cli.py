@@ -1,0 +1,103 @@
+"""`netgen build` and `netgen table` from the command line."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from netgen import io
+from netgen.cli import main
+
+
+def run(*args):
+    return CliRunner().invoke(main, list(args))
+
+
+def test_build_json_to_file_writes_a_proved_network(tmp_path):
+    out = tmp_path / "net.json"
+    r = run("build", "--n", "16", "--k", "5", "--network", "splitter", "-o", str(out))
+    assert r.exit_code == 0, r.output
+    net = io.load(out)
+    assert (net.n, net.k) == (16, 5)
+    assert net.construction["kind"] == "splitter"
+    assert net.construction["verified"].startswith("proved")
+    x = np.random.default_rng(0).normal(size=(200, 16))
+    assert np.array_equal(net.select(x), -np.sort(-x, axis=1)[:, :5])
+
+
+def test_build_json_to_stdout_is_only_the_network():
+    r = CliRunner().invoke(main, ["build", "--n", "8", "--k", "2"])
+    assert r.exit_code == 0
+    net = io.loads(r.stdout)
+    assert (net.n, net.k) == (8, 2)
+
+
+def test_default_kind_is_splitter_for_k_below_n_and_a_sorter_otherwise():
+    sel = io.loads(CliRunner().invoke(main, ["build", "--n", "12", "--k", "3"]).stdout)
+    assert sel.construction["kind"] == "splitter"
+    full = io.loads(CliRunner().invoke(main, ["build", "--n", "12"]).stdout)
+    assert full.k == 12 and full.construction["kind"] in ("oddeven", "pairwise", "bitonic")
+
+
+@pytest.mark.parametrize("kind", ["bitonic", "oddeven", "pairwise", "transposition"])
+def test_sorter_kinds_with_k_below_n_select(kind):
+    net = io.loads(CliRunner().invoke(main, ["build", "--n", "13", "--k", "4", "--network", kind]).stdout)
+    x = np.random.default_rng(1).normal(size=(300, 13))
+    assert np.array_equal(net.select(x), -np.sort(-x, axis=1)[:, :4])
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--n", "0"], "n must be >= 1"),
+        (["--n", "5", "--k", "0"], "k must be >= 1"),
+        (["--n", "5", "--k", "6"], "k must be <= n"),
+        (["--n", "5", "--network", "heap"], "heap"),
+        (["--k", "3"], "give --n"),
+        (["--n", "100000000", "--network", "transposition"], "too large"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, args, message):
+    out = tmp_path / "x.json"
+    r = run("build", *args, "-o", str(out))
+    assert r.exit_code == 2, r.output
+    assert message in r.output
+    assert len(r.output.strip().splitlines()) == 1
+    assert "Traceback" not in r.output
+    assert not out.exists()
+
+
+def test_build_from_file_keeps_comparators(tmp_path):
+    src = tmp_path / "layers.txt"
+    src.write_text("[(0,1),(2,3)]\n[(0,2),(1,3)]\n[(1,2)]\n")
+    r = CliRunner().invoke(main, ["build", "--from", str(src)])
+    assert r.exit_code == 0, r.output
+    net = io.loads(r.stdout)
+    assert net.size == 5 and net.depth == 3
+
+
+def test_build_from_a_wrong_network_fails_with_exit_1(tmp_path):
+    src = tmp_path / "bad.txt"
+    src.write_text("[(0,1),(2,3)]\n[(0,2),(1,3)]\n")  # the final comparator is missing
+    out = tmp_path / "out.json"
+    r = CliRunner().invoke(main, ["build", "--from", str(src), "-o", str(out)])
+    assert r.exit_code == 1
+    assert not out.exists()
+
+
+def test_console_script_runs():
+    r = subprocess.run([sys.executable, "-m", "netgen.cli", "build", "--n", "4", "--k", "1"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["n"] == 4
+
+
+def test_table_small_n_is_within_the_papers_depths():
+    r = CliRunner().invoke(main, ["table", "--json", "--n", "16"])
+    assert r.exit_code == 0, r.output
+    cells = json.loads(r.stdout)["cells"]
+    assert len(cells) == 3 + 8 * 4
+    for c in cells:
+        assert c["depth"] <= c["paper_depth"], c
