@@ -8,4 +8,12 @@ from .io import load as load_network, save as save_network, dumps, loads
 
 __version__ = "0.1.0"
 
-__all__ = ["Network", "load_network", "save_network", "dumps", "loads", "__version__"]
+
+def load(path):
+    """Import a generated layer module (see :func:`netgen.codegen.loader.load`)."""
+    from .codegen.loader import load as _load
+
+    return _load(path)
+
+
+__all__ = ["Network", "load_network", "save_network", "dumps", "loads", "__version__", "load"]

@@ -1,0 +1,153 @@
+"""The reference executor: THE definition of netgen's relaxed semantics.
+
+Plain PyTorch, any network, any leading batch dimensions, differentiable by
+autograd. Every code-generation target is tested against these functions.
+
+* :func:`forward` runs the soft network (DESIGN.md section 6) on ``x`` of
+  shape ``(..., n)`` and returns the soft values ``(..., k)`` (rank 0 = the
+  largest) and ``P`` of shape ``(..., k, n)`` (rows = ranks, columns =
+  inputs, ``values = P @ x``). P is computed by the back-sweep: start from
+  the k output rows of the identity and multiply by each layer's mixing
+  matrix from the last layer to the first (O(k * size) work).
+* :func:`column` returns ``P[..., :, y]`` by pushing the unit vector e_y
+  forward through the same mixing as the values (O(size) work, O(n) memory).
+* :func:`hard` runs the exact network and returns values and the input
+  index each output came from.
+
+Inputs: float32/float64 are computed in their own dtype; float16/bfloat16
+are computed in float32 and the results returned in the input dtype.
+NaN or inf inputs raise ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..network import Network
+from .distributions import Relaxation, swap_probability, swap_probability_grad
+
+__all__ = ["forward", "column", "hard", "swap_prob", "check_input"]
+
+
+class _SwapProb(torch.autograd.Function):
+    """p = F(s phi(d)) with the documented derivative (finite at ART ties)."""
+
+    @staticmethod
+    def forward(ctx, d: torch.Tensor, r: Relaxation) -> torch.Tensor:  # type: ignore[override]
+        ctx.save_for_backward(d)
+        ctx.r = r
+        return swap_probability(d, r)
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor):  # type: ignore[override]
+        (d,) = ctx.saved_tensors
+        return g * swap_probability_grad(d, ctx.r), None
+
+
+def swap_prob(d: torch.Tensor, r: Relaxation) -> torch.Tensor:
+    """Swap probability usable under autograd (see :func:`swap_probability`)."""
+    return _SwapProb.apply(d, r)
+
+
+def check_input(net: Network, x: torch.Tensor) -> tuple[torch.Tensor, torch.dtype]:
+    """Validate ``x`` (shape ``(..., n)``, floating, finite); return it in
+    the compute dtype, plus the dtype to return results in."""
+    if not isinstance(x, torch.Tensor):
+        raise ValueError(f"expected a torch.Tensor, got {type(x).__name__}")
+    if x.dim() < 1 or x.shape[-1] != net.n:
+        raise ValueError(f"input must have shape (..., {net.n}), got {tuple(x.shape)}")
+    if not x.dtype.is_floating_point:
+        raise ValueError(f"input must be floating point, got {x.dtype}")
+    if not bool(torch.isfinite(x).all()):
+        bad = "NaN" if bool(torch.isnan(x).any()) else "inf"
+        raise ValueError(f"input contains {bad} values; relaxed networks need finite inputs")
+    out_dtype = x.dtype
+    if x.dtype in (torch.float16, torch.bfloat16):
+        x = x.float()
+    return x, out_dtype
+
+
+def _index(net: Network, l: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    c = torch.from_numpy(net.layer(l).astype("int64"))
+    return c[:, 0].to(device), c[:, 1].to(device)
+
+
+def _mix(u: torch.Tensor, a: torch.Tensor, b: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    """Apply one layer's mixing to the last dim of ``u`` (out of place):
+    u[a] <- p u[a] + (1-p) u[b], u[b] <- (1-p) u[a] + p u[b]."""
+    ua, ub = u[..., a], u[..., b]
+    return u.index_copy(-1, a, p * ua + (1 - p) * ub).index_copy(-1, b, (1 - p) * ua + p * ub)
+
+
+def _sweep(net: Network, x: torch.Tensor, r: Relaxation, extra: torch.Tensor | None = None):
+    """Forward sweep of the values; returns (final wires, list of (a, b, p)),
+    mixing ``extra`` (same shape as x) alongside when given."""
+    v = x
+    steps = []
+    for l in range(net.depth):
+        a, b = _index(net, l, x.device)
+        p = swap_prob(v[..., a] - v[..., b], r)
+        v = _mix(v, a, b, p)
+        if extra is not None:
+            extra = _mix(extra, a, b, p)
+        steps.append((a, b, p))
+    return v, steps, extra
+
+
+def forward(net: Network, x: torch.Tensor, r: Relaxation) -> tuple[torch.Tensor, torch.Tensor]:
+    """Soft values ``(..., k)`` and ``P`` ``(..., k, n)`` (see module doc)."""
+    x, out_dtype = check_input(net, x)
+    v, steps, _ = _sweep(net, x, r)
+    outs = torch.tensor(net.outputs, dtype=torch.int64, device=x.device)
+    values = v[..., outs]
+    # back-sweep: R = E_out, then R <- R M_l for l = depth-1 .. 0
+    R = torch.zeros(x.shape[:-1] + (net.k, net.n), dtype=x.dtype, device=x.device)
+    R[..., torch.arange(net.k, device=x.device), outs] = 1
+    for a, b, p in reversed(steps):
+        R = _mix(R, a, b, p.unsqueeze(-2))
+    return values.to(out_dtype), R.to(out_dtype)
+
+
+def column(net: Network, x: torch.Tensor, y: torch.Tensor, r: Relaxation) -> torch.Tensor:
+    """``P[..., :, y]`` of shape ``(..., k)`` for integer ``y`` of shape
+    ``(...)`` (the batch shape of ``x``)."""
+    x, out_dtype = check_input(net, x)
+    y = check_labels(net, x, y)
+    e = torch.nn.functional.one_hot(y, net.n).to(x.dtype)
+    _, _, c = _sweep(net, x, r, extra=e)
+    outs = torch.tensor(net.outputs, dtype=torch.int64, device=x.device)
+    return c[..., outs].to(out_dtype)
+
+
+def check_labels(net: Network, x: torch.Tensor, y) -> torch.Tensor:
+    """Validate class indices ``y`` against ``x``'s batch shape."""
+    y = torch.as_tensor(y, device=x.device)
+    if y.dtype.is_floating_point or y.dtype == torch.bool or y.is_complex():
+        raise ValueError(f"y must hold integer indices, got {y.dtype}")
+    if tuple(y.shape) != tuple(x.shape[:-1]):
+        raise ValueError(f"y must have shape {tuple(x.shape[:-1])} (the batch shape of x), got {tuple(y.shape)}")
+    y = y.long()
+    if y.numel() and (int(y.min()) < 0 or int(y.max()) >= net.n):
+        raise ValueError(f"y must lie in 0..{net.n - 1}")
+    return y
+
+
+def hard(net: Network, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The exact network: ``(values, indices)`` of shape ``(..., k)``;
+    ``indices`` (int64) are the input positions the outputs came from. A
+    comparator swaps only when the min wire holds a strictly larger value."""
+    if not isinstance(x, torch.Tensor) or x.dim() < 1 or x.shape[-1] != net.n:
+        raise ValueError(f"input must be a tensor of shape (..., {net.n})")
+    if x.dtype.is_floating_point and bool(torch.isnan(x).any()):
+        raise ValueError("input contains NaN values; the exact network needs ordered inputs")
+    v = x.clone()
+    idx = torch.arange(net.n, device=x.device).expand(x.shape).clone()
+    for l in range(net.depth):
+        a, b = _index(net, l, x.device)
+        va, vb, ia, ib = v[..., a], v[..., b], idx[..., a], idx[..., b]
+        swap = vb > va
+        v[..., a], v[..., b] = torch.where(swap, vb, va), torch.where(swap, va, vb)
+        idx[..., a], idx[..., b] = torch.where(swap, ib, ia), torch.where(swap, ia, ib)
+    outs = torch.tensor(net.outputs, dtype=torch.int64, device=x.device)
+    return v[..., outs], idx[..., outs]
+

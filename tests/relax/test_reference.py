@@ -1,0 +1,199 @@
+"""The reference executor (the definition of the relaxed semantics)."""
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from netgen.network import Network
+from netgen.relax import reference as ref
+from netgen.relax.distributions import DISTRIBUTIONS, Relaxation, swap_probability
+
+
+def build(kind, n, k):
+    """A network from netgen.construct (small inline stand-ins until it lands)."""
+    try:
+        from netgen.construct import build as construct_build
+    except ImportError:
+        construct_build = None
+    if construct_build is not None:
+        return construct_build(kind, n, k)
+    return _fallback(kind, n, k)
+
+
+def _fallback(kind, n, k):  # pragma: no cover - replaced by netgen.construct
+    if kind == "odd_even":  # odd-even transposition sorter, max to the higher wire
+        layers = [[(i + 1, i) for i in range(s % 2, n - 1, 2)] for s in range(n)]
+        layers = [l for l in layers if l]
+        outs = list(range(n - 1, n - 1 - k, -1))
+        return Network.from_layers(n, layers, outs)
+    if kind == "bitonic":
+        assert n & (n - 1) == 0
+        layers = []
+        size = 2
+        while size <= n:
+            stride = size // 2
+            while stride:
+                layer = []
+                for i in range(n):
+                    j = i ^ stride
+                    if j > i:
+                        up = (i & size) == 0
+                        layer.append((i, j) if up else (j, i))
+                layers.append(layer)
+                stride //= 2
+            size *= 2
+        return Network.from_layers(n, layers, list(range(k)))
+    if kind == "splitter":
+        comps, minrank = [], [0] * n
+
+        def cascade(lanes):
+            m = len(lanes)
+            if m < 2:
+                return
+            s = 1 << ((m - 1).bit_length() - 1)
+            comps.extend((lanes[i], lanes[i + s]) for i in range(m - s))
+            cascade(lanes[:s])
+            cascade(lanes[s:])
+
+        while True:
+            for r in range(k - 1, -1, -1):
+                live = [w for w in range(n) if minrank[w] == r]
+                if len(live) >= 2:
+                    cascade(live)
+                    for i, w in enumerate(live):
+                        minrank[w] += 2 ** bin(i).count("1") - 1
+            held = [[w for w in range(n) if minrank[w] == r] for r in range(k)]
+            if all(len(h) == 1 for h in held):
+                return Network.from_comparators(n, comps, [h[0] for h in held])
+    raise ValueError(kind)
+
+
+NETS = [("splitter", 11, 3), ("bitonic", 8, 8), ("odd_even", 6, 6), ("bitonic", 8, 3)]
+
+
+def rand_distinct(*shape, dtype=torch.float64, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g, dtype=dtype)
+
+
+@pytest.mark.parametrize("kind,n,k", NETS)
+def test_hard_matches_topk(kind, n, k):
+    net = build(kind, n, k)
+    x = rand_distinct(5, 3, n)
+    vals, idx = ref.hard(net, x)
+    tv, ti = torch.topk(x, k, dim=-1)
+    assert torch.equal(vals, tv) and torch.equal(idx, ti)
+
+
+def brute_force(net, x, r):
+    """Comparator by comparator, scalar Python, P as full n x n products."""
+    n = net.n
+    v = x.tolist()
+    M = np.eye(n)
+    for a, b in net.comparators.tolist():
+        d = v[a] - v[b]
+        p = swap_probability(torch.tensor([d], dtype=torch.float64), r).item()
+        v[a], v[b] = p * v[a] + (1 - p) * v[b], (1 - p) * v[a] + p * v[b]
+        L = np.eye(n)
+        L[a, a] = L[b, b] = p
+        L[a, b] = L[b, a] = 1 - p
+        M = L @ M
+    outs = list(net.outputs)
+    return np.array(v)[outs], M[outs]
+
+
+@pytest.mark.parametrize("dist", DISTRIBUTIONS)
+@pytest.mark.parametrize("kind,n,k", NETS[:3])
+def test_forward_matches_brute_force(dist, kind, n, k):
+    net = build(kind, n, k)
+    r = Relaxation(dist, steepness=3.0)
+    x = rand_distinct(n, seed=1)
+    vals, P = ref.forward(net, x, r)
+    bv, bP = brute_force(net, x, r)
+    assert vals.shape == (k,) and P.shape == (k, n)
+    np.testing.assert_allclose(vals.numpy(), bv, atol=1e-12)
+    np.testing.assert_allclose(P.numpy(), bP, atol=1e-12)
+    # P is doubly sub-stochastic and reproduces the values
+    assert torch.allclose(P.sum(-1), torch.ones(k, dtype=torch.float64))
+    assert torch.allclose(P @ x, vals)
+
+
+@pytest.mark.parametrize("kind,n,k", NETS)
+def test_column_is_a_column_of_P(kind, n, k):
+    net = build(kind, n, k)
+    r = Relaxation("logistic", 2.0)
+    x = rand_distinct(2, 3, n, seed=2)
+    y = torch.randint(0, n, (2, 3), generator=torch.Generator().manual_seed(0))
+    _, P = ref.forward(net, x, r)
+    c = ref.column(net, x, y, r)
+    want = torch.gather(P, -1, y[..., None, None].expand(2, 3, k, 1)).squeeze(-1)
+    assert torch.allclose(c, want, atol=1e-14)
+
+
+@pytest.mark.parametrize("dist", DISTRIBUTIONS)
+@pytest.mark.parametrize("kind,n,k", [("splitter", 9, 3), ("bitonic", 8, 4), ("odd_even", 5, 5)])
+def test_gradcheck(dist, kind, n, k):
+    net = build(kind, n, k)
+    r = Relaxation(dist, steepness=2.0, art_lambda=0.25)
+    x = rand_distinct(2, n, seed=3).requires_grad_()
+    y = torch.tensor([0, n - 1])
+    assert torch.autograd.gradcheck(lambda t: ref.forward(net, t, r), (x,))
+    assert torch.autograd.gradcheck(lambda t: ref.column(net, t, y, r), (x,))
+
+
+def test_any_leading_shape_and_half():
+    net = build("bitonic", 8, 3)
+    r = Relaxation()
+    x = rand_distinct(2, 1, 3, 8, dtype=torch.float32)
+    v, P = ref.forward(net, x, r)
+    assert v.shape == (2, 1, 3, 3) and P.shape == (2, 1, 3, 3, 8)
+    vh, Ph = ref.forward(net, x.half(), r)
+    assert vh.dtype == torch.float16 and Ph.dtype == torch.float16
+    assert torch.allclose(vh.float(), v, atol=1e-2)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_input_raises(bad):
+    net = build("bitonic", 8, 3)
+    x = torch.zeros(8)
+    x[3] = bad
+    with pytest.raises(ValueError, match="NaN|inf"):
+        ref.forward(net, x, Relaxation())
+    with pytest.raises(ValueError, match="NaN|inf"):
+        ref.column(net, x, torch.tensor(0), Relaxation())
+
+
+def test_bad_shapes_raise():
+    net = build("bitonic", 8, 3)
+    with pytest.raises(ValueError, match="shape"):
+        ref.forward(net, torch.zeros(7), Relaxation())
+    with pytest.raises(ValueError, match="y must"):
+        ref.column(net, torch.zeros(2, 8), torch.tensor([0, 8]), Relaxation())
+    with pytest.raises(ValueError, match="y must"):
+        ref.column(net, torch.zeros(2, 8), torch.tensor([0.0, 1.0]), Relaxation())
+
+
+@pytest.mark.parametrize("dist", DISTRIBUTIONS)
+@pytest.mark.parametrize("case", ["all_equal", "pairs_equal", "huge", "steep"])
+def test_ties_and_extremes_finite(dist, case):
+    net = build("splitter", 10, 3)
+    s = 1e4 if case == "steep" else 20.0
+    r = Relaxation(dist, steepness=s, art_lambda=0.5)
+    if case == "all_equal":
+        x = torch.full((10,), 0.7, dtype=torch.float64)
+    elif case == "pairs_equal":
+        x = torch.tensor([1.0, 1.0, 2.0, 2.0, -3.0, -3.0, 0.5, 0.5, 4.0, 4.0], dtype=torch.float64)
+    elif case == "huge":
+        x = torch.tensor([1e30, -1e30, 1e30, 0.0, -1e30, 1.0, 1e30, 2.0, 3.0, -1e30], dtype=torch.float64)
+    else:
+        x = rand_distinct(10, seed=4)
+    for dtype in (torch.float64, torch.float32):
+        xt = x.to(dtype).requires_grad_()
+        vals, P = ref.forward(net, xt, r)
+        y = torch.tensor(2)
+        c = ref.column(net, xt, y, r)
+        assert bool(torch.isfinite(vals).all() and torch.isfinite(P).all() and torch.isfinite(c).all())
+        (gx,) = torch.autograd.grad(vals.sum() + (P * torch.arange(10.0, dtype=dtype)).sum() + c.sum(), xt)
+        assert bool(torch.isfinite(gx).all()), (dist, case, dtype, gx)
