@@ -1,0 +1,76 @@
+"""Constructions: sorting networks, Wah-Chen selection networks and splitter
+selection networks, for any n >= 1 and 1 <= k <= n.
+
+``build(kind, n, k)``:
+
+* ``k`` None or ``k == n``: the full sorter of ``kind`` (outputs 0..n-1:
+  wire r holds rank r). ``splitter`` needs ``k``; ``k == n`` is allowed and
+  gives the splitter construction run to the end, which is a sorter.
+* ``k < n``: bitonic / oddeven / pairwise give the Wah-Chen selection network
+  made of that kind's sorter and merger (:mod:`.selection`); transposition
+  gives its sorter cone-pruned to the k outputs; splitter the DiffTopK
+  splitter network (:mod:`.splitter`).
+
+Every result is cone-pruned to its outputs where that can remove anything,
+packed ASAP, never touches padding wires and has construction record
+``{"kind": kind, "n": n, "k": k}``.
+"""
+
+from __future__ import annotations
+
+from ..network import Network
+from ._common import MAX_COMPARATORS, check_nk
+from .selection import selection, selection_depth, selection_size_estimate
+from .sorters import sorter, sorter_size_estimate
+from .splitter import splitter, splitter_size_estimate, splitter_trace
+
+KINDS = ("splitter", "bitonic", "oddeven", "pairwise", "transposition")
+
+
+def size_estimate(kind: str, n: int, k: int | None = None) -> int:
+    """Roughly how many comparators ``build(kind, n, k)`` creates while
+    building (an upper bound for all kinds but splitter)."""
+    _check_kind(kind)
+    n, k = check_nk(n, k)
+    k = n if k is None else k
+    if kind == "splitter":
+        return splitter_size_estimate(n, k)
+    if k == n or kind == "transposition":
+        return sorter_size_estimate(kind, n)
+    return selection_size_estimate(n, k)
+
+
+def build(kind: str, n: int, k: int | None = None) -> Network:
+    """Construct the network of ``kind`` (one of :data:`KINDS`) on n wires
+    with k outputs (None: a sorter). ValueError for bad arguments or sizes
+    that would exhaust memory."""
+    _check_kind(kind)
+    n, k = check_nk(n, k)
+    if kind == "splitter":
+        if k is None:
+            raise ValueError("the splitter network needs k (1 <= k <= n)")
+        return splitter(n, k)
+    if k is None or k == n:
+        return sorter(kind, n)
+    if kind == "transposition":
+        from ..passes.prune import prune
+        from ..passes.schedule import asap
+
+        full = sorter(kind, n)  # checks the size first
+        return asap(prune(full.with_(outputs=full.outputs[:k], construction={"kind": kind, "n": n, "k": k})))
+    return selection(kind, n, k)
+
+
+def _check_kind(kind: object) -> None:
+    if not isinstance(kind, str) or kind not in KINDS:
+        raise ValueError(f"unknown network kind {kind!r}; choose one of {', '.join(KINDS)}")
+
+
+__all__ = [
+    "KINDS",
+    "build",
+    "size_estimate",
+    "selection_depth",
+    "splitter_trace",
+    "MAX_COMPARATORS",
+]
