@@ -55,14 +55,20 @@ def _sinkhorn(C, log_mu, log_nu, eps, max_iter, tol, scaling, check_every):
     B, n, m = C.shape
     f = C.new_zeros(B, n)
     g = C.new_zeros(B, m)
+    active = torch.ones(B, 1, dtype=torch.bool, device=C.device)
 
     def update(e):
         nonlocal f, g
-        f = e * (log_mu - torch.logsumexp((g.unsqueeze(-2) - C) / e, dim=-1))
-        g = e * (log_nu - torch.logsumexp((f.unsqueeze(-1) - C) / e, dim=-2))
+        f_new = e * (log_mu - torch.logsumexp((g.unsqueeze(-2) - C) / e, dim=-1))
+        g_new = e * (log_nu - torch.logsumexp((f_new.unsqueeze(-1) - C) / e, dim=-2))
+        # rows that already converged are frozen, so a row's result does not
+        # depend on the other rows of the batch
+        f = torch.where(active, f_new, f)
+        g = torch.where(active, g_new, g)
 
     # epsilon scaling: a few sweeps per stage from the cost scale down to eps
-    e = float(C.detach().abs().amax()) if C.numel() else eps
+    # (costs are normalised to [0, 1] by both callers, so the schedule starts at 1)
+    e = max(1.0, float(C.detach().amax())) if C.numel() else eps
     while e > eps:
         for _ in range(3):
             update(e)
@@ -71,12 +77,13 @@ def _sinkhorn(C, log_mu, log_nu, eps, max_iter, tol, scaling, check_every):
     mu = log_mu.exp()
     err = torch.full((B,), float("inf"), dtype=C.dtype, device=C.device)
     while it < max_iter:
-        for _ in range(check_every):
+        for _ in range(min(check_every, max_iter - it)):
             update(eps)
             it += 1
         rows = torch.exp((f.unsqueeze(-1) + g.unsqueeze(-2) - C) / eps).sum(-1)
         err = (rows - mu).abs().sum(-1)
-        if bool((err <= tol).all()):
+        active = (err > tol).unsqueeze(-1)
+        if not bool(active.any()):
             break
     plan = torch.exp((f.unsqueeze(-1) + g.unsqueeze(-2) - C) / eps)
     return plan, err, it

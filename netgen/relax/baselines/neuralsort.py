@@ -58,7 +58,7 @@ def gumbel_neuralsort(x, k, tau=1.0, noise_scale=1.0, generator=None):
     tau = check_positive(tau, "tau")
     u = torch.rand(x.shape, dtype=x.dtype, device=x.device, generator=generator)
     tiny = torch.finfo(x.dtype).tiny
-    g = -torch.log(-torch.log(u.clamp_min(tiny)).clamp_min(tiny))
+    g = -torch.log((-torch.log(u.clamp_min(tiny))).clamp_min(tiny))
     return _neuralsort(x + noise_scale * g, x, k, tau)
 
 
