@@ -1,0 +1,434 @@
+"""``--target numba``: emit a module of ``@njit`` CPU kernels.
+
+The emitted module (DESIGN.md section 8 contract) holds:
+
+* ``NETWORK``, ``RELAXATION``, ``TARGET = "numba"`` and the comparator table
+  (rebuilt from ``NETWORK`` at import);
+* the build-time plan (:func:`netgen.codegen._numba_common.plan`): for each
+  comparator, the range of P rows it can touch, so the back-sweep and its
+  adjoint skip structural zeros (after the first cascade of a (5, 10450)
+  splitter network only ~100 wires are live and rows stay sparse until the
+  sweep reaches that cascade);
+* four kernels, each ``@njit(parallel=True)`` over the batch (``prange``),
+  with the chosen distribution pasted inline:
+
+  - ``_fwd_rows``: values by the forward sweep, saved swap probabilities,
+    P rows by the back-sweep (R <- R M_l from the last layer to the first,
+    touching rows ``clo..chi`` only), and, when a gradient is needed, the
+    differences ``R[r, a] - R[r, b]`` the adjoint needs;
+  - ``_bwd_rows``: the written adjoint: dL/dP pushed forward through the
+    layers (the adjoint of the back-sweep) gives dL/dp per comparator, then
+    one backward sweep of the values' adjoint adds dL/dp * dp/dd;
+  - ``_fwd_col`` / ``_bwd_col``: P[:, y] by pushing e_y forward with the
+    values (O(size) work, O(n) memory per row) and its adjoint;
+* ``Layer`` (``torch.nn.Module``): ``forward``, ``column``, ``hard``, wrapped
+  in ``torch.autograd.Function`` s. Kernels are cached next to the module
+  (``cache=True``) when it is a real file.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..network import Network
+from ._numba_common import (
+    network_literal,
+    plan_source,
+    relaxation_literal,
+    relaxation_of,
+    swap_code,
+)
+
+TARGET = "numba"
+
+
+def emit(net: Network, r: Any = None) -> str:
+    """Full source of the generated numba module for ``net`` relaxed by
+    ``r`` (a :class:`~netgen.relax.distributions.Relaxation`; None = the
+    default for ``net``). Deterministic: same inputs, same bytes."""
+    if not isinstance(net, Network):
+        raise ValueError(f"expected a Network, got {type(net).__name__}")
+    r = relaxation_of(net, r)
+    src = _TEMPLATE
+    subs = {
+        "@@DOC@@": _doc(net, r),
+        "@@NETWORK@@": network_literal(net),
+        "@@RELAXATION@@": relaxation_literal(r),
+        "@@PLAN@@": plan_source().rstrip(),
+        "@@SWAP12@@": swap_code(r, 12),
+        "@@SWAP16@@": swap_code(r, 16),
+    }
+    for key, val in subs.items():
+        src = src.replace(key, val)
+    return src
+
+
+def _doc(net: Network, r) -> str:
+    kind = net.construction.get("kind", "custom")
+    return (
+        f'"""netgen generated module (target numba): {kind} network, n={net.n}, k={net.k}, '
+        f"depth={net.depth}, size={net.size};\n"
+        f"relaxation {r.distribution}, steepness={r.steepness!r}, art_lambda={r.art_lambda!r}, "
+        f"art_epsilon={r.art_epsilon!r}.\n\n"
+        "Generated code: do not edit. Rebuild with `netgen build ... --target numba`.\n"
+        "Layer().forward(x) -> (values (..., k), P (..., k, n)); Layer().column(x, y) -> P[..., :, y];\n"
+        'Layer().hard(x) -> exact (values, indices). CPU tensors; float32/float64 (half computed in float32).\n"""'
+    )
+
+
+_TEMPLATE = '''@@DOC@@
+
+import math
+import os
+
+import numba
+import numpy as np
+import torch
+
+TARGET = "numba"
+
+@@NETWORK@@
+
+@@RELAXATION@@
+
+
+@@PLAN@@
+
+
+def _tables():
+    layers = NETWORK["layers"]
+    sizes = [len(layer) for layer in layers]
+    comps = np.array([c for layer in layers for c in layer], dtype=np.int64).reshape(-1, 2)
+    offs = np.zeros(len(layers) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offs[1:])
+    return comps, offs
+
+
+_N = NETWORK["n"]
+_OUTPUTS = np.array(NETWORK["outputs"], dtype=np.int64)
+_K = len(_OUTPUTS)
+_COMPS, _OFFSETS = _tables()
+_CA = np.ascontiguousarray(_COMPS[:, 0])
+_CB = np.ascontiguousarray(_COMPS[:, 1])
+_SIZE = len(_CA)
+_CLO, _CHI, _DOFF = plan(_N, _COMPS, _OFFSETS, NETWORK["outputs"])
+_NNZ = int(_DOFF[-1])
+# NETGEN_NUMBA_PARALLEL=0 compiles serial kernels (same code, prange runs as
+# range; ~3x faster to compile, used by netgen's unit tests). Only the
+# parallel kernels are cached on disk, next to this file.
+_PARALLEL = os.environ.get("NETGEN_NUMBA_PARALLEL", "1") != "0"
+_CACHE = _PARALLEL and os.path.isfile(globals().get("__file__") or "")
+
+
+@numba.njit(parallel=_PARALLEL, cache=_CACHE)
+def _fwd_rows(x, ca, cb, clo, chi, doff, outs, values, P, ps, ds, dps, D, save):
+    B, n = x.shape
+    size = ca.shape[0]
+    k = outs.shape[0]
+    for b in numba.prange(B):
+        v = np.empty(n, dtype=np.float64)
+        for w in range(n):
+            v[w] = x[b, w]
+        for i in range(size):
+            a = ca[i]
+            c = cb[i]
+            xa = v[a]
+            xc = v[c]
+            d = xa - xc
+@@SWAP12@@
+            q = 1.0 - p
+            v[a] = p * xa + q * xc
+            v[c] = q * xa + p * xc
+            ps[b, i] = p
+            if save:
+                ds[b, i] = d
+                dps[b, i] = dp
+        for r in range(k):
+            values[b, r] = v[outs[r]]
+        for r in range(k):
+            for w in range(n):
+                P[b, r, w] = 0.0
+            P[b, r, outs[r]] = 1.0
+        for i in range(size - 1, -1, -1):
+            lo = clo[i]
+            hi = chi[i]
+            if lo >= hi:
+                continue
+            a = ca[i]
+            c = cb[i]
+            p = ps[b, i]
+            q = 1.0 - p
+            o = doff[i] - lo
+            for r in range(lo, hi):
+                ra = P[b, r, a]
+                rc = P[b, r, c]
+                if save:
+                    D[b, o + r] = ra - rc
+                P[b, r, a] = p * ra + q * rc
+                P[b, r, c] = q * ra + p * rc
+
+
+@numba.njit(parallel=_PARALLEL, cache=_CACHE)
+def _bwd_rows(gv, gP, has_gP, ca, cb, clo, chi, doff, outs, ps, ds, dps, D, gx):
+    B, n = gx.shape
+    size = ca.shape[0]
+    k = outs.shape[0]
+    for b in numba.prange(B):
+        gpp = np.zeros(size, dtype=np.float64)
+        if has_gP:
+            G = np.empty((k, n), dtype=np.float64)
+            for r in range(k):
+                for w in range(n):
+                    G[r, w] = gP[b, r, w]
+            for i in range(size):
+                lo = clo[i]
+                hi = chi[i]
+                if lo >= hi:
+                    continue
+                a = ca[i]
+                c = cb[i]
+                p = ps[b, i]
+                q = 1.0 - p
+                o = doff[i] - lo
+                acc = 0.0
+                for r in range(lo, hi):
+                    ga = G[r, a]
+                    gc = G[r, c]
+                    acc += (ga - gc) * D[b, o + r]
+                    G[r, a] = p * ga + q * gc
+                    G[r, c] = q * ga + p * gc
+                gpp[i] = acc
+        g = np.zeros(n, dtype=np.float64)
+        for r in range(k):
+            g[outs[r]] += gv[b, r]
+        for i in range(size - 1, -1, -1):
+            a = ca[i]
+            c = cb[i]
+            p = ps[b, i]
+            q = 1.0 - p
+            ga = g[a]
+            gc = g[c]
+            gd = ((ga - gc) * ds[b, i] + gpp[i]) * dps[b, i]
+            g[a] = p * ga + q * gc + gd
+            g[c] = q * ga + p * gc - gd
+        for w in range(n):
+            gx[b, w] = g[w]
+
+
+@numba.njit(parallel=_PARALLEL, cache=_CACHE)
+def _fwd_col(x, y, ca, cb, outs, col, ps, ds, dps, dus, save):
+    B, n = x.shape
+    size = ca.shape[0]
+    k = outs.shape[0]
+    for b in numba.prange(B):
+        v = np.empty(n, dtype=np.float64)
+        for w in range(n):
+            v[w] = x[b, w]
+        u = np.zeros(n, dtype=np.float64)
+        u[y[b]] = 1.0
+        for i in range(size):
+            a = ca[i]
+            c = cb[i]
+            xa = v[a]
+            xc = v[c]
+            d = xa - xc
+@@SWAP12@@
+            q = 1.0 - p
+            v[a] = p * xa + q * xc
+            v[c] = q * xa + p * xc
+            ua = u[a]
+            uc = u[c]
+            u[a] = p * ua + q * uc
+            u[c] = q * ua + p * uc
+            if save:
+                ps[b, i] = p
+                ds[b, i] = d
+                dps[b, i] = dp
+                dus[b, i] = ua - uc
+        for r in range(k):
+            col[b, r] = u[outs[r]]
+
+
+@numba.njit(parallel=_PARALLEL, cache=_CACHE)
+def _bwd_col(gcol, ca, cb, outs, ps, ds, dps, dus, gx):
+    B, n = gx.shape
+    size = ca.shape[0]
+    k = outs.shape[0]
+    for b in numba.prange(B):
+        g = np.zeros(n, dtype=np.float64)
+        gu = np.zeros(n, dtype=np.float64)
+        for r in range(k):
+            gu[outs[r]] += gcol[b, r]
+        for i in range(size - 1, -1, -1):
+            a = ca[i]
+            c = cb[i]
+            p = ps[b, i]
+            q = 1.0 - p
+            ga = g[a]
+            gc = g[c]
+            ua = gu[a]
+            uc = gu[c]
+            gd = ((ga - gc) * ds[b, i] + (ua - uc) * dus[b, i]) * dps[b, i]
+            g[a] = p * ga + q * gc + gd
+            g[c] = q * ga + p * gc - gd
+            gu[a] = p * ua + q * uc
+            gu[c] = q * ua + p * uc
+        for w in range(n):
+            gx[b, w] = g[w]
+
+
+# ------------------------------------------------------------ host wrappers
+def rows_numpy(x, save=True):
+    """Forward kernel on a (B, n) float32/float64 C-contiguous array.
+    Returns ``values, P, saved`` (``saved`` feeds :func:`rows_backward_numpy`)."""
+    B = x.shape[0]
+    dt = x.dtype
+    values = np.empty((B, _K), dtype=dt)
+    P = np.empty((B, _K, _N), dtype=dt)
+    ps = np.empty((B, _SIZE), dtype=dt)
+    m = _SIZE if save else 0
+    ds = np.empty((B, m), dtype=dt)
+    dps = np.empty((B, m), dtype=dt)
+    D = np.empty((B, _NNZ if save else 0), dtype=dt)
+    _fwd_rows(x, _CA, _CB, _CLO, _CHI, _DOFF, _OUTPUTS, values, P, ps, ds, dps, D, save)
+    return values, P, (ps, ds, dps, D)
+
+
+def rows_backward_numpy(saved, gv, gP):
+    """Adjoint of :func:`rows_numpy`: gradient w.r.t. x from the gradients
+    of values (B, k) and P (B, k, n) (``gP`` may be None)."""
+    ps, ds, dps, D = saved
+    B = ps.shape[0]
+    gx = np.empty((B, _N), dtype=ps.dtype)
+    has_gP = gP is not None
+    if gP is None:
+        gP = np.zeros((B, 0, 0), dtype=ps.dtype)
+    _bwd_rows(gv, gP, has_gP, _CA, _CB, _CLO, _CHI, _DOFF, _OUTPUTS, ps, ds, dps, D, gx)
+    return gx
+
+
+def column_numpy(x, y, save=True):
+    """P[:, y] for (B, n) ``x`` and (B,) int64 ``y``; returns ``col, saved``."""
+    B = x.shape[0]
+    dt = x.dtype
+    m = _SIZE if save else 0
+    col = np.empty((B, _K), dtype=dt)
+    ps, ds, dps, dus = (np.empty((B, m), dtype=dt) for _ in range(4))
+    _fwd_col(x, y, _CA, _CB, _OUTPUTS, col, ps, ds, dps, dus, save)
+    return col, (ps, ds, dps, dus)
+
+
+def column_backward_numpy(saved, gcol):
+    ps, ds, dps, dus = saved
+    gx = np.empty((ps.shape[0], _N), dtype=ps.dtype)
+    _bwd_col(gcol, _CA, _CB, _OUTPUTS, ps, ds, dps, dus, gx)
+    return gx
+
+
+def _np(t, dtype):
+    return np.ascontiguousarray(t.detach().to(dtype).numpy())
+
+
+class _Rows(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.set_materialize_grads(False)
+        save = bool(ctx.needs_input_grad[0])
+        values, P, saved = rows_numpy(_np(x, x.dtype), save)
+        ctx.saved = saved
+        return torch.from_numpy(values), torch.from_numpy(P)
+
+    @staticmethod
+    def backward(ctx, gv, gP):
+        if gv is None and gP is None:
+            return None
+        dt = ctx.saved[0].dtype
+        B = ctx.saved[0].shape[0]
+        gvn = np.zeros((B, _K), dtype=dt) if gv is None else _np(gv, _TORCH[dt])
+        gPn = None if gP is None else _np(gP, _TORCH[dt])
+        return torch.from_numpy(rows_backward_numpy(ctx.saved, gvn, gPn))
+
+
+class _Column(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, y):
+        ctx.set_materialize_grads(False)
+        col, saved = column_numpy(_np(x, x.dtype), y, bool(ctx.needs_input_grad[0]))
+        ctx.saved = saved
+        return torch.from_numpy(col)
+
+    @staticmethod
+    def backward(ctx, gcol):
+        if gcol is None:
+            return None, None
+        dt = ctx.saved[0].dtype
+        return torch.from_numpy(column_backward_numpy(ctx.saved, _np(gcol, _TORCH[dt]))), None
+
+
+_TORCH = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64}
+
+
+def _prepare(x):
+    if not isinstance(x, torch.Tensor):
+        raise ValueError(f"expected a torch.Tensor, got {type(x).__name__}")
+    if x.shape[-1:] != (_N,):
+        raise ValueError(f"input must have shape (..., {_N}), got {tuple(x.shape)}")
+    if x.device.type != "cpu":
+        raise ValueError(f"the numba target runs on CPU tensors; got a tensor on {x.device} (use the cuda target)")
+    if not x.dtype.is_floating_point:
+        raise ValueError(f"input must be floating point, got {x.dtype}")
+    if not bool(torch.isfinite(x).all()):
+        raise ValueError("input contains NaN or inf")
+    cdt = x.dtype if x.dtype in (torch.float32, torch.float64) else torch.float32
+    return x.reshape(-1, _N).to(cdt), x.shape[:-1], x.dtype
+
+
+class Layer(torch.nn.Module):
+    """Relaxed top-k / sorting layer for the network in ``NETWORK``."""
+
+    n = _N
+    k = _K
+
+    def forward(self, x):
+        x2, lead, dt = _prepare(x)
+        values, P = _Rows.apply(x2)
+        return values.reshape(*lead, _K).to(dt), P.reshape(*lead, _K, _N).to(dt)
+
+    def column(self, x, y):
+        x2, lead, dt = _prepare(x)
+        y = torch.as_tensor(y)
+        if y.dtype.is_floating_point or y.dtype == torch.bool or y.is_complex():
+            raise ValueError(f"y must be an integer tensor, got {y.dtype}")
+        if tuple(y.shape) != tuple(lead):
+            raise ValueError(f"y must have shape {tuple(lead)}, got {tuple(y.shape)}")
+        yn = np.ascontiguousarray(y.reshape(-1).cpu().numpy().astype(np.int64))
+        if yn.size and (yn.min() < 0 or yn.max() >= _N):
+            raise ValueError(f"y must lie in 0..{_N - 1}")
+        col = _Column.apply(x2, yn)
+        return col.reshape(*lead, _K).to(dt)
+
+    def hard(self, x):
+        """The exact network: ``(values, indices)`` of shapes (..., k)."""
+        if not isinstance(x, torch.Tensor) or x.dim() < 1 or x.shape[-1] != _N:
+            raise ValueError(f"input must be a tensor of shape (..., {_N})")
+        if x.dtype.is_floating_point and bool(torch.isnan(x).any()):
+            raise ValueError("input contains NaN values; the exact network needs ordered inputs")
+        lead = x.shape[:-1]
+        v = x.detach().reshape(-1, _N).clone()
+        idx = torch.arange(_N, device=v.device).expand(v.shape[0], _N).clone()
+        for l in range(len(_OFFSETS) - 1):
+            a = torch.from_numpy(_CA[_OFFSETS[l]:_OFFSETS[l + 1]])
+            c = torch.from_numpy(_CB[_OFFSETS[l]:_OFFSETS[l + 1]])
+            va, vc = v[:, a], v[:, c]
+            ia, ic = idx[:, a], idx[:, c]
+            swap = vc > va
+            v[:, a] = torch.where(swap, vc, va)
+            v[:, c] = torch.where(swap, va, vc)
+            idx[:, a] = torch.where(swap, ic, ia)
+            idx[:, c] = torch.where(swap, ia, ic)
+        o = torch.from_numpy(_OUTPUTS)
+        return v[:, o].reshape(*lead, _K), idx[:, o].reshape(*lead, _K)
+
+    def extra_repr(self):
+        return f"n={_N}, k={_K}, target=numba, {RELAXATION['distribution']}"
+'''
