@@ -37,8 +37,11 @@ def load(path) -> types.ModuleType:
     except BaseException:
         del sys.modules[qualname]
         raise
+    names = vars(mod)
     for attr in ("NETWORK", "RELAXATION", "TARGET", "Layer"):
-        if not hasattr(mod, attr):
+        # NETWORK may be provided lazily by a module-level __getattr__
+        present = attr in names or (attr == "NETWORK" and callable(names.get("__getattr__")))
+        if not present:
             del sys.modules[qualname]
             raise ValueError(f"{str(path)!r} is not a netgen generated module (missing {attr})")
     return mod

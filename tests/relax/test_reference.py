@@ -23,7 +23,7 @@ def build(kind, n, k):
 
 
 def _fallback(kind, n, k):  # pragma: no cover - replaced by netgen.construct
-    if kind == "odd_even":  # odd-even transposition sorter, max to the higher wire
+    if kind in ("oddeven", "transposition"):  # transposition sorter, max to the higher wire
         layers = [[(i + 1, i) for i in range(s % 2, n - 1, 2)] for s in range(n)]
         layers = [l for l in layers if l]
         outs = list(range(n - 1, n - 1 - k, -1))
@@ -70,7 +70,7 @@ def _fallback(kind, n, k):  # pragma: no cover - replaced by netgen.construct
     raise ValueError(kind)
 
 
-NETS = [("splitter", 11, 3), ("bitonic", 8, 8), ("odd_even", 6, 6), ("bitonic", 8, 3)]
+NETS = [("splitter", 11, 3), ("bitonic", 8, 8), ("oddeven", 6, 6), ("bitonic", 8, 3)]
 
 
 def rand_distinct(*shape, dtype=torch.float64, seed=0):
@@ -133,7 +133,7 @@ def test_column_is_a_column_of_P(kind, n, k):
 
 
 @pytest.mark.parametrize("dist", DISTRIBUTIONS)
-@pytest.mark.parametrize("kind,n,k", [("splitter", 9, 3), ("bitonic", 8, 4), ("odd_even", 5, 5)])
+@pytest.mark.parametrize("kind,n,k", [("splitter", 9, 3), ("bitonic", 8, 4), ("oddeven", 5, 5)])
 def test_gradcheck(dist, kind, n, k):
     net = build(kind, n, k)
     r = Relaxation(dist, steepness=2.0, art_lambda=0.25)
