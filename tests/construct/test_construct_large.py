@@ -1,0 +1,43 @@
+"""Large instances against np.sort on random inputs (including n where the
+published bitonic networks are not sorters: 42-46, 54, 300, 3000, 10450)."""
+
+import numpy as np
+import pytest
+
+from netgen.construct import KINDS, build
+
+
+def _check(net, trials, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((trials, net.n))
+    x[: trials // 2] = np.round(x[: trials // 2])  # ties
+    assert np.array_equal(net.select(x), -np.sort(-x, axis=1)[:, : net.k])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_10450_top5(kind):
+    if kind == "transposition":
+        pytest.skip("the transposition sorter on 10450 wires has 5e7 comparators")
+    _check(build(kind, 10450, 5), 64, 1)
+
+
+@pytest.mark.parametrize("kind", ["bitonic", "oddeven", "pairwise", "transposition"])
+def test_1000_sorters(kind):
+    _check(build(kind, 1000), 64, 2)
+
+
+@pytest.mark.parametrize("n", [42, 43, 44, 45, 46, 54, 300, 1000, 3000])
+def test_bitonic_sorts_where_published_networks_do_not(n):
+    _check(build("bitonic", n), 200, n)
+    _check(build("bitonic", n, 5), 200, n + 1)
+
+
+@pytest.mark.parametrize("kind", ["splitter", "bitonic", "oddeven", "pairwise"])
+def test_65536_top8(kind):
+    _check(build(kind, 65536, 8), 8, 3)
+
+
+@pytest.mark.parametrize("n,k", [(65537, 3), (3000, 17), (777, 100)])
+def test_odd_sizes(n, k):
+    for kind in ["splitter", "bitonic", "oddeven", "pairwise"]:
+        _check(build(kind, n, k), 16, n + k)
