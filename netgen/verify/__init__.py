@@ -1,0 +1,62 @@
+"""0-1 verification of sorting and top-k selection networks.
+
+``verify(net)`` picks a complete method when one applies and says which:
+
+* ``exhaustive``: bit-parallel testing of every relevant 0-1 input (sorters
+  up to n ~ 24-32, selection networks with few inputs of <= k ones);
+* ``reachable``: the exact reachable-state method (any k for n <= 64, small
+  k for larger n), which also tells which comparators ever swap;
+* ``sample``: random real-valued and 0-1 inputs; never a proof.
+
+``method="auto"`` uses exhaustive testing for small sorters, the reachable
+states otherwise, and falls back to sampling (status ``"sampled"``) when the
+state sets explode.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..network import Network
+from . import exhaustive, reachable, sampling
+from .report import Report
+from .reachable import TooManyStates, analyze
+
+__all__ = ["verify", "Report", "analyze", "TooManyStates", "METHODS"]
+
+METHODS = ("auto", "exhaustive", "reachable", "sample")
+# "auto" runs all 2^n inputs only while that is quick (2^20 inputs: ~10 ms)
+AUTO_EXHAUSTIVE_INPUTS = 1 << 24
+
+
+def verify(
+    net: Network, *, method: str = "auto", samples: int = 100_000, seed: int = 0, progress=None
+) -> Report:
+    """Prove ``net`` correct (status "proved"), find a counterexample, or,
+    when no complete method applies, test ``samples`` random inputs
+    (status "sampled"). ``method`` is one of ``METHODS``. ValueError when the
+    network is too large for the method asked for."""
+    if not isinstance(net, Network):
+        raise ValueError(f"verify expects a Network, got {type(net).__name__}")
+    if method not in METHODS:
+        raise ValueError(f"unknown verification method {method!r} (choose from {', '.join(METHODS)})")
+    if method == "exhaustive":
+        return exhaustive.check(net)
+    if method == "reachable":
+        return analyze(net, progress=progress)
+    if method == "sample":
+        return sampling.sample(net, samples=samples, seed=seed)
+    # auto
+    kernel = exhaustive.choose(net.n, net.k)
+    if kernel is not None and exhaustive.input_count(net.n, net.k) <= AUTO_EXHAUSTIVE_INPUTS:
+        return exhaustive.check(net)
+    t0 = time.perf_counter()
+    try:
+        return analyze(net, progress=progress)
+    except TooManyStates as e:
+        why = str(e)
+    if kernel is not None:
+        return exhaustive.check(net)
+    r = sampling.sample(net, samples=samples, seed=seed)
+    return Report(r.status, r.method, time.perf_counter() - t0, r.checked, r.counterexample, None,
+                  detail=f"no complete method applies: {why}")

@@ -1,0 +1,194 @@
+"""Exhaustive 0-1 testing, numba-compiled.
+
+Two kernels, both complete for the inputs that matter (DESIGN.md section 5:
+a top-k network is correct iff every 0-1 input with m <= k ones ends with
+its ones exactly on ``outputs[0..m-1]``; for a sorter every input matters):
+
+* bit-sliced: all 2^n inputs, 64 per uint64 word (wire w of word j holds bit
+  w of the 64 input numbers 64j..64j+63); a comparator (a, b) is
+  ``a' = a | b`` (max), ``b' = a & b`` (min). Inputs with more than k ones are
+  masked out. For n <= 32.
+* combinations: only the sum_{m<=k} C(n, m) inputs with at most k ones, one
+  uint64 bitmask per input. For n <= 64 and small k.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+from numba import njit, prange
+
+from ..network import Network
+from .report import Report
+
+MAX_BITSLICED_N = 32
+MAX_COMBINATION_INPUTS = 1 << 31
+_CHUNK_WORDS = 1 << 12  # words per parallel task
+
+
+def input_count(n: int, k: int) -> int:
+    """Number of 0-1 inputs with 1..k ones (the inputs that decide correctness)."""
+    return sum(math.comb(n, m) for m in range(1, min(k, n) + 1))
+
+
+@njit(cache=True)
+def _popcount(x):
+    x = np.uint64(x)
+    c = 0
+    while x:
+        x &= x - np.uint64(1)
+        c += 1
+    return c
+
+
+@njit(cache=True, parallel=True)
+def _bitsliced(n, k, comps, outputs, is_output, nwords, fired, bad):
+    """Run all 2^n inputs. ``fired[chunk, c]`` records swaps, ``bad[chunk]``
+    the first failing input number in that chunk (or -1)."""
+    size = comps.shape[0]
+    nchunks = (nwords + _CHUNK_WORDS - 1) // _CHUNK_WORDS
+    low = np.zeros(6, dtype=np.uint64)
+    for w in range(6):
+        m = np.uint64(0)
+        for t in range(64):
+            if (t >> w) & 1:
+                m |= np.uint64(1) << np.uint64(t)
+        low[w] = m
+    # valid[q]: bits t (0..63) of a word with popcount(t) <= q
+    valid = np.zeros(65, dtype=np.uint64)
+    for q in range(65):
+        m = np.uint64(0)
+        for t in range(64):
+            if _popcount(t) <= q:
+                m |= np.uint64(1) << np.uint64(t)
+        valid[q] = m
+    full = ~np.uint64(0)
+    for ch in prange(nchunks):
+        v = np.empty(n, dtype=np.uint64)
+        j0 = ch * _CHUNK_WORDS
+        j1 = min(nwords, j0 + _CHUNK_WORDS)
+        bad[ch] = -1
+        for j in range(j0, j1):
+            pj = _popcount(j)
+            if pj > k:
+                continue
+            ok = valid[k - pj]
+            if n < 6:
+                ok &= (np.uint64(1) << np.uint64(1 << n)) - np.uint64(1)
+            for w in range(n):
+                if w < 6:
+                    v[w] = low[w]
+                else:
+                    v[w] = full if (j >> (w - 6)) & 1 else np.uint64(0)
+            for c in range(size):
+                a = comps[c, 0]
+                b = comps[c, 1]
+                x = v[a]
+                y = v[b]
+                if (y & ~x) & ok:
+                    fired[ch, c] = True
+                v[a] = x | y
+                v[b] = x & y
+            err = np.uint64(0)
+            for r in range(len(outputs) - 1):
+                err |= v[outputs[r + 1]] & ~v[outputs[r]]
+            for w in range(n):
+                if not is_output[w]:
+                    err |= v[w]
+            err &= ok
+            if err:
+                t = 0
+                while not (err >> np.uint64(t)) & np.uint64(1):
+                    t += 1
+                bad[ch] = j * 64 + t
+                break
+    return 0
+
+
+@njit(cache=True)
+def _combinations(n, k, comps, outputs, is_output, fired):
+    """Every input with 1..k ones as a bitmask; returns the first failing
+    input mask, or -1 (as int64 of the mask; n <= 63 here, 64 via unsigned)."""
+    size = comps.shape[0]
+    one = np.uint64(1)
+    outmask = np.zeros(k + 1, dtype=np.uint64)  # outmask[m] = outputs[0..m-1]
+    for m in range(1, k + 1):
+        outmask[m] = outmask[m - 1] | (one << np.uint64(outputs[m - 1]))
+    for m in range(1, k + 1):
+        s = (one << np.uint64(m)) - one  # smallest mask with m ones
+        while True:
+            x = s
+            for c in range(size):
+                a = np.uint64(comps[c, 0])
+                b = np.uint64(comps[c, 1])
+                if ((x >> b) & one) and not ((x >> a) & one):
+                    fired[c] = True
+                    x ^= (one << a) | (one << b)
+            if x != outmask[m]:
+                return True, s
+            # Gosper's hack: next mask with m ones
+            if m == n:
+                break
+            u = s & (~s + one)
+            vv = s + u
+            if vv == 0 or (n < 64 and (vv >> np.uint64(n)) != 0):
+                break
+            s = vv + (((vv ^ s) // u) >> np.uint64(2))
+            if n < 64 and (s >> np.uint64(n)) != 0:
+                break
+    return False, np.uint64(0)
+
+
+def _mask_to_input(n: int, mask: int) -> list[int]:
+    return [(mask >> w) & 1 for w in range(n)]
+
+
+def choose(n: int, k: int) -> str | None:
+    """Which exhaustive kernel fits (n, k): ``"bitsliced"``, ``"combinations"`` or None."""
+    combos = input_count(n, k)
+    words = (1 << n) // 64 if n <= MAX_BITSLICED_N else None
+    # a combination costs about a quarter of a 64-input word
+    if words is not None and (combos > 4 * max(words, 1) or n <= 6):
+        return "bitsliced"
+    if n <= 64 and combos <= MAX_COMBINATION_INPUTS:
+        return "combinations"
+    if words is not None:
+        return "bitsliced"
+    return None
+
+
+def check(net: Network) -> Report:
+    """Exhaustive 0-1 check. ValueError when the network is too large for it."""
+    t0 = time.perf_counter()
+    n, k = net.n, net.k
+    kernel = choose(n, k)
+    if kernel is None:
+        raise ValueError(
+            f"exhaustive testing needs n <= {MAX_BITSLICED_N} or at most {MAX_COMBINATION_INPUTS} inputs "
+            f"with <= k ones and n <= 64; this network has n={n}, k={k} ({input_count(n, k):.3g} inputs)"
+        )
+    comps = np.ascontiguousarray(net.comparators, dtype=np.int64)
+    outputs = np.asarray(net.outputs, dtype=np.int64)
+    is_output = np.zeros(n, dtype=np.bool_)
+    is_output[outputs] = True
+    if kernel == "bitsliced":
+        nwords = max(1, (1 << n) // 64)
+        nchunks = (nwords + _CHUNK_WORDS - 1) // _CHUNK_WORDS
+        fired = np.zeros((nchunks, net.size), dtype=np.bool_)
+        bad = np.full(nchunks, -1, dtype=np.int64)
+        _bitsliced(n, k, comps, outputs, is_output, nwords, fired, bad)
+        fires = fired.any(axis=0)
+        failing = bad[bad >= 0]
+        checked = input_count(n, k)
+        cex = int(failing[0]) if len(failing) else None
+    else:
+        fires = np.zeros(net.size, dtype=np.bool_)
+        found, mask = _combinations(n, k, comps, outputs, is_output, fires)
+        checked = input_count(n, k)
+        cex = int(mask) if found else None
+    seconds = time.perf_counter() - t0
+    if cex is not None:
+        return Report("counterexample", "exhaustive", seconds, checked, _mask_to_input(n, cex), None)
+    return Report("proved", "exhaustive", seconds, checked, None, fires)
