@@ -27,9 +27,6 @@ import numpy as np
 
 from ..network import Network
 
-_BIG = repr(float(np.finfo(np.float64).max))
-
-
 def relaxation_of(net: Network, r: Any):
     """Normalise ``r`` (a Relaxation, a dict, or None for the default)."""
     from ..relax.distributions import Relaxation, default_relaxation
@@ -43,79 +40,97 @@ def relaxation_of(net: Network, r: Any):
     raise ValueError(f"relaxation must be a Relaxation, a dict or None, got {type(r).__name__}")
 
 
-def swap_code(r, indent: int) -> str:
-    """Scalar code reading float64 ``d`` and defining float64 ``p`` (swap
-    probability) and ``dp`` (dp/dd). Uses only ``math`` and literals."""
-    s = repr(float(r.steepness))
+FLOAT_TYPES = ("float32", "float64")
+
+
+def lit(v: float, ft: str) -> str:
+    """A float literal of type ``ft`` in generated kernel code: plain for
+    float64, ``np.float32(...)`` for float32 (a bare literal would promote
+    float32 arithmetic to float64)."""
+    s = repr(float(v))
+    return s if ft == "float64" else f"np.float32({s})"
+
+
+def swap_code(r, indent: int, ft: str = "float64") -> str:
+    """Scalar code reading ``d`` (of type ``ft``) and defining ``p`` (swap
+    probability) and ``dp`` (dp/dd), all in ``ft`` arithmetic like the
+    reference in that dtype. Uses only ``math``, ``np.float32`` and
+    literals, so it runs under njit, cuda.jit and the CUDA simulator."""
+    if ft not in FLOAT_TYPES:
+        raise ValueError(f"unknown float type {ft!r}")
+    L = lambda v: lit(v, ft)  # noqa: E731
+    big = L(np.finfo(ft).max)
+    s = L(r.steepness)
     lam = float(r.art_lambda)
     eps = float(r.art_epsilon)
+    one, half, zero = L(1.0), L(0.5), L(0.0)
     lines = [
         "dd = d",
-        f"if dd > {_BIG}:",
-        f"    dd = {_BIG}",
-        f"elif dd < -{_BIG}:",
-        f"    dd = -{_BIG}",
+        f"if dd > {big}:",
+        f"    dd = {big}",
+        f"elif dd < -{big}:",
+        f"    dd = -{big}",
     ]
     if r.uses_art:
         lines.append("ad = abs(dd)")
         if eps > 0:
             lines += [
-                f"ph = dd / (ad + {eps!r}) ** {lam!r}",
-                f"dph = ({1.0 - lam!r} * ad + {eps!r}) / (ad + {eps!r}) ** {lam + 1.0!r}",
+                f"ph = dd / (ad + {L(eps)}) ** {L(lam)}",
+                f"dph = ({L(1.0 - lam)} * ad + {L(eps)}) / (ad + {L(eps)}) ** {L(lam + 1.0)}",
             ]
         else:
             lines += [
-                f"ph = math.copysign(ad ** {1.0 - lam!r}, dd) if dd != 0.0 else 0.0",
-                f"dph = {1.0 - lam!r} * max(ad, 1e-10) ** {-lam!r}",
+                f"ph = math.copysign(ad ** {L(1.0 - lam)}, dd) if dd != {zero} else {zero}",
+                f"dph = {L(1.0 - lam)} * max(ad, {L(1e-10)}) ** {L(-lam)}",
             ]
         lines.append(f"z = {s} * ph")
     else:
-        lines += ["dph = 1.0", f"z = {s} * dd"]
-    lines += [f"if z > {_BIG}:", f"    z = {_BIG}", f"elif z < -{_BIG}:", f"    z = -{_BIG}"]
+        lines += [f"dph = {one}", f"z = {s} * dd"]
+    lines += [f"if z > {big}:", f"    z = {big}", f"elif z < -{big}:", f"    z = -{big}"]
     dist = r.distribution
     if dist in ("logistic", "logistic_phi"):
         lines += [
             "ez = math.exp(-abs(z))",
-            "if z >= 0.0:",
-            "    p = 1.0 / (1.0 + ez)",
-            "    pm = ez / (1.0 + ez)",
+            f"if z >= {zero}:",
+            f"    p = {one} / ({one} + ez)",
+            f"    pm = ez / ({one} + ez)",
             "else:",
-            "    p = ez / (1.0 + ez)",
-            "    pm = 1.0 / (1.0 + ez)",
+            f"    p = ez / ({one} + ez)",
+            f"    pm = {one} / ({one} + ez)",
             "f = p * pm",
         ]
     elif dist == "cauchy":
         lines += [
-            f"p = 0.5 + math.atan(z) / {math.pi!r}",
-            f"f = 1.0 / ({math.pi!r} * (1.0 + z * z))",
+            f"p = {half} + math.atan(z) / {L(math.pi)}",
+            f"f = {one} / ({L(math.pi)} * ({one} + z * z))",
         ]
     elif dist == "reciprocal":
         lines += [
-            "p = 0.5 * (z / (2.0 + abs(z)) + 1.0)",
-            "f = 1.0 / (2.0 + abs(z)) ** 2",
+            f"p = {half} * (z / ({L(2.0)} + abs(z)) + {one})",
+            f"f = {one} / (({L(2.0)} + abs(z)) * ({L(2.0)} + abs(z)))",
         ]
     elif dist == "gaussian":
         lines += [
-            f"p = 0.5 * (1.0 + math.erf(z * {1.0 / math.sqrt(2.0)!r}))",
-            f"f = math.exp(-0.5 * z * z) * {1.0 / math.sqrt(2.0 * math.pi)!r}",
+            f"p = {half} * ({one} + math.erf(z * {L(1.0 / math.sqrt(2.0))}))",
+            f"f = math.exp({L(-0.5)} * z * z) * {L(1.0 / math.sqrt(2.0 * math.pi))}",
         ]
     elif dist == "optimal":
         lines += [
             "az = abs(z)",
-            "if az <= 0.25:",
-            "    p = z + 0.5",
-            "    f = 1.0",
+            f"if az <= {L(0.25)}:",
+            f"    p = z + {half}",
+            f"    f = {one}",
             "else:",
-            f"    tl = 16.0 * (az + {eps!r})",
-            "    p = 1.0 - 1.0 / tl if z > 0.0 else 1.0 / tl",
-            f"    f = 1.0 / (16.0 * (az + {eps!r}) ** 2)",
+            f"    tl = {L(16.0)} * (az + {L(eps)})",
+            f"    p = {one} - {one} / tl if z > {zero} else {one} / tl",
+            f"    f = {one} / ({L(16.0)} * (az + {L(eps)}) * (az + {L(eps)}))",
         ]
     else:  # pragma: no cover - Relaxation validates the name
         raise ValueError(f"unknown distribution {dist!r}")
     lines += [
         f"dp = {s} * f * dph",
-        f"if dp > {_BIG}:",
-        f"    dp = {_BIG}",
+        f"if dp > {big}:",
+        f"    dp = {big}",
     ]
     return textwrap.indent("\n".join(lines), " " * indent)
 

@@ -32,6 +32,8 @@ from typing import Any
 
 from ..network import Network
 from ._numba_common import (
+    FLOAT_TYPES,
+    lit,
     network_literal,
     plan_source,
     relaxation_literal,
@@ -55,9 +57,20 @@ def emit(net: Network, r: Any = None) -> str:
         "@@NETWORK@@": network_literal(net),
         "@@RELAXATION@@": relaxation_literal(r),
         "@@PLAN@@": plan_source().rstrip(),
-        "@@SWAP12@@": swap_code(r, 12),
-        "@@SWAP16@@": swap_code(r, 16),
     }
+    kernels = []
+    for ft in FLOAT_TYPES:
+        k = _KERNELS
+        for key, val in {
+            "@@SFX@@": "_f32" if ft == "float32" else "_f64",
+            "@@NPT@@": f"np.{ft}",
+            "@@ONE@@": lit(1.0, ft),
+            "@@ZERO@@": lit(0.0, ft),
+            "@@SWAP12@@": swap_code(r, 12, ft),
+        }.items():
+            k = k.replace(key, val)
+        kernels.append(k)
+    subs["@@KERNELS@@"] = "\n\n".join(kernels)
     for key, val in subs.items():
         src = src.replace(key, val)
     return src
@@ -74,6 +87,164 @@ def _doc(net: Network, r) -> str:
         "Layer().forward(x) -> (values (..., k), P (..., k, n)); Layer().column(x, y) -> P[..., :, y];\n"
         'Layer().hard(x) -> exact (values, indices). CPU tensors; float32/float64 (half computed in float32).\n"""'
     )
+
+
+_KERNELS = '''@numba.njit(parallel=_PARALLEL, cache=_CACHE)
+def _fwd_rows@@SFX@@(x, ca, cb, clo, chi, doff, outs, values, P, ps, ds, dps, D, save):
+    B, n = x.shape
+    size = ca.shape[0]
+    k = outs.shape[0]
+    for b in numba.prange(B):
+        v = np.empty(n, dtype=@@NPT@@)
+        for w in range(n):
+            v[w] = x[b, w]
+        for i in range(size):
+            a = ca[i]
+            c = cb[i]
+            xa = v[a]
+            xc = v[c]
+            d = xa - xc
+@@SWAP12@@
+            q = @@ONE@@ - p
+            v[a] = p * xa + q * xc
+            v[c] = q * xa + p * xc
+            ps[b, i] = p
+            if save:
+                ds[b, i] = d
+                dps[b, i] = dp
+        for r in range(k):
+            values[b, r] = v[outs[r]]
+        for r in range(k):
+            for w in range(n):
+                P[b, r, w] = @@ZERO@@
+            P[b, r, outs[r]] = @@ONE@@
+        for i in range(size - 1, -1, -1):
+            lo = clo[i]
+            hi = chi[i]
+            if lo >= hi:
+                continue
+            a = ca[i]
+            c = cb[i]
+            p = ps[b, i]
+            q = @@ONE@@ - p
+            o = doff[i] - lo
+            for r in range(lo, hi):
+                ra = P[b, r, a]
+                rc = P[b, r, c]
+                if save:
+                    D[b, o + r] = ra - rc
+                P[b, r, a] = p * ra + q * rc
+                P[b, r, c] = q * ra + p * rc
+
+
+@numba.njit(parallel=_PARALLEL, cache=_CACHE)
+def _bwd_rows@@SFX@@(gv, gP, has_gP, ca, cb, clo, chi, doff, outs, ps, ds, dps, D, gx):
+    B, n = gx.shape
+    size = ca.shape[0]
+    k = outs.shape[0]
+    for b in numba.prange(B):
+        gpp = np.zeros(size, dtype=@@NPT@@)
+        if has_gP:
+            G = np.empty((k, n), dtype=@@NPT@@)
+            for r in range(k):
+                for w in range(n):
+                    G[r, w] = gP[b, r, w]
+            for i in range(size):
+                lo = clo[i]
+                hi = chi[i]
+                if lo >= hi:
+                    continue
+                a = ca[i]
+                c = cb[i]
+                p = ps[b, i]
+                q = @@ONE@@ - p
+                o = doff[i] - lo
+                acc = @@ZERO@@
+                for r in range(lo, hi):
+                    ga = G[r, a]
+                    gc = G[r, c]
+                    acc += (ga - gc) * D[b, o + r]
+                    G[r, a] = p * ga + q * gc
+                    G[r, c] = q * ga + p * gc
+                gpp[i] = acc
+        g = np.zeros(n, dtype=@@NPT@@)
+        for r in range(k):
+            g[outs[r]] += gv[b, r]
+        for i in range(size - 1, -1, -1):
+            a = ca[i]
+            c = cb[i]
+            p = ps[b, i]
+            q = @@ONE@@ - p
+            ga = g[a]
+            gc = g[c]
+            gd = ((ga - gc) * ds[b, i] + gpp[i]) * dps[b, i]
+            g[a] = p * ga + q * gc + gd
+            g[c] = q * ga + p * gc - gd
+        for w in range(n):
+            gx[b, w] = g[w]
+
+
+@numba.njit(parallel=_PARALLEL, cache=_CACHE)
+def _fwd_col@@SFX@@(x, y, ca, cb, outs, col, ps, ds, dps, dus, save):
+    B, n = x.shape
+    size = ca.shape[0]
+    k = outs.shape[0]
+    for b in numba.prange(B):
+        v = np.empty(n, dtype=@@NPT@@)
+        for w in range(n):
+            v[w] = x[b, w]
+        u = np.zeros(n, dtype=@@NPT@@)
+        u[y[b]] = @@ONE@@
+        for i in range(size):
+            a = ca[i]
+            c = cb[i]
+            xa = v[a]
+            xc = v[c]
+            d = xa - xc
+@@SWAP12@@
+            q = @@ONE@@ - p
+            v[a] = p * xa + q * xc
+            v[c] = q * xa + p * xc
+            ua = u[a]
+            uc = u[c]
+            u[a] = p * ua + q * uc
+            u[c] = q * ua + p * uc
+            if save:
+                ps[b, i] = p
+                ds[b, i] = d
+                dps[b, i] = dp
+                dus[b, i] = ua - uc
+        for r in range(k):
+            col[b, r] = u[outs[r]]
+
+
+@numba.njit(parallel=_PARALLEL, cache=_CACHE)
+def _bwd_col@@SFX@@(gcol, ca, cb, outs, ps, ds, dps, dus, gx):
+    B, n = gx.shape
+    size = ca.shape[0]
+    k = outs.shape[0]
+    for b in numba.prange(B):
+        g = np.zeros(n, dtype=@@NPT@@)
+        gu = np.zeros(n, dtype=@@NPT@@)
+        for r in range(k):
+            gu[outs[r]] += gcol[b, r]
+        for i in range(size - 1, -1, -1):
+            a = ca[i]
+            c = cb[i]
+            p = ps[b, i]
+            q = @@ONE@@ - p
+            ga = g[a]
+            gc = g[c]
+            ua = gu[a]
+            uc = gu[c]
+            gd = ((ga - gc) * ds[b, i] + (ua - uc) * dus[b, i]) * dps[b, i]
+            g[a] = p * ga + q * gc + gd
+            g[c] = q * ga + p * gc - gd
+            gu[a] = p * ua + q * uc
+            gu[c] = q * ua + p * uc
+        for w in range(n):
+            gx[b, w] = g[w]
+'''
 
 
 _TEMPLATE = '''@@DOC@@
@@ -120,164 +291,15 @@ _PARALLEL = os.environ.get("NETGEN_NUMBA_PARALLEL", "1") != "0"
 _CACHE = _PARALLEL and os.path.isfile(globals().get("__file__") or "")
 
 
-@numba.njit(parallel=_PARALLEL, cache=_CACHE)
-def _fwd_rows(x, ca, cb, clo, chi, doff, outs, values, P, ps, ds, dps, D, save):
-    B, n = x.shape
-    size = ca.shape[0]
-    k = outs.shape[0]
-    for b in numba.prange(B):
-        v = np.empty(n, dtype=np.float64)
-        for w in range(n):
-            v[w] = x[b, w]
-        for i in range(size):
-            a = ca[i]
-            c = cb[i]
-            xa = v[a]
-            xc = v[c]
-            d = xa - xc
-@@SWAP12@@
-            q = 1.0 - p
-            v[a] = p * xa + q * xc
-            v[c] = q * xa + p * xc
-            ps[b, i] = p
-            if save:
-                ds[b, i] = d
-                dps[b, i] = dp
-        for r in range(k):
-            values[b, r] = v[outs[r]]
-        for r in range(k):
-            for w in range(n):
-                P[b, r, w] = 0.0
-            P[b, r, outs[r]] = 1.0
-        for i in range(size - 1, -1, -1):
-            lo = clo[i]
-            hi = chi[i]
-            if lo >= hi:
-                continue
-            a = ca[i]
-            c = cb[i]
-            p = ps[b, i]
-            q = 1.0 - p
-            o = doff[i] - lo
-            for r in range(lo, hi):
-                ra = P[b, r, a]
-                rc = P[b, r, c]
-                if save:
-                    D[b, o + r] = ra - rc
-                P[b, r, a] = p * ra + q * rc
-                P[b, r, c] = q * ra + p * rc
-
-
-@numba.njit(parallel=_PARALLEL, cache=_CACHE)
-def _bwd_rows(gv, gP, has_gP, ca, cb, clo, chi, doff, outs, ps, ds, dps, D, gx):
-    B, n = gx.shape
-    size = ca.shape[0]
-    k = outs.shape[0]
-    for b in numba.prange(B):
-        gpp = np.zeros(size, dtype=np.float64)
-        if has_gP:
-            G = np.empty((k, n), dtype=np.float64)
-            for r in range(k):
-                for w in range(n):
-                    G[r, w] = gP[b, r, w]
-            for i in range(size):
-                lo = clo[i]
-                hi = chi[i]
-                if lo >= hi:
-                    continue
-                a = ca[i]
-                c = cb[i]
-                p = ps[b, i]
-                q = 1.0 - p
-                o = doff[i] - lo
-                acc = 0.0
-                for r in range(lo, hi):
-                    ga = G[r, a]
-                    gc = G[r, c]
-                    acc += (ga - gc) * D[b, o + r]
-                    G[r, a] = p * ga + q * gc
-                    G[r, c] = q * ga + p * gc
-                gpp[i] = acc
-        g = np.zeros(n, dtype=np.float64)
-        for r in range(k):
-            g[outs[r]] += gv[b, r]
-        for i in range(size - 1, -1, -1):
-            a = ca[i]
-            c = cb[i]
-            p = ps[b, i]
-            q = 1.0 - p
-            ga = g[a]
-            gc = g[c]
-            gd = ((ga - gc) * ds[b, i] + gpp[i]) * dps[b, i]
-            g[a] = p * ga + q * gc + gd
-            g[c] = q * ga + p * gc - gd
-        for w in range(n):
-            gx[b, w] = g[w]
-
-
-@numba.njit(parallel=_PARALLEL, cache=_CACHE)
-def _fwd_col(x, y, ca, cb, outs, col, ps, ds, dps, dus, save):
-    B, n = x.shape
-    size = ca.shape[0]
-    k = outs.shape[0]
-    for b in numba.prange(B):
-        v = np.empty(n, dtype=np.float64)
-        for w in range(n):
-            v[w] = x[b, w]
-        u = np.zeros(n, dtype=np.float64)
-        u[y[b]] = 1.0
-        for i in range(size):
-            a = ca[i]
-            c = cb[i]
-            xa = v[a]
-            xc = v[c]
-            d = xa - xc
-@@SWAP12@@
-            q = 1.0 - p
-            v[a] = p * xa + q * xc
-            v[c] = q * xa + p * xc
-            ua = u[a]
-            uc = u[c]
-            u[a] = p * ua + q * uc
-            u[c] = q * ua + p * uc
-            if save:
-                ps[b, i] = p
-                ds[b, i] = d
-                dps[b, i] = dp
-                dus[b, i] = ua - uc
-        for r in range(k):
-            col[b, r] = u[outs[r]]
-
-
-@numba.njit(parallel=_PARALLEL, cache=_CACHE)
-def _bwd_col(gcol, ca, cb, outs, ps, ds, dps, dus, gx):
-    B, n = gx.shape
-    size = ca.shape[0]
-    k = outs.shape[0]
-    for b in numba.prange(B):
-        g = np.zeros(n, dtype=np.float64)
-        gu = np.zeros(n, dtype=np.float64)
-        for r in range(k):
-            gu[outs[r]] += gcol[b, r]
-        for i in range(size - 1, -1, -1):
-            a = ca[i]
-            c = cb[i]
-            p = ps[b, i]
-            q = 1.0 - p
-            ga = g[a]
-            gc = g[c]
-            ua = gu[a]
-            uc = gu[c]
-            gd = ((ga - gc) * ds[b, i] + (ua - uc) * dus[b, i]) * dps[b, i]
-            g[a] = p * ga + q * gc + gd
-            g[c] = q * ga + p * gc - gd
-            gu[a] = p * ua + q * uc
-            gu[c] = q * ua + p * uc
-        for w in range(n):
-            gx[b, w] = g[w]
-
+@@KERNELS@@
 
 # ------------------------------------------------------------ host wrappers
+_KERNELS = {
+    np.dtype(np.float32): (_fwd_rows_f32, _bwd_rows_f32, _fwd_col_f32, _bwd_col_f32),
+    np.dtype(np.float64): (_fwd_rows_f64, _bwd_rows_f64, _fwd_col_f64, _bwd_col_f64),
+}
+
+
 def rows_numpy(x, save=True):
     """Forward kernel on a (B, n) float32/float64 C-contiguous array.
     Returns ``values, P, saved`` (``saved`` feeds :func:`rows_backward_numpy`)."""
@@ -290,7 +312,7 @@ def rows_numpy(x, save=True):
     ds = np.empty((B, m), dtype=dt)
     dps = np.empty((B, m), dtype=dt)
     D = np.empty((B, _NNZ if save else 0), dtype=dt)
-    _fwd_rows(x, _CA, _CB, _CLO, _CHI, _DOFF, _OUTPUTS, values, P, ps, ds, dps, D, save)
+    _KERNELS[dt][0](x, _CA, _CB, _CLO, _CHI, _DOFF, _OUTPUTS, values, P, ps, ds, dps, D, save)
     return values, P, (ps, ds, dps, D)
 
 
@@ -303,7 +325,7 @@ def rows_backward_numpy(saved, gv, gP):
     has_gP = gP is not None
     if gP is None:
         gP = np.zeros((B, 0, 0), dtype=ps.dtype)
-    _bwd_rows(gv, gP, has_gP, _CA, _CB, _CLO, _CHI, _DOFF, _OUTPUTS, ps, ds, dps, D, gx)
+    _KERNELS[ps.dtype][1](gv, gP, has_gP, _CA, _CB, _CLO, _CHI, _DOFF, _OUTPUTS, ps, ds, dps, D, gx)
     return gx
 
 
@@ -314,14 +336,14 @@ def column_numpy(x, y, save=True):
     m = _SIZE if save else 0
     col = np.empty((B, _K), dtype=dt)
     ps, ds, dps, dus = (np.empty((B, m), dtype=dt) for _ in range(4))
-    _fwd_col(x, y, _CA, _CB, _OUTPUTS, col, ps, ds, dps, dus, save)
+    _KERNELS[dt][2](x, y, _CA, _CB, _OUTPUTS, col, ps, ds, dps, dus, save)
     return col, (ps, ds, dps, dus)
 
 
 def column_backward_numpy(saved, gcol):
     ps, ds, dps, dus = saved
     gx = np.empty((ps.shape[0], _N), dtype=ps.dtype)
-    _bwd_col(gcol, _CA, _CB, _OUTPUTS, ps, ds, dps, dus, gx)
+    _KERNELS[ps.dtype][3](gcol, _CA, _CB, _OUTPUTS, ps, ds, dps, dus, gx)
     return gx
 
 
