@@ -1,0 +1,65 @@
+import numpy as np
+import pytest
+from pass_oracles import brute_force_fires
+
+from netgen.construct import build
+from netgen.network import Network
+from netgen.passes import PassRecord, optimize
+
+
+def _brute(net):
+    return brute_force_fires(net), "brute force"
+
+
+def test_records_and_construction():
+    # a dead comparator (after output 0's last use), a repeated one, and a late one
+    net = Network.from_layers(3, [[(0, 1)], [(0, 1)], [(1, 2)]], outputs=[0], construction={"kind": "hand"})
+    out, recs = optimize(net, fires=_brute)
+    assert [r.name for r in recs] == ["prune", "clean", "schedule"]
+    assert all(isinstance(r, PassRecord) and r.applied for r in recs)
+    assert (recs[0].size_before, recs[0].size_after) == (3, 2)
+    assert (recs[1].size_before, recs[1].size_after) == (2, 1)
+    assert "removed 1 never-swapping comparator" in recs[1].note
+    assert out.comparators.tolist() == [[0, 1]]
+    assert out.construction == {"kind": "hand", "passes": ["prune", "clean", "schedule"]}
+    assert recs[0].seconds >= 0 and "size 3 -> 2" in str(recs[0])
+    assert recs[2].to_dict()["depth_after"] == 1
+
+
+def test_clean_skipped_when_not_analyzable():
+    net = build("oddeven", 10, 3)
+    out, recs = optimize(net, fires=lambda n: (None, "not analyzable (test)"))
+    assert recs[1].name == "clean" and not recs[1].applied
+    assert recs[1].note == "skipped, not analyzable (test)"
+    assert recs[1].size_before == recs[1].size_after
+    assert out.construction["passes"] == ["prune", "schedule"]
+
+
+def test_subset_and_order_of_passes():
+    net = build("splitter", 16, 5)
+    out, recs = optimize(net, passes=("schedule",))
+    assert [r.name for r in recs] == ["schedule"] and out.construction["passes"] == ["schedule"]
+    out2, _ = optimize(out, passes=("prune",))
+    assert out2.construction["passes"] == ["schedule", "prune"]
+    with pytest.raises(ValueError, match="unknown pass"):
+        optimize(net, passes=("prune", "fold"))
+
+
+def test_cleaned_small_networks_still_correct():
+    for kind, n, k in [("splitter", 14, 4), ("bitonic", 13, 5), ("transposition", 10, 3)]:
+        net, _ = optimize(build(kind, n, k), fires=_brute)
+        x = np.random.default_rng(n).standard_normal((200, n))
+        assert np.array_equal(net.select(x), -np.sort(-x, axis=1)[:, :k])
+
+
+def test_default_analyzer_skips_wide_sorters_quickly():
+    out, recs = optimize(build("oddeven", 40))
+    assert not recs[1].applied and "sorter with n = 40" in recs[1].note
+
+
+def test_splitter_5_10450_with_the_verifier():
+    """DESIGN.md section 4: cleanup gives 25 layers and 31,359 comparators."""
+    pytest.importorskip("netgen.verify.reachable")
+    out, recs = optimize(build("splitter", 10450, 5))
+    assert recs[1].applied, recs[1].note
+    assert (out.depth, out.size) == (25, 31_359)

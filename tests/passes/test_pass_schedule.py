@@ -1,0 +1,59 @@
+import numpy as np
+import pytest
+from pass_oracles import random_network, wire_orders
+
+from netgen.construct import build
+from netgen.network import Network
+from netgen.passes import asap
+
+
+def test_hand_example():
+    net = Network.from_layers(4, [[(0, 1)], [(2, 3)], [(1, 2)]])
+    out = asap(net)
+    assert [c.tolist() for c in out.layers] == [[[0, 1], [2, 3]], [[1, 2]]]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_asap_properties(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 16))
+    comps = [tuple(rng.choice(n, 2, replace=False).tolist()) for _ in range(int(rng.integers(1, 60)))]
+    net = Network.from_layers(n, [[c] for c in comps])  # one comparator per layer: deepest form
+    out = asap(net)
+    assert out.size == net.size and out.depth <= net.depth
+    # same sequence on every wire, so the same function
+    assert wire_orders(out) == wire_orders(net)
+    x = rng.standard_normal((30, n))
+    assert np.array_equal(out.apply(x), net.apply(x))
+    # as soon as possible: each comparator in layer l > 0 shares a wire with layer l - 1
+    for l in range(1, out.depth):
+        prev = set(out.layer(l - 1).ravel().tolist())
+        for a, b in out.layer(l).tolist():
+            assert a in prev or b in prev
+    # deterministic order inside a layer: first appearance in the input
+    todo: dict[tuple, list[int]] = {}
+    for i, c in enumerate(comps):
+        todo.setdefault(c, []).append(i)
+    for layer in out.layers:
+        idx = [todo[tuple(c)].pop(0) for c in layer.tolist()]
+        assert idx == sorted(idx)
+    assert asap(out) == out  # idempotent
+
+
+def test_keeps_outputs_and_construction():
+    rng = np.random.default_rng(0)
+    net = random_network(rng, 10, 40, k=3)
+    out = asap(net)
+    assert out.outputs == net.outputs and out.construction == net.construction
+
+
+def test_large_network_is_fast():
+    import time
+
+    net = build("oddeven", 65536, 8)
+    # the same comparators, one per layer (~3e5 layers)
+    deep = Network.from_arrays(net.n, net.comparators, np.arange(net.size + 1), net.outputs, net.construction)
+    t = time.perf_counter()
+    out = asap(deep)
+    assert time.perf_counter() - t < 10
+    assert out == net  # build() already returns ASAP layers
