@@ -45,3 +45,17 @@ def load(path) -> types.ModuleType:
             del sys.modules[qualname]
             raise ValueError(f"{str(path)!r} is not a netgen generated module (missing {attr})")
     return mod
+
+
+def load_source(source: str, name: str) -> types.ModuleType:
+    """Execute generated ``source`` as a module named ``name`` without writing
+    a file (used by :mod:`netgen.compat`); cached by name and content."""
+    tag = hashlib.sha256(source.encode()).hexdigest()[:12]
+    qualname = f"_netgen_{name}_{tag}"
+    mod = sys.modules.get(qualname)
+    if mod is None:
+        mod = types.ModuleType(qualname)
+        mod.__file__ = f"<netgen generated {name}>"
+        exec(compile(source, mod.__file__, "exec"), mod.__dict__)
+        sys.modules[qualname] = mod
+    return mod

@@ -12,6 +12,8 @@ from netgen.codegen.loader import load
 from netgen.network import Network
 from netgen.relax.distributions import Relaxation
 
+torch.set_num_threads(1)  # tiny tensors: intra-op threads only add contention (2-core CI)
+
 NET = Network.from_layers(4, [[(0, 1), (2, 3)], [(0, 2), (1, 3)], [(1, 2)]], construction={"kind": "tiny"})
 
 

@@ -15,6 +15,8 @@ from netgen.network import Network
 from netgen.relax import reference as ref
 from netgen.relax.distributions import DISTRIBUTIONS, Relaxation
 
+torch.set_num_threads(1)  # tiny tensors: intra-op threads only add contention (2-core CI)
+
 try:
     from netgen.construct import build
 except ImportError:  # pragma: no cover - until netgen.construct lands

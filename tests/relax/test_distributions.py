@@ -15,6 +15,8 @@ from netgen.relax.distributions import (
 )
 from netgen.network import Network
 
+torch.set_num_threads(1)  # tiny tensors: intra-op threads only add contention (2-core CI)
+
 D = torch.tensor([-30.0, -2.0, -0.3, -0.01, 0.0, 1e-7, 0.02, 0.2, 0.7, 5.0, 40.0], dtype=torch.float64)
 
 

@@ -10,6 +10,8 @@ from netgen.network import Network
 from netgen.relax import reference as ref
 from netgen.relax.distributions import DISTRIBUTIONS, Relaxation, swap_probability
 
+torch.set_num_threads(1)  # tiny tensors: intra-op threads only add contention (2-core CI)
+
 
 def build(kind, n, k):
     """A network from netgen.construct (small inline stand-ins until it lands)."""
