@@ -33,6 +33,7 @@ from netgen.relax import reference as ref
 from netgen.relax.distributions import DIFFTOPK_ART_EPSILON, Relaxation
 
 torch.set_num_threads(1)  # tiny tensors: intra-op threads only add contention (2-core CI)
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # difftopk's own deprecation/sparse warnings
 
 with contextlib.redirect_stdout(io.StringIO()):  # difftopk prints at import
     dtf = pytest.importorskip("difftopk.functional")
