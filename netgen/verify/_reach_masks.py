@@ -49,10 +49,10 @@ def mask_step(sa, oa, sb, ob, k, la, lb, fired, dead, max_states):
                     s ^= (one << a) | (one << b)
                     fired[t] = True
             count += u64_insert(keys, vals, occ, s, oa[i] | ob[j])
+            if count > max_states:
+                ks, vs = u64_items(keys, vals, occ, count)
+                return ks, vs, -1, False
             if 2 * count > keys.shape[0]:
-                if count > max_states:
-                    ks, vs = u64_items(keys, vals, occ, count)
-                    return ks, vs, -1, False
                 keys, vals, occ = u64_grow(keys, vals, occ)
     ks, vs = u64_items(keys, vals, occ, count)
     bad = -1

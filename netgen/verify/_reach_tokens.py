@@ -159,10 +159,10 @@ def token_step(pa, oa, ca, pb, ob, cb, k, la, lb, seen, fired, dead, max_states)
                     org[count, q] = o[q]
                 cnt[count] = m
                 count += 1
+                if count > max_states:
+                    ok = False
+                    break
                 if 2 * count > tsize:
-                    if count > max_states:
-                        ok = False
-                        break
                     tsize *= 2
                     table = _rehash(pos, count, tsize)
     for t in range(L):

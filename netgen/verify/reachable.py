@@ -55,14 +55,24 @@ class TooManyStates(ValueError):
 
 
 def analyze(
-    net: Network, *, max_states: int = DEFAULT_MAX_STATES, max_work: int = DEFAULT_MAX_WORK, progress=None
+    net: Network,
+    *,
+    max_states: int = DEFAULT_MAX_STATES,
+    max_work: int = DEFAULT_MAX_WORK,
+    progress=None,
+    representation: str = "auto",
 ) -> Report:
     """Prove ``net`` (sorter or top-k selection) by reachable states, or find a
     counterexample. Raises :class:`TooManyStates` when the state sets exceed
     ``max_states`` (or one merge would try more than ``max_work``
-    combinations). ``progress(layer, depth, states)`` is called per layer."""
+    combinations). ``progress(done, size, states)`` is called now and then.
+    ``representation``: "masks" (n <= 64), "tokens" (k <= 16) or "auto"."""
     t0 = time.perf_counter()
-    if net.n <= 64:
+    if representation not in ("auto", "masks", "tokens"):
+        raise ValueError(f"unknown state representation {representation!r} (auto, masks or tokens)")
+    if representation == "masks" and net.n > 64:
+        raise ValueError(f"the bitmask representation needs n <= 64, got n={net.n}")
+    if representation == "masks" or (representation == "auto" and net.n <= 64):
         backend = _Masks(net.n, net.k, max_states)
     else:
         if net.k > MAX_TOKENS:
