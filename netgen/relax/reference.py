@@ -26,7 +26,7 @@ import torch
 from ..network import Network
 from .distributions import Relaxation, swap_probability, swap_probability_grad
 
-__all__ = ["forward", "column", "hard", "swap_prob", "check_input"]
+__all__ = ["forward", "column", "hard", "Layer", "swap_prob", "check_input", "check_labels"]
 
 
 class _SwapProb(torch.autograd.Function):
@@ -151,3 +151,23 @@ def hard(net: Network, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     outs = torch.tensor(net.outputs, dtype=torch.int64, device=x.device)
     return v[..., outs], idx[..., outs]
 
+
+
+class Layer(torch.nn.Module):
+    """The reference executor wrapped like a generated layer (``forward``,
+    ``column``, ``hard``), e.g. for :class:`netgen.relax.loss.TopKCrossEntropyLoss`.
+    Differentiated by autograd; slow but the definition."""
+
+    def __init__(self, net: Network, r: Relaxation):
+        super().__init__()
+        self.net, self.relaxation = net, r
+        self.n, self.k = net.n, net.k
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return forward(self.net, x, self.relaxation)
+
+    def column(self, x: torch.Tensor, y) -> torch.Tensor:
+        return column(self.net, x, y, self.relaxation)
+
+    def hard(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return hard(self.net, x)

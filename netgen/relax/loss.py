@@ -1,0 +1,140 @@
+"""The DiffTopK top-k classification loss (DESIGN.md section 7).
+
+With ``P`` from a relaxed top-K network over the class scores and a
+distribution ``p_k`` over k = 1..K ("the true class should be in the top
+k"), writing ``c_k = sum_{r<k} P[r, y]`` (the soft probability that class y
+ranks among the top k)::
+
+    topk mode:  L = -log( sum_k p_k(k) * c_k )
+    mix mode:   L = p_k(1) * CE(softmax(scores), y)
+                    - (1 - p_k(1)) * log( sum_{k>=2} p_k(k) / (1 - p_k(1)) * c_k )
+
+(``mix`` is the default: the top-1 term is the ordinary softmax cross-
+entropy, which the DiffTopK paper found more stable than the sorting
+network's own top-1 weight.) Only the column ``P[:, y]`` is needed, so the
+loss calls ``layer.column(scores, y)`` (O(size) work and O(n) memory per
+sample) when the layer has it, ``layer(scores)[1]`` otherwise; any netgen
+layer works: a generated module's ``Layer``, :class:`netgen.relax.reference.Layer`.
+
+Top-m preselection (``m``): rank only each row's m largest scores, putting
+the true class in place of the m-th when it is not among them (a hard,
+non-differentiable choice of which scores enter the network; gradients flow
+to the chosen scores). The layer then has n = m wires. The CE term always
+uses all scores. Suggested m: 16 for ~1000 classes, 50 for > 10000.
+
+``log`` is guarded as ``log(q * (1 - 2 eps) + eps)`` with eps = 1e-7 (as in
+difftopk), so a vanishing q gives a large but finite loss with a gradient.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+
+__all__ = ["TopKCrossEntropyLoss", "preselect", "topk_loss"]
+
+
+def preselect(scores: torch.Tensor, labels: torch.Tensor, m: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The m largest scores of each row, with the true class in place of the
+    m-th when missing. Returns ``(sub_scores (B, m), local labels (B,),
+    class indices (B, m))``; ``sub_scores`` is differentiable w.r.t. scores."""
+    if not 1 <= m <= scores.shape[-1]:
+        raise ValueError(f"m must lie in 1..{scores.shape[-1]}, got {m}")
+    idx = torch.topk(scores.detach(), m, dim=-1).indices
+    hit = idx == labels.unsqueeze(-1)
+    missing = ~hit.any(-1)
+    idx[missing, m - 1] = labels[missing]
+    hit[missing, m - 1] = True
+    local = hit.to(torch.int64).argmax(-1)
+    return scores.gather(-1, idx), local, idx
+
+
+class TopKCrossEntropyLoss(torch.nn.Module):
+    """Top-k cross-entropy over a netgen layer.
+
+    * ``layer``: any netgen layer with ``n`` = number of classes (or ``m``)
+      and ``k >= len(p_k)`` outputs (ranks beyond K are ignored).
+    * ``p_k``: weights of k = 1..K, non-negative, summing to 1.
+    * ``m``: optional top-m preselection (the layer then has n = m).
+    * ``mode``: ``"mix"`` (default) or ``"topk"`` (see the module doc).
+    * ``reduction``: ``"mean"``, ``"sum"`` or ``"none"``.
+    """
+
+    def __init__(self, layer, p_k: Sequence[float], m: int | None = None, mode: str = "mix",
+                 reduction: str = "mean", eps: float = 1e-7):
+        super().__init__()
+        p = [float(v) for v in p_k]
+        if not p or any(v < 0 or not math.isfinite(v) for v in p) or abs(sum(p) - 1.0) > 1e-6:
+            raise ValueError(f"p_k must be non-negative weights summing to 1, got {list(p_k)}")
+        if mode not in ("mix", "topk"):
+            raise ValueError(f"mode must be 'mix' or 'topk', got {mode!r}")
+        if reduction not in ("mean", "sum", "none"):
+            raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+        K = len(p)
+        k_layer = getattr(layer, "k", None)
+        if k_layer is not None and k_layer < K:
+            raise ValueError(f"the layer has k={k_layer} outputs but p_k needs K={K}")
+        n_layer = getattr(layer, "n", None)
+        if m is not None and n_layer is not None and n_layer != m:
+            raise ValueError(f"with top-m preselection the layer must have n = m = {m}, it has n={n_layer}")
+        if m is not None and m < K:
+            raise ValueError(f"m = {m} must be at least K = {K}")
+        self.layer, self.p_k, self.m, self.mode, self.reduction, self.eps = layer, p, m, mode, reduction, eps
+        self.K = K
+
+    def _column(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if hasattr(self.layer, "column"):
+            return self.layer.column(x, y)
+        _, P = self.layer(x)
+        return torch.gather(P, -1, y.view(-1, 1, 1).expand(-1, P.shape[-2], 1)).squeeze(-1)
+
+    def _log(self, q: torch.Tensor) -> torch.Tensor:
+        return torch.log(q * (1 - 2 * self.eps) + self.eps)
+
+    def forward(self, scores: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        if scores.dim() != 2:
+            raise ValueError(f"scores must have shape (batch, classes), got {tuple(scores.shape)}")
+        labels = torch.as_tensor(labels, device=scores.device).long()
+        if labels.shape != scores.shape[:1]:
+            raise ValueError(f"labels must have shape ({scores.shape[0]},), got {tuple(labels.shape)}")
+        x, y = scores, labels
+        if self.m is not None:
+            x, y, _ = preselect(scores, labels, self.m)
+        cum = torch.cumsum(self._column(x, y)[:, : self.K], -1)  # c_k, k = 1..K
+        w = torch.tensor(self.p_k, dtype=cum.dtype, device=cum.device)
+        p1 = self.p_k[0]
+        if self.mode == "topk" or p1 == 0.0:
+            loss = -self._log((cum * w).sum(-1))
+        else:
+            ce = torch.nn.functional.cross_entropy(scores, labels, reduction="none")
+            loss = p1 * ce
+            if p1 < 1.0:
+                rest = (cum[:, 1:] * w[1:]).sum(-1) / (1.0 - p1)
+                loss = loss - (1.0 - p1) * self._log(rest)
+        if self.reduction == "mean":
+            return loss.mean()
+        if self.reduction == "sum":
+            return loss.sum()
+        return loss
+
+
+def topk_loss(num_classes: int, p_k: Sequence[float], m: int | None = None, kind: str = "splitter",
+              distribution: str | None = None, steepness: float | None = None, art_lambda: float = 0.25,
+              mode: str = "mix", reduction: str = "mean") -> TopKCrossEntropyLoss:
+    """Build a :class:`TopKCrossEntropyLoss` over a generated torch layer for
+    a ``kind`` network on ``m`` (or ``num_classes``) wires with K = len(p_k)
+    outputs; relaxation defaults from :func:`default_relaxation`."""
+    from ..codegen import module_name
+    from ..codegen.loader import load_source
+    from ..codegen.torch_target import emit
+    from ..construct import build
+    from .distributions import Relaxation, default_relaxation
+
+    n = num_classes if m is None else m
+    net = build(kind, n, len(p_k))
+    r = default_relaxation(net, distribution)
+    r = Relaxation(r.distribution, r.steepness if steepness is None else steepness, art_lambda)
+    layer = load_source(emit(net, r), module_name(net, r, "torch")).Layer()
+    return TopKCrossEntropyLoss(layer, p_k, m=m, mode=mode, reduction=reduction)
