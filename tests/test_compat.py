@@ -33,10 +33,11 @@ def float64_default():
         torch.set_default_dtype(old)
 
 
-class _SpmmShim:  # torch_sparse.spmm on torch.sparse, for difftopk's sparse executor
+class _SpmmShim:  # torch_sparse.spmm (scatter-add of value * matrix[col]), for difftopk's sparse executor
     @staticmethod
     def spmm(index, value, m, n, matrix):
-        return torch.sparse.mm(torch.sparse_coo_tensor(index, value, (m, n)), matrix.to(value.dtype))
+        out = torch.zeros(m, matrix.shape[1], dtype=value.dtype)
+        return out.index_add(0, index[0], value.unsqueeze(1) * matrix[index[1]].to(value.dtype))
 
 
 def x_for(n, seed=0):

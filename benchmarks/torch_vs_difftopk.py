@@ -1,0 +1,225 @@
+"""Generated torch layer vs difftopk's splitter_selection: forward+backward
+time and working memory, side by side, in one run.
+
+    python benchmarks/torch_vs_difftopk.py [--reps 5] [--threads 1]
+
+For each configuration (B=64, n=10450, k=5) and (B=500, n=1000, k=5), each
+method runs in its own subprocess: it loads (builds the network, the layer
+and the input), then runs ``reps`` timed forward+backward passes of
+``loss = (P * W).sum()`` (P: the k x n relaxed permutation matrix; both
+methods compute it and backpropagate through it) after one warm-up pass.
+
+* time: median wall time of one forward+backward.
+* working memory: peak RSS during the passes minus RSS after loading (the
+  kernel's peak-RSS counter is reset after loading via /proc/self/clear_refs).
+
+difftopk 0.2.0's constructor allocates dense (n x n) float64 matrices per
+layer, ~90 GB at n = 10450, so it cannot be built on a 24 GB machine as
+published. Here its own construction code (difftopk.networks.
+sparse_splitter_selection_network) runs with a recording stand-in for
+``np.zeros`` that keeps the assigned entries in a dict; the matrices are then
+turned into the same torch sparse tensors its ``get_sparse_net`` makes.
+Its sparse executor needs the optional ``torch_sparse`` package (not
+installed); a stand-in ``spmm`` (scatter-add of value * matrix[col], what
+torch_sparse computes, differentiable w.r.t. value by autograd) is used. Both methods
+get the same torch thread count (``--threads``, default 1: the machine is
+shared and small tensors lose more to thread contention than they gain).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import types
+
+CONFIGS = [(64, 10450, 5), (500, 1000, 5)]
+METHODS = ("netgen-torch", "difftopk")
+
+
+# ------------------------------------------------------------------ memory
+def _status(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def _reset_peak() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+# ---------------------------------------------------------- difftopk loading
+class _Recorded:
+    """Stand-in for a dense 2-D ``np.zeros`` array: records assignments."""
+
+    def __init__(self, shape, entries=None):
+        self.shape = tuple(shape)
+        self.entries = {} if entries is None else entries
+
+    def __setitem__(self, key, value):
+        self.entries[(int(key[0]), int(key[1]))] = float(value)
+
+    def __getitem__(self, key):
+        rows, cols = key
+        r0, r1, _ = rows.indices(self.shape[0])
+        c0, c1, _ = cols.indices(self.shape[1])
+        kept = {(i - r0, j - c0): v for (i, j), v in self.entries.items() if r0 <= i < r1 and c0 <= j < c1}
+        return _Recorded((r1 - r0, c1 - c0), kept)
+
+
+class _SpmmShim:
+    """torch_sparse.spmm(index, value, m, n, matrix): sum over the nonzeros
+    of value * matrix[col] into row ``row`` (what torch_sparse computes), so
+    autograd gives the gradient w.r.t. ``value`` as a gather, like torch_sparse."""
+
+    @staticmethod
+    def spmm(index, value, m, n, matrix):
+        import torch
+
+        row, col = index[0], index[1]
+        out = torch.zeros(m, matrix.shape[1], dtype=value.dtype, device=value.device)
+        return out.index_add(0, row, value.unsqueeze(1) * matrix[col].to(value.dtype))
+
+
+def _difftopk_loader(n, k):
+    import numpy as np
+    import torch
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        import difftopk.functional as dtf
+        import difftopk.networks as dtn
+    fake = types.SimpleNamespace(**{a: getattr(np, a) for a in dir(np) if not a.startswith("__")})
+    fake.zeros = lambda shape, *a, **kw: _Recorded(shape) if len(shape) == 2 else np.zeros(shape, *a, **kw)
+    saved, dtn.np = dtn.np, fake
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            layers = dtn.sparse_splitter_selection_network(n, k)
+    finally:
+        dtn.np = saved
+
+    def sparse_T(m):  # what get_sparse_net does: transpose, COO, coalesce
+        ent = sorted(m.entries.items())
+        idx = torch.tensor([[j for (i, j), _ in ent], [i for (i, j), _ in ent]], dtype=torch.int64).reshape(2, -1)
+        val = torch.tensor([v for _, v in ent], dtype=torch.float32)
+        return torch.sparse_coo_tensor(idx, val, (m.shape[1], m.shape[0])).coalesce()
+
+    net = []
+    for split_a, split_b, cmin, cmax, *idx in layers:
+        net.append([sparse_T(m) for m in (split_a, split_b, cmin, cmax)] + [torch.from_numpy(np.asarray(a)).float() for a in idx])
+    dtf.torch_sparse = _SpmmShim
+    dtf.SPARSE_INSTALLED = True
+
+    def run(x):
+        _, X = dtf.execute_sparse_topk(net, x, k, 10.0, 0.25, "cauchy")
+        return X  # (B, n, k)
+
+    return run
+
+
+def _netgen_loader(n, k):
+    import netgen
+    from netgen.codegen import write_module
+    from netgen.construct import build
+    from netgen.relax.distributions import Relaxation
+
+    net = build("splitter", n, k)
+    path = write_module("torch", net, Relaxation("cauchy", 10.0), tempfile.mkdtemp())
+    layer = netgen.load(path).Layer()
+
+    def run(x):
+        return layer(x)[1]  # (B, k, n)
+
+    return run
+
+
+# ----------------------------------------------------------------- worker
+def worker(method: str, B: int, n: int, k: int, reps: int, threads: int) -> dict:
+    import torch
+
+    torch.set_num_threads(threads)
+    t0 = time.perf_counter()
+    run = (_netgen_loader if method == "netgen-torch" else _difftopk_loader)(n, k)
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(B, n, generator=gen).requires_grad_()
+    P = run(x)
+    W = torch.randn(P.shape, generator=gen)
+    P.mul(W).sum().backward()  # warm-up
+    del P
+    x.grad = None
+    load_s = time.perf_counter() - t0
+    rss_loaded = _status("VmRSS")
+    peak_ok = _reset_peak()
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        P = run(x)
+        P.mul(W).sum().backward()
+        times.append(time.perf_counter() - t)
+        del P
+        x.grad = None
+    peak = _status("VmHWM")
+    return {
+        "method": method, "B": B, "n": n, "k": k, "times": times, "median_s": statistics.median(times),
+        "rss_loaded": rss_loaded, "peak": peak, "working": peak - rss_loaded, "peak_reset": peak_ok,
+        "load_s": load_s,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--worker", nargs=4, metavar=("METHOD", "B", "N", "K"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        m, B, n, k = args.worker
+        print(json.dumps(worker(m, int(B), int(n), int(k), args.reps, args.threads)))
+        return
+
+    print(__doc__.split("\n\n")[0].replace("\n", " "))
+    print(f"torch threads per method: {args.threads}; reps: {args.reps} (median); float32; distribution cauchy, s = 10")
+    print("difftopk: network built by its own construction code (sparse_splitter_selection_network) on a")
+    print("  recording stand-in for np.zeros (its dense constructor needs ~90 GB at n=10450); executor")
+    print("  execute_sparse_topk with a scatter-add stand-in for torch_sparse.spmm (not installed).")
+    print()
+    hdr = f"{'B':>4} {'n':>6} {'k':>2}  {'method':<13} {'fwd+bwd (s)':>12} {'working mem (MB)':>17} {'load (s)':>9}"
+    print(hdr)
+    print("-" * len(hdr))
+    for B, n, k in CONFIGS:
+        res = {}
+        for method in METHODS:
+            cmd = [sys.executable, os.path.abspath(__file__), "--worker", method, str(B), str(n), str(k),
+                   "--reps", str(args.reps), "--threads", str(args.threads)]
+            out = subprocess.run(cmd, capture_output=True, text=True)
+            if out.returncode != 0:
+                print(f"{B:>4} {n:>6} {k:>2}  {method:<13} FAILED: {out.stderr.strip().splitlines()[-1:]}")
+                continue
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            res[method] = r
+            note = "" if r["peak_reset"] else "  (peak not resettable: includes loading)"
+            print(f"{B:>4} {n:>6} {k:>2}  {method:<13} {r['median_s']:>12.4f} {r['working'] / 2**20:>17.1f} {r['load_s']:>9.1f}{note}")
+        if len(res) == 2:
+            a, b = res["netgen-torch"], res["difftopk"]
+            speed = b["median_s"] / a["median_s"]
+            mem = a["working"] / max(b["working"], 1)
+            print(f"{'':>15}netgen is {speed:.1f}x faster, uses {mem:.3f} of difftopk's working memory "
+                  f"(goal: >= 10x, <= 0.2)")
+        print()
+
+
+if __name__ == "__main__":
+    main()
