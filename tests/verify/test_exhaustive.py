@@ -95,3 +95,29 @@ def test_no_comparators():
     assert exhaustive.check(Network.from_layers(1, [], outputs=[0])).status == "proved"
     r = exhaustive.check(Network.from_layers(3, [], outputs=[0, 1, 2]))
     assert r.status == "counterexample"
+
+
+def test_numpy_and_numba_bitsliced_agree():
+    rng = np.random.default_rng(11)
+    for _ in range(12):
+        n = int(rng.integers(1, 10))
+        k = int(rng.integers(1, n + 1))
+        net = random_network(rng, n, int(rng.integers(0, 2 * n * n)), k)
+        a = exhaustive.check(net, engine="numpy")
+        b = exhaustive.check(net, engine="numba")
+        assert a.status == b.status
+        if a.status == "proved":
+            assert np.array_equal(a.fires, b.fires)
+        else:
+            assert fails(net, a.counterexample) and fails(net, b.counterexample)
+    with pytest.raises(ValueError, match="engine"):
+        exhaustive.check(net, engine="gpu")
+
+
+def test_parallel_kernel_on_26_wires():
+    net = load(f"{DOB}/Sort_26_138_15.json")
+    r = exhaustive.check(net)  # n >= PARALLEL_FROM_N: numba, all cores
+    assert r.status == "proved" and r.fires.all() and r.checked == 2**26 - 1
+    bad = drop(net, 100)
+    r = exhaustive.check(bad)
+    assert r.status == "counterexample" and fails(bad, r.counterexample)
