@@ -1,0 +1,136 @@
+"""The methods ``netgen bench`` can time, each built into a uniform callable.
+
+``make(name, n, k, device, cache_dir)`` returns ``(fn, kind)`` where
+``fn(x)`` maps scores ``(B, n)`` to ``(values or None, P (B, k, n))`` for
+``kind == "permutation"``, to an indicator ``(B, n)`` for ``"indicator"``,
+or ``fn(x, y)`` to a scalar loss for ``"loss"``. A method whose code cannot
+be imported, or that cannot run here, raises :class:`Unavailable` with the
+reason (the harness records it as ``skipped``).
+
+Names: every baseline in :data:`netgen.relax.baselines.BASELINES` (default
+temperatures), ``netgen-torch``, ``netgen-numba``, ``netgen-cuda`` (netgen's
+generated layers for ``netgen.construct.build("splitter", n, k)`` with
+``default_relaxation``), ``difftopk`` (``DiffTopkNet("bitonic", n, k)``, dense:
+the published sparse path needs torch_sparse) and ``diffsort``
+(``DiffSortNet("bitonic", n)``, a full sort of which the top k rows are used).
+difftopk/diffsort return ``X[..., c, j] = P[..., k-1-j, c]`` (ranks ascending);
+it is converted to netgen's orientation ``P = X^T`` flipped along the ranks.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from pathlib import Path
+
+NETGEN_TARGETS = ("torch", "numba", "cuda")
+EXTERNAL = ("difftopk", "diffsort")
+
+
+class Unavailable(Exception):
+    """The method cannot run here; the message says why."""
+
+
+def all_names() -> list[str]:
+    from ..relax.baselines import BASELINES
+
+    return sorted(BASELINES) + [f"netgen-{t}" for t in NETGEN_TARGETS] + list(EXTERNAL)
+
+
+def make(name: str, n: int, k: int, device: str, cache_dir: str | None = None, options: dict | None = None):
+    options = dict(options or {})
+    if name.startswith("netgen-") or name in EXTERNAL:
+        if options:
+            raise ValueError(f"method {name!r} takes no options, got {sorted(options)}")
+    if name.startswith("netgen-"):
+        return _netgen(name[len("netgen-"):], n, k, device, cache_dir)
+    if name == "difftopk":
+        return _difftopk(n, k, device)
+    if name == "diffsort":
+        return _diffsort(n, k, device)
+    from ..relax import baselines
+
+    if name not in baselines.BASELINES:
+        raise ValueError(f"unknown method {name!r}; choose from {', '.join(all_names())}")
+    layer = baselines.get(name, k=k, **options)
+    if hasattr(layer, "to"):
+        layer = layer.to(device)
+    return layer, layer.kind
+
+
+def _import(mod: str, why: str):
+    try:
+        return importlib.import_module(mod)
+    except Exception as e:  # noqa: BLE001 - any import failure means "not available yet"
+        raise Unavailable(f"{why}: cannot import {mod} ({type(e).__name__}: {e})") from None
+
+
+def _netgen(target: str, n: int, k: int, device: str, cache_dir):
+    if target not in NETGEN_TARGETS:
+        raise ValueError(f"unknown netgen target {target!r}; choose from {', '.join(NETGEN_TARGETS)}")
+    if target == "cuda" and not _cuda_ok():
+        raise Unavailable("no CUDA GPU on this machine")
+    if target == "numba" and device != "cpu":
+        raise Unavailable("the numba target runs on the CPU only")
+    construct = _import("netgen.construct", "network constructions")
+    codegen = _import("netgen.codegen", "code generation")
+    loader = _import("netgen.codegen.loader", "code generation loader")
+    dist = _import("netgen.relax.distributions", "relaxation")
+    for attr, mod in (("build", construct), ("write_module", codegen), ("module_name", codegen),
+                      ("load", loader), ("default_relaxation", dist)):
+        if not hasattr(mod, attr):
+            raise Unavailable(f"{mod.__name__}.{attr} does not exist yet")
+    if target not in getattr(codegen, "TARGETS", NETGEN_TARGETS):
+        raise Unavailable(f"codegen target {target!r} is not registered")
+    try:
+        importlib.import_module(codegen.TARGETS[target]) if hasattr(codegen, "TARGETS") else None
+    except Exception as e:  # noqa: BLE001
+        raise Unavailable(f"codegen target {target!r} cannot be imported ({type(e).__name__}: {e})") from None
+    net = construct.build("splitter", n, k)
+    relax = dist.default_relaxation(net)
+    out = Path(cache_dir or default_cache_dir())
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{codegen.module_name(net, relax, target)}.py"
+    if not path.exists():  # rewriting would change the mtime and defeat numba's on-disk cache
+        path = codegen.write_module(target, net, relax, out)
+    mod = loader.load(path)
+    layer = mod.Layer()
+    if target != "numba":
+        layer = layer.to(device)
+    return layer, "permutation"
+
+
+def _cuda_ok() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _difftopk(n, k, device):
+    m = _import("difftopk", "difftopk not installed")
+    net = m.DiffTopkNet("bitonic", n, k, device=device)
+
+    def fn(x):
+        _, X = net(x)  # (B, n, k): X[b, c, j] = P[b, k-1-j, c]
+        return None, X.transpose(-1, -2).flip(-2)
+
+    return fn, "permutation"
+
+
+def _diffsort(n, k, device):
+    m = _import("diffsort", "diffsort not installed")
+    net = m.DiffSortNet("bitonic", n, device=device)
+
+    def fn(x):
+        values, X = net(x)  # ascending values; X[b, c, j] = P[b, n-1-j, c]
+        return values.flip(-1)[..., :k], X.transpose(-1, -2).flip(-2)[..., :k, :]
+
+    return fn, "permutation"
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "netgen" / "bench"

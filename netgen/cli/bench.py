@@ -1,0 +1,121 @@
+"""``netgen bench``: time (forward, forward+backward), peak memory and error
+against the hard top-k of every method over a grid of (B, n, k), one
+process per configuration; JSON, CSV and plots into ``-o DIR``."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import click
+
+from .common import BadInput, handle_errors, log, progress
+
+
+def _fmt(v, spec):
+    width = int(spec.split(".")[0])
+    return f"{'-':>{width}}" if v is None else format(v, spec)
+
+
+@click.command("bench")
+@click.option("-o", "--out", "out_dir", default="bench-out", show_default=True,
+              type=click.Path(file_okay=False), help="folder for results.json, results.csv and the plots")
+@click.option("--quick", is_flag=True, help="small grid (B=16, n=64,1024, k=5; under 3 minutes)")
+@click.option("--methods", default=None, help="comma-separated methods (default: all); see --list")
+@click.option("--reference", default="netgen-numba", show_default=True, help="method the ratios are relative to")
+@click.option("--batch", "batch", default=None, help="batch sizes B, e.g. 64 or 16,64")
+@click.option("--n", "ns", default=None, help="input sizes n, e.g. 16,256,1024,10450")
+@click.option("--k", "ks", default=None, help="k values, e.g. 1,5")
+@click.option("--timeout", type=float, default=None, help="seconds per configuration (recorded as timeout)")
+@click.option("--repeats", type=int, default=None, help="timed repetitions per measurement (median)")
+@click.option("--warmup", type=int, default=None, help="untimed warm-up runs")
+@click.option("--threads", type=int, default=1, show_default=True, help="torch / numba threads per worker")
+@click.option("--device", default="cpu", show_default=True, type=click.Choice(["cpu", "cuda"]))
+@click.option("--temperature", "temps", multiple=True, metavar="METHOD=VALUE",
+              help="override a baseline's temperature (repeatable)")
+@click.option("--cache-dir", default=None, type=click.Path(file_okay=False),
+              help="where generated netgen modules are cached (default ~/.cache/netgen/bench)")
+@click.option("--no-plots", is_flag=True, help="skip the matplotlib plots")
+@click.option("--subprocess", "use_subprocess", is_flag=True,
+              help="start a fresh interpreter per configuration instead of forking (slower start-up)")
+@click.option("--list", "list_methods", is_flag=True, help="list the method names and exit")
+@handle_errors
+def command(out_dir, quick, methods, reference, batch, ns, ks, timeout, repeats, warmup, threads, device,
+            temps, cache_dir, no_plots, use_subprocess, list_methods):
+    """Benchmark netgen's generated layers against the baselines.
+
+    \b
+    Examples:
+      netgen bench --quick -o docs/img/bench
+      netgen bench --methods lapsum,softsort,netgen-numba --n 1024,10450 --k 5 -o out
+    """
+    from ..bench.grid import DEFAULT, QUICK, parse_ints
+    from ..bench.methods import all_names
+
+    names = all_names()
+    if list_methods:
+        click.echo("\n".join(names))
+        return
+    chosen = names if methods is None else [m.strip() for m in methods.split(",") if m.strip()]
+    unknown = [m for m in chosen if m not in names]
+    if unknown or not chosen:
+        raise BadInput(f"unknown method(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(names)}")
+    if reference not in chosen:
+        raise BadInput(f"--reference {reference!r} is not among the methods being run")
+    if threads < 1:
+        raise BadInput(f"--threads must be >= 1, got {threads}")
+    grid = QUICK if quick else DEFAULT
+    changes = {}
+    if batch is not None:
+        changes["batch"] = parse_ints(batch, "--batch")
+    if ns is not None:
+        changes["n"] = parse_ints(ns, "--n")
+    if ks is not None:
+        changes["k"] = parse_ints(ks, "--k")
+    if timeout is not None:
+        if not timeout > 0:
+            raise BadInput(f"--timeout must be positive, got {timeout}")
+        changes["timeout_s"] = timeout
+    if repeats is not None:
+        if repeats < 1:
+            raise BadInput(f"--repeats must be >= 1, got {repeats}")
+        changes["repeats"] = repeats
+    if warmup is not None:
+        if warmup < 0:
+            raise BadInput(f"--warmup must be >= 0, got {warmup}")
+        changes["warmup"] = warmup
+    grid = dataclasses.replace(grid, **changes)
+    if not grid.configs(chosen):
+        raise BadInput("the grid is empty (every k exceeds every n)")
+    options = {}
+    for t in temps:
+        name, sep, value = t.partition("=")
+        if not sep or name not in names:
+            raise BadInput(f"--temperature expects METHOD=VALUE with a known method, got {t!r}")
+        try:
+            options[name] = {"temperature": float(value)}
+        except ValueError:
+            raise BadInput(f"--temperature value must be a number, got {t!r}") from None
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise BadInput("--device cuda: no CUDA GPU is available")
+
+    from ..bench.runner import run_grid
+
+    doc = run_grid(grid, chosen, out_dir, reference=reference, device=device, threads=threads,
+                   cache_dir=cache_dir, progress=progress, plots=not no_plots, options=options,
+                   isolation="subprocess" if use_subprocess else None)
+    head = f"{'method':<18} {'B':>4} {'n':>6} {'k':>3} {'status':<8} {'fwd ms':>9} {'f+b ms':>9} " \
+           f"{'mem MiB':>8} {'err P':>7} {'x ref':>7}"
+    click.echo(f"# reference: {reference}; ratios are fwd+bwd time / reference's")
+    click.echo(head)
+    for r in doc["results"]:
+        click.echo(
+            f"{r['method']:<18} {r['B']:>4} {r['n']:>6} {r['k']:>3} {r['status']:<8} "
+            f"{_fmt(r.get('t_fwd_ms'), '9.3f')} {_fmt(r.get('t_fwdbwd_ms'), '9.3f')} "
+            f"{_fmt(r.get('peak_mem_mb'), '8.1f')} {_fmt(r.get('err_P'), '7.3f')} {_fmt(r.get('ratio_fwdbwd'), '7.2f')}"
+            + ("" if r["status"] == "ok" else f"  {r.get('reason', '')}")
+        )
+    log(f"netgen bench: {len(doc['results'])} configurations in {doc['total_s']:.0f} s; wrote "
+        f"{out_dir}/results.json, results.csv" + (", plots" if not no_plots else ""))
