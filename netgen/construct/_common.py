@@ -95,6 +95,10 @@ def unpad(
     return chunks, outs, moves
 
 
+def chunk_offsets(sizes) -> np.ndarray:
+    return np.concatenate([[0], np.cumsum(np.asarray(sizes, dtype=np.int64))])
+
+
 def finish(
     n: int,
     chunks: Sequence[np.ndarray],
@@ -105,7 +109,10 @@ def finish(
 ) -> Network:
     """Concatenate chunks, optionally cone-prune to ``outputs``, pack ASAP."""
     comps = np.concatenate(chunks) if len(chunks) else np.zeros((0, 2), np.int64)
+    offsets = chunk_offsets([len(c) for c in chunks])
     outs = [int(w) for w in outputs]
     if prune and len(comps):
-        comps = comps[cone_mask(n, comps, outs)]
-    return layered(n, comps, outs, construction)
+        keep = cone_mask(n, comps, outs, offsets)
+        comps = comps[keep]
+        offsets = chunk_offsets(keep)[offsets]  # kept comparators before each chunk boundary
+    return layered(n, comps, outs, construction, offsets)

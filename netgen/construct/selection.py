@@ -39,7 +39,8 @@ def selection_size_estimate(n: int, k: int) -> int:
 def _pruned_template(layers: list[np.ndarray], outputs: np.ndarray, width: int) -> list[np.ndarray]:
     """The template's layers restricted to the cone of its outputs."""
     sizes = [len(c) for c in layers]
-    keep = cone_mask(width, np.concatenate(layers), outputs) if sum(sizes) else np.zeros(0, bool)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    keep = cone_mask(width, np.concatenate(layers), outputs, offsets) if sum(sizes) else np.zeros(0, bool)
     out, start = [], 0
     for c, m in zip(layers, sizes):
         kept = c[keep[start : start + m]]

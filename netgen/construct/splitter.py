@@ -33,7 +33,7 @@ import numpy as np
 from ..network import Network
 from ..passes.prune import cone_mask
 from ..passes.schedule import asap_levels
-from ._common import ceil_lg, refuse_if_too_large
+from ._common import ceil_lg, chunk_offsets, refuse_if_too_large
 
 
 @dataclass(frozen=True)
@@ -103,15 +103,16 @@ def _one_pass(wires: np.ndarray, ranks: np.ndarray):
     """All cascades of one pass at once. ``wires`` are the live wires sorted
     by (minimum rank, wire). Returns the cascades (groups of >= 2 wires, rank
     descending: start index into ``wires`` and size), their comparators as
-    indices into ``wires`` (cascade by cascade, level by level) and the
-    number of comparators per cascade."""
+    indices into ``wires`` (cascade by cascade, level by level), the number
+    of comparators per cascade and the sizes of the (cascade, level) runs,
+    each on pairwise distinct wires."""
     bounds = np.flatnonzero(np.diff(ranks)) + 1
     starts = np.concatenate([[0], bounds])
     sizes = np.diff(np.concatenate([starts, [len(wires)]]))
     big = np.flatnonzero(sizes >= 2)[::-1]  # r = k-1 down to 0
     starts, sizes = starts[big], sizes[big]
     if len(big) == 0:
-        return starts, sizes, np.zeros((0, 2), np.int64), np.zeros(0, np.int64)
+        return starts, sizes, np.zeros((0, 2), np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
     gid = np.repeat(np.arange(len(big)), sizes)  # cascade of each member
     j = np.arange(len(gid)) - np.repeat(np.cumsum(sizes) - sizes, sizes)  # position in it
     idx = np.repeat(starts, sizes) + j  # index into wires
@@ -127,7 +128,8 @@ def _one_pass(wires: np.ndarray, ranks: np.ndarray):
         level += 1
     pairs, key = np.concatenate(parts), np.concatenate(keys)
     order = np.argsort(key, kind="stable")
-    return starts, sizes, pairs[order], np.bincount(key // 64, minlength=len(big))
+    _, runs = np.unique(key, return_counts=True)  # sorted keys = the order of the runs
+    return starts, sizes, pairs[order], np.bincount(key // 64, minlength=len(big)), runs
 
 
 def splitter_trace(n: int, k: int) -> SplitterTrace:
@@ -135,13 +137,13 @@ def splitter_trace(n: int, k: int) -> SplitterTrace:
     refuse_if_too_large("splitter selection", n, k, splitter_size_estimate(n, k))
     min_rank = np.zeros(n, dtype=np.int64)
     live = np.ones(n, dtype=bool)
-    c_pass, c_rank, c_wires, c_ranks, c_nwires, c_ncomps, comps = [], [], [], [], [], [], []
+    c_pass, c_rank, c_wires, c_ranks, c_nwires, c_ncomps, comps, runs = [], [], [], [], [], [], [], []
     pass_index = 0
     while True:
         wires = np.flatnonzero(live)
         wires = wires[np.argsort(min_rank[wires], kind="stable")]  # groups, each in wire order
         ranks = min_rank[wires]
-        starts, sizes, pairs, ncomps = _one_pass(wires, ranks)
+        starts, sizes, pairs, ncomps, run_sizes = _one_pass(wires, ranks)
         if len(starts) == 0:
             break
         pos = np.arange(sizes.sum()) - np.repeat(np.cumsum(sizes) - sizes, sizes)  # l_i: i
@@ -155,6 +157,7 @@ def splitter_trace(n: int, k: int) -> SplitterTrace:
         c_ranks.append(min_rank[group_wires])
         c_nwires.append(sizes)
         c_ncomps.append(ncomps)
+        runs.append(run_sizes)
         pass_index += 1
     outputs = np.flatnonzero(live)
     outputs = outputs[np.argsort(min_rank[outputs], kind="stable")]
@@ -167,8 +170,9 @@ def splitter_trace(n: int, k: int) -> SplitterTrace:
         return np.zeros((0, 2) if width else 0, dtype)
 
     comps = cat(comps, width=2)
-    kept = cone_mask(n, comps, outputs) if len(comps) else np.zeros(0, bool)
-    level = asap_levels(n, comps[kept])
+    offsets = chunk_offsets(cat(runs))
+    kept = cone_mask(n, comps, outputs, offsets) if len(comps) else np.zeros(0, bool)
+    level = asap_levels(n, comps[kept], chunk_offsets(kept)[offsets])
     layer = np.full(len(comps), -1, dtype=np.int64)
     layer[kept] = level
     order = np.argsort(level, kind="stable")

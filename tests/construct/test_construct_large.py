@@ -14,10 +14,8 @@ def _check(net, trials, seed):
     assert np.array_equal(net.select(x), -np.sort(-x, axis=1)[:, : net.k])
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", [k for k in KINDS if k != "transposition"])  # 5e7 comparators: refused
 def test_10450_top5(kind):
-    if kind == "transposition":
-        pytest.skip("the transposition sorter on 10450 wires has 5e7 comparators")
     _check(build(kind, 10450, 5), 64, 1)
 
 

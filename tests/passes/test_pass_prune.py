@@ -51,3 +51,15 @@ def test_large_network_is_fast():
     out = prune(wider)
     assert time.perf_counter() - t < 10
     assert out.size < net.size
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_numpy_and_compiled_paths_agree(seed):
+    from netgen.passes.prune import cone_mask
+
+    rng = np.random.default_rng(seed)
+    net = random_network(rng, 20, 300, k=3)
+    per_layer = cone_mask(net.n, net.comparators, net.outputs, net.layer_offsets)
+    compiled = cone_mask(net.n, net.comparators, net.outputs)  # no chunks: the numba loop
+    assert np.array_equal(per_layer, compiled)
+    assert 0 < per_layer.sum() < net.size

@@ -57,3 +57,15 @@ def test_large_network_is_fast():
     out = asap(deep)
     assert time.perf_counter() - t < 10
     assert out == net  # build() already returns ASAP layers
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_numpy_and_compiled_paths_agree(seed):
+    from netgen.passes.schedule import asap_levels
+
+    rng = np.random.default_rng(seed)
+    net = random_network(rng, 20, 300)
+    per_layer = asap_levels(net.n, net.comparators, net.layer_offsets)
+    compiled = asap_levels(net.n, net.comparators)  # no chunks: the numba loop
+    assert np.array_equal(per_layer, compiled)
+    assert np.array_equal(per_layer, net.layer_of())  # from_comparators packs ASAP too
