@@ -108,7 +108,7 @@ def draw(net: Network, path, fmt: str, *, title: str | None = None, dpi: int = 1
         ax.plot([depth + 0.5], [w], marker="<", color="#1a7f37", ms=5, clip_on=False)
     ax.set_ylabel(f"wire (grouped into {bins} bins)" if bins < net.n else "wire")
     ax.set_xlabel("layer")
-    ax.set_title("fraction of each wire group used per layer (grey: all wires dead; green marks: outputs)",
+    ax.set_title("fraction of each wire group used per layer (white: live but idle; grey: all dead; green marks: outputs)",
                  fontsize=9, loc="left")
     fig.colorbar(img, ax=ax, shrink=0.8, label="fraction used")
     if depth <= 60:
