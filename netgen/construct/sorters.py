@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..network import Network
-from ._common import MAX_COMPARATORS, ceil_lg, finish, refuse_if_too_large, unpad
+from ._common import ceil_lg, finish, refuse_if_too_large, unpad
 
 SORTER_KINDS = ("bitonic", "oddeven", "pairwise", "transposition")
 
@@ -184,4 +184,4 @@ def sorter(kind: str, n: int) -> Network:
     return finish(n, chunks, outs, construction, prune=False)
 
 
-__all__ = ["sorter", "SORTER_KINDS", "MAX_COMPARATORS"]
+__all__ = ["sorter", "SORTER_KINDS", "SORTER_LAYERS", "MERGE_TOP"]

@@ -89,7 +89,7 @@ def verifier_fires(net: Network) -> tuple[np.ndarray | None, str]:
         except ValueError as e:  # TooManyStates and the like
             return None, f"not analyzable ({e})"
     if report.status != "proved" or report.fires is None:
-        return None, f"not cleaned: verification says {report}"
+        return None, f"not analyzable (verification: {report.status})"
     return np.asarray(report.fires, dtype=bool), f"fires from {report.method}"
 
 
