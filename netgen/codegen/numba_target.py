@@ -114,10 +114,11 @@ def _fwd_rows@@SFX@@(x, ca, cb, clo, chi, doff, outs, values, P, ps, ds, dps, D,
                 dps[b, i] = dp
         for r in range(k):
             values[b, r] = v[outs[r]]
+        # back-sweep in wire-major scratch R[w, r] (a comparator touches two
+        # contiguous k-vectors), transposed into P at the end
+        R = np.zeros((n, k), dtype=@@NPT@@)
         for r in range(k):
-            for w in range(n):
-                P[b, r, w] = @@ZERO@@
-            P[b, r, outs[r]] = @@ONE@@
+            R[outs[r], r] = @@ONE@@
         for i in range(size - 1, -1, -1):
             lo = clo[i]
             hi = chi[i]
@@ -129,12 +130,15 @@ def _fwd_rows@@SFX@@(x, ca, cb, clo, chi, doff, outs, values, P, ps, ds, dps, D,
             q = @@ONE@@ - p
             o = doff[i] - lo
             for r in range(lo, hi):
-                ra = P[b, r, a]
-                rc = P[b, r, c]
+                ra = R[a, r]
+                rc = R[c, r]
                 if save:
                     D[b, o + r] = ra - rc
-                P[b, r, a] = p * ra + q * rc
-                P[b, r, c] = q * ra + p * rc
+                R[a, r] = p * ra + q * rc
+                R[c, r] = q * ra + p * rc
+        for r in range(k):
+            for w in range(n):
+                P[b, r, w] = R[w, r]
 
 
 @numba.njit(parallel=_PARALLEL, cache=_CACHE)
@@ -145,10 +149,10 @@ def _bwd_rows@@SFX@@(gv, gP, has_gP, ca, cb, clo, chi, doff, outs, ps, ds, dps, 
     for b in numba.prange(B):
         gpp = np.zeros(size, dtype=@@NPT@@)
         if has_gP:
-            G = np.empty((k, n), dtype=@@NPT@@)
+            G = np.empty((n, k), dtype=@@NPT@@)  # wire-major, like R
             for r in range(k):
                 for w in range(n):
-                    G[r, w] = gP[b, r, w]
+                    G[w, r] = gP[b, r, w]
             for i in range(size):
                 lo = clo[i]
                 hi = chi[i]
@@ -161,11 +165,11 @@ def _bwd_rows@@SFX@@(gv, gP, has_gP, ca, cb, clo, chi, doff, outs, ps, ds, dps, 
                 o = doff[i] - lo
                 acc = @@ZERO@@
                 for r in range(lo, hi):
-                    ga = G[r, a]
-                    gc = G[r, c]
+                    ga = G[a, r]
+                    gc = G[c, r]
                     acc += (ga - gc) * D[b, o + r]
-                    G[r, a] = p * ga + q * gc
-                    G[r, c] = q * ga + p * gc
+                    G[a, r] = p * ga + q * gc
+                    G[c, r] = q * ga + p * gc
                 gpp[i] = acc
         g = np.zeros(n, dtype=@@NPT@@)
         for r in range(k):
@@ -185,7 +189,8 @@ def _bwd_rows@@SFX@@(gv, gP, has_gP, ca, cb, clo, chi, doff, outs, ps, ds, dps, 
 
 
 @numba.njit(parallel=_PARALLEL, cache=_CACHE)
-def _fwd_col@@SFX@@(x, y, ca, cb, outs, col, ps, ds, dps, dus, save):
+def _fwd_col@@SFX@@(x, y, ca, cb, outs, col, cs, save):
+    # cs[b, i] = (p, dp * d, dp * (u[a] - u[b])): all the adjoint needs
     B, n = x.shape
     size = ca.shape[0]
     k = outs.shape[0]
@@ -210,16 +215,15 @@ def _fwd_col@@SFX@@(x, y, ca, cb, outs, col, ps, ds, dps, dus, save):
             u[a] = p * ua + q * uc
             u[c] = q * ua + p * uc
             if save:
-                ps[b, i] = p
-                ds[b, i] = d
-                dps[b, i] = dp
-                dus[b, i] = ua - uc
+                cs[b, i, 0] = p
+                cs[b, i, 1] = dp * d
+                cs[b, i, 2] = dp * (ua - uc)
         for r in range(k):
             col[b, r] = u[outs[r]]
 
 
 @numba.njit(parallel=_PARALLEL, cache=_CACHE)
-def _bwd_col@@SFX@@(gcol, ca, cb, outs, ps, ds, dps, dus, gx):
+def _bwd_col@@SFX@@(gcol, ca, cb, outs, cs, gx):
     B, n = gx.shape
     size = ca.shape[0]
     k = outs.shape[0]
@@ -231,13 +235,13 @@ def _bwd_col@@SFX@@(gcol, ca, cb, outs, ps, ds, dps, dus, gx):
         for i in range(size - 1, -1, -1):
             a = ca[i]
             c = cb[i]
-            p = ps[b, i]
+            p = cs[b, i, 0]
             q = @@ONE@@ - p
             ga = g[a]
             gc = g[c]
             ua = gu[a]
             uc = gu[c]
-            gd = ((ga - gc) * ds[b, i] + (ua - uc) * dus[b, i]) * dps[b, i]
+            gd = (ga - gc) * cs[b, i, 1] + (ua - uc) * cs[b, i, 2]
             g[a] = p * ga + q * gc + gd
             g[c] = q * ga + p * gc - gd
             gu[a] = p * ua + q * uc
@@ -335,15 +339,15 @@ def column_numpy(x, y, save=True):
     dt = x.dtype
     m = _SIZE if save else 0
     col = np.empty((B, _K), dtype=dt)
-    ps, ds, dps, dus = (np.empty((B, m), dtype=dt) for _ in range(4))
-    _KERNELS[dt][2](x, y, _CA, _CB, _OUTPUTS, col, ps, ds, dps, dus, save)
-    return col, (ps, ds, dps, dus)
+    cs = np.empty((B, m, 3), dtype=dt)
+    _KERNELS[dt][2](x, y, _CA, _CB, _OUTPUTS, col, cs, save)
+    return col, cs
 
 
 def column_backward_numpy(saved, gcol):
-    ps, ds, dps, dus = saved
-    gx = np.empty((ps.shape[0], _N), dtype=ps.dtype)
-    _KERNELS[ps.dtype][3](gcol, _CA, _CB, _OUTPUTS, ps, ds, dps, dus, gx)
+    cs = saved
+    gx = np.empty((cs.shape[0], _N), dtype=cs.dtype)
+    _KERNELS[cs.dtype][3](gcol, _CA, _CB, _OUTPUTS, cs, gx)
     return gx
 
 
@@ -383,8 +387,7 @@ class _Column(torch.autograd.Function):
     def backward(ctx, gcol):
         if gcol is None:
             return None, None
-        dt = ctx.saved[0].dtype
-        return torch.from_numpy(column_backward_numpy(ctx.saved, _np(gcol, _TORCH[dt]))), None
+        return torch.from_numpy(column_backward_numpy(ctx.saved, _np(gcol, _TORCH[ctx.saved.dtype]))), None
 
 
 _TORCH = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64}
