@@ -17,11 +17,7 @@ from netgen.relax.distributions import DISTRIBUTIONS, Relaxation
 
 torch.set_num_threads(1)  # tiny tensors: intra-op threads only add contention (2-core CI)
 
-try:
-    from netgen.construct import build
-except ImportError:  # pragma: no cover - until netgen.construct lands
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[1] / "relax"))
-    from test_reference import build
+from netgen.construct import build
 
 NETS = [("splitter", 13, 4), ("bitonic", 8, 8), ("oddeven", 7, 7)]
 

@@ -1,75 +1,15 @@
 """The reference executor (the definition of the relaxed semantics)."""
 
-import itertools
 
 import numpy as np
 import pytest
 import torch
 
-from netgen.network import Network
+from netgen.construct import build
 from netgen.relax import reference as ref
 from netgen.relax.distributions import DISTRIBUTIONS, Relaxation, swap_probability
 
 torch.set_num_threads(1)  # tiny tensors: intra-op threads only add contention (2-core CI)
-
-
-def build(kind, n, k):
-    """A network from netgen.construct (small inline stand-ins until it lands)."""
-    try:
-        from netgen.construct import build as construct_build
-    except ImportError:
-        construct_build = None
-    if construct_build is not None:
-        return construct_build(kind, n, k)
-    return _fallback(kind, n, k)
-
-
-def _fallback(kind, n, k):  # pragma: no cover - replaced by netgen.construct
-    if kind in ("oddeven", "transposition"):  # transposition sorter, max to the higher wire
-        layers = [[(i + 1, i) for i in range(s % 2, n - 1, 2)] for s in range(n)]
-        layers = [l for l in layers if l]
-        outs = list(range(n - 1, n - 1 - k, -1))
-        return Network.from_layers(n, layers, outs)
-    if kind == "bitonic":
-        assert n & (n - 1) == 0
-        layers = []
-        size = 2
-        while size <= n:
-            stride = size // 2
-            while stride:
-                layer = []
-                for i in range(n):
-                    j = i ^ stride
-                    if j > i:
-                        up = (i & size) == 0
-                        layer.append((i, j) if up else (j, i))
-                layers.append(layer)
-                stride //= 2
-            size *= 2
-        return Network.from_layers(n, layers, list(range(k)))
-    if kind == "splitter":
-        comps, minrank = [], [0] * n
-
-        def cascade(lanes):
-            m = len(lanes)
-            if m < 2:
-                return
-            s = 1 << ((m - 1).bit_length() - 1)
-            comps.extend((lanes[i], lanes[i + s]) for i in range(m - s))
-            cascade(lanes[:s])
-            cascade(lanes[s:])
-
-        while True:
-            for r in range(k - 1, -1, -1):
-                live = [w for w in range(n) if minrank[w] == r]
-                if len(live) >= 2:
-                    cascade(live)
-                    for i, w in enumerate(live):
-                        minrank[w] += 2 ** bin(i).count("1") - 1
-            held = [[w for w in range(n) if minrank[w] == r] for r in range(k)]
-            if all(len(h) == 1 for h in held):
-                return Network.from_comparators(n, comps, [h[0] for h in held])
-    raise ValueError(kind)
 
 
 NETS = [("splitter", 11, 3), ("bitonic", 8, 8), ("oddeven", 6, 6), ("bitonic", 8, 3)]
