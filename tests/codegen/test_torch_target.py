@@ -247,3 +247,20 @@ def test_bad_arguments():
         write_module("torch", net, Relaxation(), "/tmp", name="not-a-name")
     with pytest.raises(ValueError, match="Relaxation"):
         emit("torch", net, {"distribution": "cauchy"})
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_device_matches_cpu(gen_dir):
+    net = build("splitter", 300, 5)
+    layer = layer_for(net, Relaxation("logistic_phi", 10.0), gen_dir)
+    x = torch.randn(4, 300, dtype=torch.float64, requires_grad=True)
+    v, P = layer(x)
+    (g,) = torch.autograd.grad(v.sum() + P.square().sum(), x)
+    xc = x.detach().cuda().requires_grad_()
+    lc = layer.to("cuda")
+    vc, Pc = lc(xc)
+    (gc,) = torch.autograd.grad(vc.sum() + Pc.square().sum(), xc)
+    lc.to("cpu")
+    for a, b in ((v, vc), (P, Pc), (g, gc)):
+        assert b.is_cuda and (a - b.cpu()).abs().max().item() < 1e-10
