@@ -87,7 +87,7 @@ def test_generated_equals_reference(dist, kind, n, k, dtype, gen_dir):
 
 
 @pytest.mark.parametrize("dist", DISTRIBUTIONS)
-@pytest.mark.parametrize("kind,n,k", [("splitter", 9, 3), ("bitonic", 8, 4), ("oddeven", 6, 6)])
+@pytest.mark.parametrize("kind,n,k", [("splitter", 9, 3), ("bitonic", 8, 4), ("oddeven", 6, 6), ("transposition", 5, 3)])
 def test_gradcheck_generated(dist, kind, n, k, gen_dir):
     net = build(kind, n, k)
     layer = layer_for(net, Relaxation(dist, steepness=2.0, art_lambda=0.25), gen_dir)

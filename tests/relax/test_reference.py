@@ -75,7 +75,7 @@ def test_column_is_a_column_of_P(kind, n, k):
 
 
 @pytest.mark.parametrize("dist", DISTRIBUTIONS)
-@pytest.mark.parametrize("kind,n,k", [("splitter", 9, 3), ("bitonic", 8, 4), ("oddeven", 5, 5)])
+@pytest.mark.parametrize("kind,n,k", [("splitter", 9, 3), ("bitonic", 8, 4), ("oddeven", 5, 5), ("transposition", 5, 3)])
 def test_gradcheck(dist, kind, n, k):
     net = build(kind, n, k)
     r = Relaxation(dist, steepness=2.0, art_lambda=0.25)
