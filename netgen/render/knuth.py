@@ -150,11 +150,13 @@ def draw(net: Network, path, fmt: str, *, min_ranks: bool = False, title: str | 
         Line2D([], [], color=C_DEAD, lw=0.8, ls=(0, (3, 2)), label="wire unused after last comparator"),
     ]
     if mr is not None:
-        handles += [
-            Line2D([], [], color=C_RANK, marker="$2$", ls="none", ms=6, label="minimum rank (0 = largest)"),
-            Line2D([], [], color=C_DROP, marker="x", ls="none", ms=6, mew=2, label=f"discarded (min rank >= k={k})"),
-            Line2D([], [], color=C_OUT, marker="$\u2713$", ls="none", ms=8, label="rank fixed on this wire"),
-        ]
+        handles.append(Line2D([], [], color=C_RANK, marker="$2$", ls="none", ms=6, label="minimum rank (0 = largest)"))
+        if mr.discarded_at():
+            handles.append(Line2D([], [], color=C_DROP, marker="x", ls="none", ms=6, mew=2,
+                                  label=f"discarded (min rank >= k={k})"))
+        if mr.determined_at():
+            handles.append(Line2D([], [], color=C_OUT, marker="$\u2713$", ls="none", ms=8,
+                                  label="rank fixed on this wire"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.0, 0.0), ncol=3, fontsize=7,
               frameon=False, bbox_transform=ax.transData)
     ax.set_xlim(x_start - 0.9, x_end + 1.6)
@@ -184,5 +186,5 @@ def _draw_min_ranks(ax, net: Network, mr, ext, x_start: float, y) -> None:
                 ax.text(xl, y(w) + 0.06, str(int(ranks[t, w])), **style)
         for w, (r, tf) in fixed.items():
             if tf == t:
-                ax.text(xl + 0.28, y(w) + 0.06, "\u2713", ha="left", va="bottom", fontsize=9,
+                ax.text(xl + 0.36, y(w) + 0.06, "\u2713", ha="left", va="bottom", fontsize=9,
                         color=C_OUT, fontweight="bold", zorder=7)
