@@ -9,7 +9,8 @@ prints one JSON object (the last line of stdout) with ``status`` ``ok``,
   ``warmup`` untimed ones (forward with the autograd graph built; forward
   plus backward of a fixed random linear functional of the outputs);
 * ``peak_mem_mb``: CPU: the peak rise of the process RSS during one
-  forward+backward after warm-up (sampled every ms by a thread); CUDA: the
+  forward+backward after warm-up (heap trimmed first, sampled every ms by a
+  thread: a lower bound, short-lived peaks can be missed); CUDA: the
   rise of ``torch.cuda.max_memory_allocated``;
 * ``saved_mb``: bytes of tensors autograd keeps for the backward pass
   (``saved_tensors_hooks``; distinct storages; arrays a custom Function
@@ -36,8 +37,20 @@ def _rss_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+def _trim_heap() -> None:
+    """Give freed heap memory back to the OS (glibc), so the RSS rise of the
+    next run reflects what it allocates rather than what the allocator kept."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 class _PeakRSS:
     def __init__(self):
+        _trim_heap()
         self.base = _rss_bytes()
         self.peak = self.base
         self._stop = threading.Event()

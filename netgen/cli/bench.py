@@ -21,7 +21,8 @@ def _fmt(v, spec):
               type=click.Path(file_okay=False), help="folder for results.json, results.csv and the plots")
 @click.option("--quick", is_flag=True, help="small grid (B=16, n=64,1024, k=5; under 3 minutes)")
 @click.option("--methods", default=None, help="comma-separated methods (default: all); see --list")
-@click.option("--reference", default="netgen-numba", show_default=True, help="method the ratios are relative to")
+@click.option("--reference", default=None,
+              help="method the ratios are relative to (default: netgen-numba if run, else the first method)")
 @click.option("--batch", "batch", default=None, help="batch sizes B, e.g. 64 or 16,64")
 @click.option("--n", "ns", default=None, help="input sizes n, e.g. 16,256,1024,10450")
 @click.option("--k", "ks", default=None, help="k values, e.g. 1,5")
@@ -59,6 +60,8 @@ def command(out_dir, quick, methods, reference, batch, ns, ks, timeout, repeats,
     unknown = [m for m in chosen if m not in names]
     if unknown or not chosen:
         raise BadInput(f"unknown method(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(names)}")
+    if reference is None:
+        reference = "netgen-numba" if "netgen-numba" in chosen else chosen[0]
     if reference not in chosen:
         raise BadInput(f"--reference {reference!r} is not among the methods being run")
     if threads < 1:
@@ -107,14 +110,15 @@ def command(out_dir, quick, methods, reference, batch, ns, ks, timeout, repeats,
                    cache_dir=cache_dir, progress=progress, plots=not no_plots, options=options,
                    isolation="subprocess" if use_subprocess else None)
     head = f"{'method':<18} {'B':>4} {'n':>6} {'k':>3} {'status':<8} {'fwd ms':>9} {'f+b ms':>9} " \
-           f"{'mem MiB':>8} {'err P':>7} {'x ref':>7}"
-    click.echo(f"# reference: {reference}; ratios are fwd+bwd time / reference's")
+           f"{'peak MiB':>8} {'saved':>8} {'err P':>7} {'x ref':>7}"
+    click.echo(f"# reference: {reference}; 'x ref' = fwd+bwd time / reference's; peak = RSS rise (MiB), "
+               "saved = outputs + tensors saved for backward (MiB); err P = mean TV distance to the hard top-k")
     click.echo(head)
     for r in doc["results"]:
         click.echo(
             f"{r['method']:<18} {r['B']:>4} {r['n']:>6} {r['k']:>3} {r['status']:<8} "
             f"{_fmt(r.get('t_fwd_ms'), '9.3f')} {_fmt(r.get('t_fwdbwd_ms'), '9.3f')} "
-            f"{_fmt(r.get('peak_mem_mb'), '8.1f')} {_fmt(r.get('err_P'), '7.3f')} {_fmt(r.get('ratio_fwdbwd'), '7.2f')}"
+            f"{_fmt(r.get('peak_mem_mb'), '8.1f')} {_fmt(r.get('saved_mb'), '8.1f')} {_fmt(r.get('err_P'), '7.3f')} {_fmt(r.get('ratio_fwdbwd'), '7.2f')}"
             + ("" if r["status"] == "ok" else f"  {r.get('reason', '')}")
         )
     log(f"netgen bench: {len(doc['results'])} configurations in {doc['total_s']:.0f} s; wrote "

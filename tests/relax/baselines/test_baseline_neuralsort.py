@@ -41,6 +41,9 @@ def test_gradcheck():
     torch.manual_seed(2)
     x = torch.randn(2, 6, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda x: neuralsort(x, 3, 0.5), (x,))
+    # the Gumbel variant with the same noise on every call
+    f = lambda x: gumbel_neuralsort(x, 3, 0.5, generator=torch.Generator().manual_seed(0))  # noqa: E731
+    assert torch.autograd.gradcheck(f, (x,))
 
 
 def test_low_temperature_is_hard_sort():
