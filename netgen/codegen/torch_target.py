@@ -116,7 +116,8 @@ def __getattr__(name):
 _SWEEPS = '''
 class _TopK(torch.autograd.Function):
     """Soft values and P. Layout is wire-major: x (n, B) -> values (k, B),
-    R (n, B, k) with R[c, i, r] = P[i, r, c]."""
+    R (n, k, B) with R[c, r, i] = P[i, r, c] (batch innermost: every
+    elementwise op is contiguous and vectorised)."""
 
     @staticmethod
     def forward(ctx, x, a, b, outs):
@@ -132,30 +133,28 @@ class _TopK(torch.autograd.Function):
         for l in range(_DEPTH):
             s, e = _OFFSETS[l], _OFFSETS[l + 1]
             al, bl = a[s:e], b[s:e]
-            xa, xb = v[al], v[bl]
+            xa, xb = v.index_select(0, al), v.index_select(0, bl)
             d = xa - xb
             p, g = _swap(d)
-            q = 1 - p
-            v.index_copy_(0, al, p * xa + q * xb)
-            v.index_copy_(0, bl, q * xa + p * xb)
+            v.index_copy_(0, al, torch.lerp(xb, xa, p))  # p xa + (1-p) xb
+            v.index_copy_(0, bl, torch.lerp(xa, xb, p))  # (1-p) xa + p xb
             p_all[s:e] = p
             if train:
                 d_all[s:e] = d
                 g_all[s:e] = g
         values = v[outs]
         # back-sweep of the k output rows: R <- R M_l, last layer first
-        R = x.new_zeros(n, B, _K)
-        R[outs, :, torch.arange(_K, device=x.device)] = 1
+        R = x.new_zeros(n, _K, B)
+        R[outs, torch.arange(_K, device=x.device)] = 1
         if train:
-            D_all = x.new_empty(_SIZE, B, _K)
+            D_all = x.new_empty(_SIZE, _K, B)
         for l in range(_DEPTH - 1, -1, -1):
             s, e = _OFFSETS[l], _OFFSETS[l + 1]
             al, bl = a[s:e], b[s:e]
-            Ra, Rb = R[al], R[bl]
-            p = p_all[s:e].unsqueeze(-1)
-            q = 1 - p
-            R.index_copy_(0, al, p * Ra + q * Rb)
-            R.index_copy_(0, bl, q * Ra + p * Rb)
+            Ra, Rb = R.index_select(0, al), R.index_select(0, bl)
+            p = p_all[s:e].unsqueeze(1)
+            R.index_copy_(0, al, torch.lerp(Rb, Ra, p))
+            R.index_copy_(0, bl, torch.lerp(Ra, Rb, p))
             if train:
                 torch.sub(Ra, Rb, out=D_all[s:e])
         if train:
@@ -174,12 +173,11 @@ class _TopK(torch.autograd.Function):
             for l in range(_DEPTH):
                 s, e = _OFFSETS[l], _OFFSETS[l + 1]
                 al, bl = a[s:e], b[s:e]
-                Ga, Gb = G[al], G[bl]
-                E = Ga - Gb
-                gp_all[s:e] = (D_all[s:e] * E).sum(-1)
-                pE = p_all[s:e].unsqueeze(-1) * E
-                G.index_copy_(0, al, Gb + pE)
-                G.index_copy_(0, bl, Ga - pE)
+                Ga, Gb = G.index_select(0, al), G.index_select(0, bl)
+                torch.linalg.vecdot(D_all[s:e], Ga - Gb, dim=1, out=gp_all[s:e])
+                p = p_all[s:e].unsqueeze(1)
+                G.index_copy_(0, al, torch.lerp(Gb, Ga, p))
+                G.index_copy_(0, bl, torch.lerp(Ga, Gb, p))
         # adjoint of the value sweep, last layer first
         u = p_all.new_zeros(n, B)
         if g_values is not None:
@@ -187,66 +185,63 @@ class _TopK(torch.autograd.Function):
         for l in range(_DEPTH - 1, -1, -1):
             s, e = _OFFSETS[l], _OFFSETS[l + 1]
             al, bl = a[s:e], b[s:e]
-            ua, ub = u[al], u[bl]
-            w = ua - ub
-            t = (gp_all[s:e] + w * d_all[s:e]) * g_all[s:e]  # dL/dd
-            pw = p_all[s:e] * w
-            u.index_copy_(0, al, ub + pw + t)
-            u.index_copy_(0, bl, ua - pw - t)
+            ua, ub = u.index_select(0, al), u.index_select(0, bl)
+            p = p_all[s:e]
+            t = (gp_all[s:e] + (ua - ub) * d_all[s:e]) * g_all[s:e]  # dL/dd
+            u.index_copy_(0, al, torch.lerp(ub, ua, p).add_(t))
+            u.index_copy_(0, bl, torch.lerp(ua, ub, p).sub_(t))
         return u, None, None, None
 
 
 class _Column(torch.autograd.Function):
     """P[i, :, y_i] by pushing e_y forward with the values. Layout: x (n, B),
-    y (B,) -> (k, B). Channel 0 carries the values, channel 1 e_y."""
+    y (B,) -> (k, B). V is (n, 2, B): channel 0 carries the values, 1 e_y."""
 
     @staticmethod
     def forward(ctx, x, y, a, b, outs):
         n, B = x.shape
         train = ctx.needs_input_grad[0]
-        V = torch.stack([x, torch.zeros_like(x)], -1)
-        V[y, torch.arange(B, device=x.device), 1] = 1
+        V = torch.stack([x, torch.zeros_like(x)], 1)
+        V[y, 1, torch.arange(B, device=x.device)] = 1
         if train:
             p_all = x.new_empty(_SIZE, B)
-            d_all = x.new_empty(_SIZE, B, 2)
+            d_all = x.new_empty(_SIZE, 2, B)
             g_all = x.new_empty(_SIZE, B)
         for l in range(_DEPTH):
             s, e = _OFFSETS[l], _OFFSETS[l + 1]
             al, bl = a[s:e], b[s:e]
-            Va, Vb = V[al], V[bl]
+            Va, Vb = V.index_select(0, al), V.index_select(0, bl)
             W = Va - Vb
-            p, g = _swap(W[..., 0])
-            pp = p.unsqueeze(-1)
-            q = 1 - pp
-            V.index_copy_(0, al, pp * Va + q * Vb)
-            V.index_copy_(0, bl, q * Va + pp * Vb)
+            p, g = _swap(W[:, 0])
+            pp = p.unsqueeze(1)
+            V.index_copy_(0, al, torch.lerp(Vb, Va, pp))
+            V.index_copy_(0, bl, torch.lerp(Va, Vb, pp))
             if train:
                 p_all[s:e] = p
                 d_all[s:e] = W
                 g_all[s:e] = g
         if train:
             ctx.save_for_backward(a, b, outs, p_all, d_all, g_all)
-        return V[outs, :, 1]
+        return V[outs, 1]
 
     @staticmethod
     def backward(ctx, g_col):
         a, b, outs, p_all, d_all, g_all = ctx.saved_tensors
         n, B = _N, p_all.shape[1]
-        U = p_all.new_zeros(n, B, 2)
-        U[outs, :, 1] = g_col.to(U.dtype)
+        U = p_all.new_zeros(n, 2, B)
+        U[outs, 1] = g_col.to(U.dtype)
         for l in range(_DEPTH - 1, -1, -1):
             s, e = _OFFSETS[l], _OFFSETS[l + 1]
             al, bl = a[s:e], b[s:e]
-            Ua, Ub = U[al], U[bl]
-            W = Ua - Ub
-            t = (W * d_all[s:e]).sum(-1) * g_all[s:e]  # dL/dd
-            pW = p_all[s:e].unsqueeze(-1) * W
-            na, nb = Ub + pW, Ua - pW
-            na[..., 0] += t
-            nb[..., 0] -= t
+            Ua, Ub = U.index_select(0, al), U.index_select(0, bl)
+            t = torch.linalg.vecdot(Ua - Ub, d_all[s:e], dim=1) * g_all[s:e]  # dL/dd
+            p = p_all[s:e].unsqueeze(1)
+            na, nb = torch.lerp(Ub, Ua, p), torch.lerp(Ua, Ub, p)
+            na[:, 0] += t
+            nb[:, 0] -= t
             U.index_copy_(0, al, na)
             U.index_copy_(0, bl, nb)
-        return U[..., 0], None, None, None, None
+        return U[:, 0], None, None, None, None
 
 
 def _prepare(x):
@@ -288,7 +283,7 @@ class Layer(torch.nn.Module):
         batch = tuple(x.shape[:-1])
         values, R = _TopK.apply(xt, *self._index(xt.device))
         values = values.t().reshape(batch + (_K,)).to(x.dtype)
-        P = R.permute(1, 2, 0).reshape(batch + (_K, _N)).to(x.dtype)
+        P = R.permute(2, 1, 0).reshape(batch + (_K, _N)).to(x.dtype)
         return values, P
 
     def column(self, x, y):
@@ -321,7 +316,8 @@ class Layer(torch.nn.Module):
         for l in range(_DEPTH):
             s, e = _OFFSETS[l], _OFFSETS[l + 1]
             al, bl = a[s:e], b[s:e]
-            va, vb, ia, ib = v[al], v[bl], idx[al], idx[bl]
+            va, vb = v.index_select(0, al), v.index_select(0, bl)
+            ia, ib = idx.index_select(0, al), idx.index_select(0, bl)
             swap = vb > va
             v.index_copy_(0, al, torch.where(swap, vb, va))
             v.index_copy_(0, bl, torch.where(swap, va, vb))

@@ -74,9 +74,11 @@ def _index(net: Network, l: int, device: torch.device) -> tuple[torch.Tensor, to
 
 def _mix(u: torch.Tensor, a: torch.Tensor, b: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
     """Apply one layer's mixing to the last dim of ``u`` (out of place):
-    u[a] <- p u[a] + (1-p) u[b], u[b] <- (1-p) u[a] + p u[b]."""
+    u[a] <- p u[a] + (1-p) u[b], u[b] <- (1-p) u[a] + p u[b]
+    (``torch.lerp(start, end, w) = start + w (end - start)``, one rounding-
+    careful kernel; the generated targets use the same expression)."""
     ua, ub = u[..., a], u[..., b]
-    return u.index_copy(-1, a, p * ua + (1 - p) * ub).index_copy(-1, b, (1 - p) * ua + p * ub)
+    return u.index_copy(-1, a, torch.lerp(ub, ua, p)).index_copy(-1, b, torch.lerp(ua, ub, p))
 
 
 def _sweep(net: Network, x: torch.Tensor, r: Relaxation, extra: torch.Tensor | None = None):
