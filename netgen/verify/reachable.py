@@ -85,7 +85,8 @@ def analyze(
     seconds = time.perf_counter() - t0
     if status == "counterexample":
         return Report("counterexample", METHOD, seconds, checked, cex, None)
-    return Report("proved", METHOD, seconds, checked, None, fires)
+    return Report("proved", METHOD, seconds, checked, None, fires,
+                  detail=f"largest state set {backend.largest}" + (", finished bit-sliced" if backend.finished else ""))
 
 
 def last_use(net: Network) -> np.ndarray:
@@ -102,13 +103,22 @@ def last_use(net: Network) -> np.ndarray:
 class _Masks:
     """n <= 64: states are uint64 bitmasks (``(states, origins)``)."""
 
+    largest = 0
+    finished = False
+
     def __init__(self, n, k, max_states):
         self.n, self.k, self.max_states = n, k, max_states
-        self.empty = (np.zeros(1, np.uint64), np.zeros(1, np.uint64))
+        self.empty = (np.zeros(1, np.uint64), np.zeros(1, np.uint64), [1])
 
     def single(self, w):
         s = np.array([0, 1 << w] if self.k >= 1 else [0], dtype=np.uint64)
-        return (s, s.copy())
+        return (s, s.copy(), [1, 1] if self.k < self.n else None)
+
+    def _hist(self, states):
+        if self.k >= self.n:
+            return None  # sorter: every combination counts
+        pc = np.unpackbits(states.view(np.uint8).reshape(-1, 8), axis=1).sum(axis=1)
+        return np.bincount(pc, minlength=self.k + 1).tolist()
 
     def size(self, d):
         return len(d[0])
@@ -120,7 +130,7 @@ class _Masks:
         s, o, bad, ok = merge_masks(A[0], A[1], B[0], B[1], self.k, la, lb, fired, np.uint64(dead), self.max_states)
         if not ok:
             return None, None
-        return (s, o), (None if bad < 0 else self.input_of(o[bad]))
+        return (s, o, self._hist(s)), (None if bad < 0 else self.input_of(o[bad]))
 
     def input_of(self, origin):
         return [(int(origin) >> w) & 1 for w in range(self.n)]
@@ -153,17 +163,20 @@ class _Masks:
 class _Tokens:
     """Any n, small k: states are sorted token-wire lists ``(pos, org, cnt)``."""
 
+    largest = 0
+    finished = False
+
     def __init__(self, n, k, max_states):
         self.n, self.k, self.max_states = n, k, max_states
         self.seen = np.full(n, -1, dtype=np.int64)
         self.dead = np.zeros(n, dtype=np.bool_)
         z = np.full((1, k), -1, dtype=np.int32)
-        self.empty = (z, z.copy(), np.zeros(1, np.int32))
+        self.empty = (z, z.copy(), np.zeros(1, np.int32), [1])
 
     def single(self, w):
         p = np.full((2, self.k), -1, dtype=np.int32)
         p[1, 0] = w
-        return (p, p.copy(), np.array([0, 1], dtype=np.int32))
+        return (p, p.copy(), np.array([0, 1], dtype=np.int32), [1, 1])
 
     def size(self, d):
         return len(d[2])
@@ -176,7 +189,8 @@ class _Tokens:
         self.dead[dead_wires] = False
         if not ok:
             return None, None
-        return (pos, org, cnt), (None if bad < 0 else self.input_of(org[bad], cnt[bad]))
+        hist = np.bincount(cnt, minlength=self.k + 1).tolist()
+        return (pos, org, cnt, hist), (None if bad < 0 else self.input_of(org[bad], cnt[bad]))
 
     def input_of(self, org, m):
         x = [0] * self.n
@@ -189,7 +203,7 @@ class _Tokens:
         return None if len(j) == 0 else self.input_of(d[1][j[0]], d[2][j[0]])
 
     def final(self, d, outputs):
-        pos, org, cnt = d
+        pos, org, cnt, _ = d
         for i in range(len(cnt)):
             m = int(cnt[i])
             if pos[i, :m].tolist() != sorted(outputs[:m]):
@@ -216,6 +230,16 @@ def _run(net: Network, backend, max_work: int, progress):
         on_wire[a].append(i)
         on_wire[b].append(i)
     cur = [0] * n
+    # where each comparator sits in its two wires' lists: it is ready when
+    # both cursors point at it
+    pos_a = [0] * size
+    pos_b = [0] * size
+    for w in range(n):
+        for j, i in enumerate(on_wire[w]):
+            if comps[i][0] == w:
+                pos_a[i] = j
+            else:
+                pos_b[i] = j
     for w in range(n):  # an untouched non-output wire keeps a lone token
         if not on_wire[w] and not is_out[w] and k >= 1:
             return "counterexample", [int(i == w) for i in range(n)], None, 0
@@ -228,20 +252,16 @@ def _run(net: Network, backend, max_work: int, progress):
             x = parent[x]
         return x
 
-    def nxt(w):
-        c = cur[w]
-        return on_wire[w][c] if c < len(on_wire[w]) else -1
-
     def is_ready(c):
         a, b = comps[c]
-        return nxt(a) == c and nxt(b) == c
+        return cur[a] == pos_a[c] and cur[b] == pos_b[c]
 
     heap: list[tuple[int, int]] = []
     ready_of: dict[int, set[int]] = {}  # cluster root -> ready comparators joining it to another
 
     def key(c):
         a, b = comps[c]
-        return backend.size(data[find(a)]) * backend.size(data[find(b)])
+        return _pairs(data[find(a)], data[find(b)], k)
 
     def push_ready(c):
         a, b = comps[c]
@@ -277,6 +297,7 @@ def _run(net: Network, backend, max_work: int, progress):
             if math.prod(sizes) / 64 * len(rest) <= FINISH_BUDGET:
                 lst = net.comparators[rest].astype(np.int64)
                 fired = np.zeros(len(rest), dtype=np.bool_)
+                backend.finished = True
                 cex = backend.finish(list(data.values()), np.ascontiguousarray(lst[:, 0]),
                                      np.ascontiguousarray(lst[:, 1]), outputs, fired)
                 checked += math.prod(sizes)
@@ -292,16 +313,23 @@ def _run(net: Network, backend, max_work: int, progress):
             if rb < ra:
                 root = rb
             parent[ra] = parent[rb] = root
-        seeds = (ready_of.pop(ra, set()) | ready_of.pop(rb, set())) - {c}
-        rest = set()
+        # ready comparators joining A and B are in both sets and now inside the
+        # cluster; the rest stay pending (small set merged into the large one)
+        rest = ready_of.pop(ra, set())
+        small = ready_of.pop(rb, set()) if rb != ra else set()
+        if len(small) > len(rest):
+            rest, small = small, rest
+        rest.discard(c)
         order = []
         stack = [c]
-        for s in seeds:
-            sa, sb = comps[s]
-            if find(sa) == root and find(sb) == root:
-                stack.append(s)
-            else:
-                rest.add(s)
+        for y in small:
+            if y in rest:
+                rest.discard(y)
+                stack.append(y)
+            elif y != c and not applied[y]:
+                rest.add(y)
+        if rb == ra:  # a pending comparator that became internal through other merges
+            stack.extend(y for y in list(rest) if find(comps[y][0]) == root and find(comps[y][1]) == root)
         while stack:
             x = stack.pop()
             if applied[x]:
@@ -309,10 +337,13 @@ def _run(net: Network, backend, max_work: int, progress):
             applied[x] = True
             order.append(x)
             for w in comps[x]:
-                cur[w] += 1
-                y = nxt(w)
-                if y >= 0 and is_ready(y):
-                    ya, yb = comps[y]
+                cw = cur[w] = cur[w] + 1
+                ow = on_wire[w]
+                if cw >= len(ow):
+                    continue
+                y = ow[cw]
+                ya, yb = comps[y]
+                if cur[ya] == pos_a[y] and cur[yb] == pos_b[y]:
                     if find(ya) == root and find(yb) == root:
                         stack.append(y)
                     elif y not in rest:
@@ -345,6 +376,7 @@ def _run(net: Network, backend, max_work: int, progress):
             A, B = new, backend.empty
         fires[order_arr] = fired
         checked += backend.size(new)
+        backend.largest = max(backend.largest, backend.size(new))
         done += len(order)
         if cex is not None:
             return "counterexample", cex, None, checked
@@ -376,3 +408,17 @@ def _levels(order: list[int], comps: list) -> np.ndarray:
         out[i] = lv
         ready[a] = ready[b] = lv + 1
     return out
+
+
+def _pairs(A, B, k: int) -> int:
+    """How many combinations of a state of A with one of B have <= k tokens
+    (the last element of a cluster's data is its token-count histogram, or
+    None when every combination counts)."""
+    ha, hb = A[-1], B[-1]
+    if ha is None or hb is None:
+        return len(A[0]) * len(B[0])
+    cum, acc = [], 0
+    for c in range(k + 1):
+        acc += hb[c] if c < len(hb) else 0
+        cum.append(acc)
+    return sum(h * cum[k - c] for c, h in enumerate(ha) if c <= k)
