@@ -61,7 +61,7 @@ class Grid:
 
 
 QUICK = Grid(
-    batch=(16,), n=(64, 1024), k=(5,), timeout_s=30.0, repeats=5, warmup=1,
+    batch=(16,), n=(64, 256, 1024), k=(5,), timeout_s=30.0, repeats=5, warmup=1,
     limits={**LIMITS,
             "difftopk": (128, "quick grid: dense difftopk limited to n <= 128"),
             "diffsort": (128, "quick grid: dense diffsort limited to n <= 128"),

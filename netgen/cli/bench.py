@@ -19,7 +19,7 @@ def _fmt(v, spec):
 @click.command("bench")
 @click.option("-o", "--out", "out_dir", default="bench-out", show_default=True,
               type=click.Path(file_okay=False), help="folder for results.json, results.csv and the plots")
-@click.option("--quick", is_flag=True, help="small grid (B=16, n=64,1024, k=5; under 3 minutes)")
+@click.option("--quick", is_flag=True, help="small grid (B=16, n=64,256,1024, k=5; under 3 minutes)")
 @click.option("--methods", default=None, help="comma-separated methods (default: all); see --list")
 @click.option("--reference", default=None,
               help="method the ratios are relative to (default: netgen-numba if run, else the first method)")
