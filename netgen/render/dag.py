@@ -30,7 +30,7 @@ def to_dot(net: Network) -> str:
     kind = net.construction.get("kind", "network")
     lines = [
         "digraph comparators {",
-        f'  label="{kind} n={n} k={net.k} depth={net.depth} size={net.size}"; labelloc=t; fontsize=12;',
+        f'  label="{kind} n={n} k={net.k} depth={net.depth} size={net.size}"; labelloc=t; fontsize=12; fontname="Helvetica";',
         "  rankdir=LR; nodesep=0.12; ranksep=0.35;",
         '  node [fontname="Helvetica", fontsize=9, height=0.25, margin="0.04,0.02"];',
         '  edge [fontname="Helvetica", fontsize=7, arrowsize=0.5, color="#555555"];',
