@@ -78,6 +78,8 @@ def run(cfg: dict) -> dict:
 
     method, B, n, k = cfg["method"], int(cfg["B"]), int(cfg["n"]), int(cfg["k"])
     device = cfg.get("device", "cpu")
+    if method == "netgen-cuda":  # the CUDA target runs on the GPU whatever --device says
+        device = "cuda"
     dtype = getattr(torch, cfg.get("dtype", "float32"))
     warmup, repeats = int(cfg.get("warmup", 2)), int(cfg.get("repeats", 10))
     budget = float(cfg.get("budget_s", 5.0))
