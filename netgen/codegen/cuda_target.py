@@ -127,7 +127,7 @@ def compile_check(path_or_source, cc=(9, 0), out_dir=None, timeout=600, jobs=Non
     nvJitLink via cuda.core when ptxas is missing), in separate processes
     (a process is either simulating CUDA or compiling, never both; ``jobs``
     processes, default min(2, CPUs), share the kernels). No GPU is needed.
-    Returns ``{"cc", "assembler", "out_dir", "seconds", "kernels": [{"name",
+    Returns ``{"summary" (one line), "cc", "assembler", "out_dir", "seconds", "kernels": [{"name",
     "ptx_bytes", "cubin_bytes", "ptx", "cubin", "info"}]}``; raises
     RuntimeError with the compiler's message on failure."""
     import time
@@ -174,11 +174,18 @@ def compile_check(path_or_source, cc=(9, 0), out_dir=None, timeout=600, jobs=Non
     if errors:
         raise RuntimeError("CUDA compile check failed:\n" + "\n".join(errors))
     kernels = sorted((k for r in results for k in r["kernels"]), key=lambda k: k["index"])
+    seconds = round(time.perf_counter() - t0, 2)
+    summary = (
+        f"{len(kernels)} kernels -> PTX for sm_{cc[0]}{cc[1]} ({sum(k['ptx_bytes'] for k in kernels) / 1024:.0f} KB) "
+        f"-> cubin ({sum(k['cubin_bytes'] for k in kernels) / 1024:.0f} KB) in {seconds} s, "
+        f"assembled by {results[0]['assembler']}; files in {out}"
+    )
     return {
+        "summary": summary,
         "cc": list(cc),
         "assembler": results[0]["assembler"],
         "out_dir": str(out),
-        "seconds": round(time.perf_counter() - t0, 2),
+        "seconds": seconds,
         "kernels": kernels,
     }
 

@@ -142,18 +142,34 @@ def test_parallel_module_as_shipped(make):
     x = torch.randn(5, 2, 40, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
     _check_rows(layer, net, r, x)
     _check_column(layer, net, r, x, torch.randint(0, 40, (5, 2), generator=torch.Generator().manual_seed(6)))
-    # float32 and half inputs: computed in float32, close to the reference
-    x32 = x.float()
-    v, P = layer(x32)
-    v0, P0 = reference.forward(net, x32, r)
-    assert v.dtype == torch.float32 and P.dtype == torch.float32
-    torch.testing.assert_close(P, P0, atol=1e-5, rtol=0)
-    vh, Ph = layer(x.half())
-    assert vh.dtype == torch.float16 and Ph.shape == (5, 2, 5, 40)
     # the cache is next to the generated file
     assert mod._CACHE
     cached = os.listdir(os.path.join(os.path.dirname(mod.__file__), "__pycache__"))
     assert any(f.endswith(".nbi") and "_fwd_rows" in f for f in cached)
+
+
+def test_float32_and_half(make):
+    """float32 kernels (float32 arithmetic like the reference; cauchy's
+    inlined arctangent) and half inputs computed in float32."""
+    net = build("splitter", 40, 5)
+    r = Relaxation("cauchy", steepness=9.0)
+    _, layer, net, r = make(net, r)
+    gen = torch.Generator().manual_seed(7)
+    x = torch.randn(6, 40, generator=gen).requires_grad_(True)
+    v, P = layer(x)
+    v0, P0 = reference.forward(net, x, r)
+    assert v.dtype == torch.float32 and P.dtype == torch.float32
+    torch.testing.assert_close(v, v0, atol=1e-5, rtol=0)
+    torch.testing.assert_close(P, P0, atol=1e-5, rtol=0)
+    gP = torch.randn(P.shape, generator=gen)
+    (g,) = torch.autograd.grad((P * gP).sum() + v.sum(), x)
+    (g0,) = torch.autograd.grad((P0 * gP).sum() + v0.sum(), x)
+    torch.testing.assert_close(g, g0, atol=1e-4 * max(1.0, float(g0.abs().max())), rtol=0)
+    y = torch.randint(0, 40, (6,), generator=gen)
+    torch.testing.assert_close(layer.column(x, y), reference.column(net, x, y, r), atol=1e-5, rtol=0)
+    vh, Ph = layer(x.detach().half())
+    assert vh.dtype == torch.float16 and Ph.shape == (6, 5, 40)
+    torch.testing.assert_close(Ph.float(), P0.detach(), atol=2e-3, rtol=0)
 
 
 def test_bad_inputs(make):
