@@ -38,7 +38,8 @@ def command(file, as_json, method, samples):
         if time.perf_counter() - t0 > 1.0:
             log(f"netgen verify: {done}/{total} comparators, {states} states")
 
-    log(f"netgen verify: n={net.n} k={net.k} depth={net.depth} size={net.size}, method {method}") if net.size > 5000 else None
+    if net.size > 5000 or net.n > 26:
+        log(f"netgen verify: n={net.n} k={net.k} depth={net.depth} size={net.size}, method {method}")
     report = verify(net, method=method, samples=samples, progress=progress)
     if as_json:
         d = report.to_dict()

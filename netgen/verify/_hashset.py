@@ -13,7 +13,7 @@ from numba import njit
 _GOLD = np.uint64(0x9E3779B97F4A7C15)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _mix(x):
     x = np.uint64(x)
     x ^= x >> np.uint64(31)

@@ -5,18 +5,33 @@ See reachable.py for the method."""
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from ._hashset import u64_grow, u64_insert, u64_items, u64_new
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def popcount64(x):
     x = np.uint64(x)
     x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
     x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
     x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
     return int((x * np.uint64(0x0101010101010101)) >> np.uint64(56))
+
+
+@njit(cache=True)
+def _order_by_count(c, cmax):
+    """Indices sorting ``c`` (values 0..cmax) ascending, stable (counting sort)."""
+    start = np.zeros(cmax + 2, dtype=np.int64)
+    for i in range(c.shape[0]):
+        start[c[i] + 1] += 1
+    for v in range(cmax + 1):
+        start[v + 1] += start[v]
+    out = np.empty(c.shape[0], dtype=np.int64)
+    for i in range(c.shape[0]):
+        out[start[c[i]]] = i
+        start[c[i]] += 1
+    return out
 
 
 @njit(cache=True)
@@ -32,7 +47,7 @@ def mask_step(sa, oa, sb, ob, k, la, lb, fired, dead, max_states):
     pb = np.empty(sb.shape[0], dtype=np.int64)
     for j in range(sb.shape[0]):
         pb[j] = popcount64(sb[j])
-    order = np.argsort(pb, kind="mergesort")
+    order = _order_by_count(pb, 64)
     keys, vals, occ = u64_new(min(sa.shape[0] * sb.shape[0], 1 << 16))
     count = 0
     for i in range(sa.shape[0]):
@@ -84,7 +99,7 @@ def _transpose_block(states, start, stop, n, out):
     return out
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def mask_finish(states, origins, offs, n, k, la, lb, outputs, is_output, fired_out):
     """Test every combination of one state per part (the last part varies
     fastest, 64 at a time, bit-sliced: word w holds wire w of 64
@@ -113,7 +128,7 @@ def mask_finish(states, origins, offs, n, k, la, lb, outputs, is_output, fired_o
     fired = np.zeros((nch, L), dtype=np.uint64)
     bad_outer = np.full(nch, -1, dtype=np.int64)
     bad_lane = np.full(nch, -1, dtype=np.int64)
-    for ch in prange(nch):
+    for ch in range(nch):
         v = np.empty(n, dtype=np.uint64)
         o0 = outer * ch // nch
         o1 = outer * (ch + 1) // nch

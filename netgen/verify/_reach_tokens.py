@@ -11,6 +11,7 @@ import numpy as np
 from numba import njit
 
 from ._hashset import row_hash
+from ._reach_masks import _order_by_count
 
 
 @njit(cache=True)
@@ -57,6 +58,24 @@ def _rehash(pos, count, size):
 
 
 @njit(cache=True)
+def _grow(a, rows):
+    """A (rows, k) copy of ``a`` (truncated or padded with -1)."""
+    out = np.full((rows, a.shape[1]), -1, dtype=a.dtype)
+    for i in range(min(rows, a.shape[0])):
+        for c in range(a.shape[1]):
+            out[i, c] = a[i, c]
+    return out
+
+
+@njit(cache=True)
+def _grow1(a, rows):
+    out = np.zeros(rows, dtype=a.dtype)
+    for i in range(min(rows, a.shape[0])):
+        out[i] = a[i]
+    return out
+
+
+@njit(cache=True)
 def token_step(pa, oa, ca, pb, ob, cb, k, la, lb, seen, fired, dead, max_states):
     """Like ``mask_step`` for token lists: combine rows of A and B with at
     most k tokens in all, push them through comparators ``(la[t], lb[t])``,
@@ -73,7 +92,7 @@ def token_step(pa, oa, ca, pb, ob, cb, k, la, lb, seen, fired, dead, max_states)
         nxb[t] = seen[b] if seen[b] >= 0 else L
         seen[a] = t
         seen[b] = t
-    order = np.argsort(cb, kind="mergesort")
+    order = _order_by_count(cb, k)
     cap = 64
     pos = np.full((cap, k), -1, dtype=np.int32)
     org = np.full((cap, k), -1, dtype=np.int32)
@@ -147,13 +166,9 @@ def token_step(pa, oa, ca, pb, ob, cb, k, la, lb, seen, fired, dead, max_states)
                         y += 1
                 if count == cap:
                     cap *= 2
-                    npos = np.full((cap, k), -1, dtype=np.int32)
-                    norg = np.full((cap, k), -1, dtype=np.int32)
-                    ncnt = np.zeros(cap, dtype=np.int32)
-                    npos[:count] = pos[:count]
-                    norg[:count] = org[:count]
-                    ncnt[:count] = cnt[:count]
-                    pos, org, cnt = npos, norg, ncnt
+                    pos = _grow(pos, cap)
+                    org = _grow(org, cap)
+                    cnt = _grow1(cnt, cap)
                 for q in range(m):
                     pos[count, q] = w[q]
                     org[count, q] = o[q]
@@ -176,4 +191,4 @@ def token_step(pa, oa, ca, pb, ob, cb, k, la, lb, seen, fired, dead, max_states)
                 break
         if bad >= 0:
             break
-    return pos[:count].copy(), org[:count].copy(), cnt[:count].copy(), bad, ok
+    return _grow(pos, count), _grow(org, count), _grow1(cnt, count), bad, ok

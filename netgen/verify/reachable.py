@@ -38,7 +38,7 @@ from ._reach_tokens import token_step
 from .report import Report
 
 METHOD = "reachable states"
-DEFAULT_MAX_STATES = 1 << 24
+DEFAULT_MAX_STATES = 1 << 22  # ~100 MB of states; Dobbelaere's sorters need < 2.5e5
 DEFAULT_MAX_WORK = 1 << 32  # combinations tried in one merge
 MAX_TOKENS = 16  # k limit of the token representation (n > 64)
 # n <= 64: when a merge would combine more than FINISH_MIN state pairs and
@@ -46,7 +46,7 @@ MAX_TOKENS = 16  # k limit of the token representation (n > 64)
 # comparators (bit-sliced, 64 per word) costs at most FINISH_BUDGET word
 # operations, finish that way instead of materialising the merged states.
 FINISH_MIN = 1 << 20
-FINISH_BUDGET = 3 * 10**10
+FINISH_BUDGET = 4 * 10**9  # about a few seconds on 2 cores
 
 
 class TooManyStates(ValueError):
