@@ -29,9 +29,10 @@ KINDS = ("splitter", "bitonic", "oddeven", "pairwise", "transposition")
 @click.option("--distribution", help="Relaxation: logistic, logistic_phi, cauchy, reciprocal, gaussian, optimal.")
 @click.option("--steepness", type=float, help="Relaxation steepness (default tied to depth).")
 @click.option("--art-lambda", "art_lambda", type=float, help="ART lambda for logistic_phi.")
+@click.option("--art-epsilon", "art_epsilon", type=float, help="ART tie epsilon; 1e-10 reproduces difftopk/diffsort (default 0: netgen's formula).")
 @click.option("--no-compile", "no_compile", is_flag=True, help="cuda: skip the PTX/cubin compile check.")
 @handle_errors
-def command(n, k, kind, from_file, target, output, name, passes, verify, distribution, steepness, art_lambda, no_compile):
+def command(n, k, kind, from_file, target, output, name, passes, verify, distribution, steepness, art_lambda, art_epsilon, no_compile):
     """Construct, prune, prove and emit a network.
 
     \b
@@ -41,6 +42,11 @@ def command(n, k, kind, from_file, target, output, name, passes, verify, distrib
     """
     from ..compiler import compile_network, construct
 
+    options = dict(steepness=steepness, art_lambda=art_lambda, art_epsilon=art_epsilon)
+    if target != "json":  # check relaxation options before the (possibly long) build
+        from ..relax.distributions import Relaxation
+
+        Relaxation(**({"distribution": distribution} if distribution else {}), **{k: v for k, v in options.items() if v is not None})
     t0 = time.perf_counter()
     if from_file is not None:
         if n is not None or k is not None or kind is not None:
@@ -73,7 +79,7 @@ def command(n, k, kind, from_file, target, output, name, passes, verify, distrib
     if target == "json":
         _write_json(net, output)
     else:
-        _write_module(target, net, output, name, distribution, steepness, art_lambda, no_compile)
+        _write_module(target, net, output, name, distribution, options, no_compile)
     log(f"done in {time.perf_counter() - t0:.2f} s")
 
 
@@ -87,12 +93,12 @@ def _write_json(net, output):
     click.echo(f"wrote {output}: n={net.n} k={net.k} depth={net.depth} size={net.size}")
 
 
-def _write_module(target, net, output, name, distribution, steepness, art_lambda, no_compile):
+def _write_module(target, net, output, name, distribution, options, no_compile):
     from ..codegen import write_module
     from ..relax.distributions import default_relaxation
 
     relax = default_relaxation(net, distribution)
-    changes = {key: value for key, value in (("steepness", steepness), ("art_lambda", art_lambda)) if value is not None}
+    changes = {key: value for key, value in options.items() if value is not None}
     if changes:
         relax = dataclasses.replace(relax, **changes)
     out_dir = Path(output) if output else Path("generated")

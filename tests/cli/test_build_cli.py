@@ -101,3 +101,28 @@ def test_table_small_n_is_within_the_papers_depths():
     assert len(cells) == 3 + 8 * 4
     for c in cells:
         assert c["depth"] <= c["paper_depth"], c
+
+
+@pytest.mark.parametrize(
+    "option, message", [(["--steepness", "-1"], "steepness"), (["--distribution", "softplus"], "softplus")]
+)
+def test_bad_relaxation_options_exit_2_before_building(tmp_path, option, message):
+    r = run("build", "--n", "20", "--k", "3", "--target", "torch", "-o", str(tmp_path), *option)
+    assert r.exit_code == 2 and message in r.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_build_torch_target_writes_an_importable_layer(tmp_path):
+    import torch
+
+    import netgen
+
+    r = run("build", "--n", "12", "--k", "3", "--target", "torch", "-o", str(tmp_path))
+    assert r.exit_code == 0, r.output
+    (path,) = tmp_path.glob("*.py")
+    assert f"netgen.load({str(path)!r})" in r.stdout
+    layer = netgen.load(path).Layer()
+    x = torch.randn(4, 12, dtype=torch.float64)
+    values, P = layer(x)
+    assert values.shape == (4, 3) and P.shape == (4, 3, 12)
+    assert torch.equal(layer.hard(x)[0], torch.topk(x, 3).values)
