@@ -217,8 +217,9 @@ def choose(n: int, k: int) -> str | None:
     """Which exhaustive kernel fits (n, k): ``"bitsliced"``, ``"combinations"`` or None."""
     combos = input_count(n, k)
     words = (1 << n) // 64 if n <= MAX_BITSLICED_N else None
-    # a combination costs about a quarter of a 64-input word
-    if words is not None and (combos > 4 * max(words, 1) or n <= 6):
+    # a combination costs about a quarter of a 64-input word; up to n = 20
+    # the numpy bit-sliced run takes milliseconds and needs no compilation
+    if words is not None and (combos > 4 * max(words, 1) or n <= 20):
         return "bitsliced"
     if n <= 64 and combos <= MAX_COMBINATION_INPUTS:
         return "combinations"
