@@ -137,7 +137,12 @@ def _run(method, B, n, k, reps, threads, timeout=None):
     except subprocess.TimeoutExpired:
         return {"method": method, "B": B, "error": f"did not finish in {timeout} s"}
     if out.returncode != 0:
-        return {"method": method, "B": B, "error": (out.stderr.strip().splitlines() or ["?"])[-1]}
+        if out.returncode < 0:
+            why = f"killed by signal {-out.returncode}" + (" (out of memory?)" if out.returncode == -9 else "")
+        else:
+            errs = [ln for ln in out.stderr.strip().splitlines() if "Error" in ln or "error" in ln]
+            why = f"exit status {out.returncode}: " + (errs or out.stderr.strip().splitlines() or ["?"])[-1]
+        return {"method": method, "B": B, "error": why}
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
