@@ -174,9 +174,12 @@ class _Tokens:
         self.empty = (z, z.copy(), np.zeros(1, np.int32), [1])
 
     def single(self, w):
-        p = np.full((2, self.k), -1, dtype=np.int32)
-        p[1, 0] = w
-        return (p, p.copy(), np.array([0, 1], dtype=np.int32), [1, 1])
+        if not hasattr(self, "_singles"):  # one allocation for all wires; kernels never write inputs
+            self._singles = np.full((self.n, 2, self.k), -1, dtype=np.int32)
+            self._singles[:, 1, 0] = np.arange(self.n)
+            self._cnt01 = np.array([0, 1], dtype=np.int32)
+        p = self._singles[w]
+        return (p, p, self._cnt01, [1, 1])
 
     def size(self, d):
         return len(d[2])
