@@ -120,3 +120,20 @@ def test_state_explosion_is_reported():
         analyze(build("oddeven", 70, 2), representation="masks")
     assert issubclass(TooManyStates, ValueError)
     assert reachable.METHOD == "reachable states"
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_bit_sliced_finish_matches_brute_force(seed, monkeypatch):
+    # force the "finish by testing every combination" route at the first merge
+    monkeypatch.setattr(reachable, "FINISH_MIN", 0)
+    rng = np.random.default_rng(500 + seed)
+    n = int(rng.integers(2, 11))
+    k = int(rng.integers(1, n + 1))
+    if seed % 2:
+        net = with_prefix(rng, transposition_sorter(n), n).with_(outputs=tuple(range(k)))
+    else:
+        net = random_network(rng, n, int(rng.integers(1, 3 * n * n)), k)
+    r = _agree(net, "masks")
+    if r.status == "proved" and net.size:
+        assert "finished bit-sliced" in r.detail
+
