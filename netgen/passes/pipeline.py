@@ -27,11 +27,6 @@ from .schedule import asap
 
 PASSES = ("prune", "clean", "schedule")
 
-# exhaustive 0-1 testing is used for the cleanup when it needs at most this
-# many inputs (sum_{m<=k} C(n, m)); beyond it, selection networks go to the
-# reachable-state method and sorters are not analysed.
-EXHAUSTIVE_INPUTS = 1 << 22
-
 FiresFn = Callable[[Network], "tuple[np.ndarray | None, str]"]
 
 
@@ -70,26 +65,14 @@ def verifier_fires(net: Network) -> tuple[np.ndarray | None, str]:
     """Which comparators ever swap on a relevant 0-1 input, from a complete
     verifier, or ``(None, reason)`` when it cannot be known here."""
     try:
-        from ..verify import exhaustive
+        from ..verify import verify
     except ImportError as e:  # pragma: no cover - verifier missing
         return None, f"verifier unavailable ({e})"
-    n, k = net.n, net.k
-    small = n <= 64 and exhaustive.input_count(n, k) <= EXHAUSTIVE_INPUTS
-    if small and exhaustive.choose(n, k) is not None:
-        report = exhaustive.check(net)
-    elif k == n:
-        return None, f"not analyzable (sorter with n = {n}: 2^{n} inputs, too many for exhaustive testing)"
-    else:
-        try:
-            from ..verify import reachable
-        except ImportError as e:  # pragma: no cover - verifier missing
-            return None, f"verifier unavailable ({e})"
-        try:
-            report = reachable.analyze(net)
-        except ValueError as e:  # TooManyStates and the like
-            return None, f"not analyzable ({e})"
+    if net.k == net.n and net.n > 64:
+        return None, f"not analyzable (sorter with n = {net.n} > 64: no complete method)"
+    report = verify(net, samples=1)  # only a proof counts here: keep the sampling fallback tiny
     if report.status != "proved" or report.fires is None:
-        return None, f"not analyzable (verification: {report.status})"
+        return None, f"not analyzable (verification: {report}{'; ' + report.detail if report.detail else ''})"
     return np.asarray(report.fires, dtype=bool), f"fires from {report.method}"
 
 

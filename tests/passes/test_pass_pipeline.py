@@ -53,8 +53,13 @@ def test_cleaned_small_networks_still_correct():
 
 
 def test_default_analyzer_skips_wide_sorters_quickly():
+    out, recs = optimize(build("oddeven", 100))
+    assert not recs[1].applied and "sorter with n = 100" in recs[1].note, recs[1].note
+
+
+def test_default_analyzer_cleans_sorters_up_to_64_wires():
     out, recs = optimize(build("oddeven", 40))
-    assert not recs[1].applied and "sorter with n = 40" in recs[1].note, recs[1].note
+    assert recs[1].applied and "reachable states" in recs[1].note, recs[1].note
 
 
 def test_splitter_5_10450_with_the_verifier():
