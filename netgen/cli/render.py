@@ -44,8 +44,8 @@ def command(file, n, k, kind, output, dag, summary, min_ranks, passes, title):
         used = render(net, output, view=view, dag=dag, min_ranks=min_ranks, title=title)
     except DotMissing as e:
         raise BadInput(str(e)) from None
-    if min_ranks and used == "summary":
-        log("note: minimum ranks are drawn only in the full diagram (--full)")
+    if min_ranks and used != "knuth":
+        log("note: minimum ranks are drawn only in the Knuth diagram (not the summary view or the DAG)")
     click.echo(f"wrote {output} ({_describe(used)}): n={net.n} k={net.k} depth={net.depth} size={net.size}")
 
 

@@ -82,7 +82,7 @@ def draw(net: Network, path, fmt: str, *, title: str | None = None, dpi: int = 1
     if depth <= 80:
         for x, c in zip(layers, st["comparators"]):
             ax.text(x, c * 1.08, f"{c:,}", ha="center", va="bottom", fontsize=6, rotation=90 if depth > 30 else 0)
-    ax.set_ylim(0.7, max(2, st["comparators"].max()) * 6)
+    ax.set_ylim(0.7, max(2, st["comparators"].max(initial=0)) * 6)
     ax.grid(axis="y", alpha=0.3)
 
     ax = axs[1]
@@ -101,11 +101,11 @@ def draw(net: Network, path, fmt: str, *, title: str | None = None, dpi: int = 1
     cmap = _cmap()
     img = ax.imshow(shown, aspect="auto", interpolation="nearest", cmap=cmap,
                     norm=LogNorm(vmin=max(frac[frac > 0].min(), 1e-4) if (frac > 0).any() else 1e-4, vmax=1.0),
-                    extent=(0.5, depth + 0.5, net.n - 0.5, -0.5))
+                    extent=(0.5, max(depth, 1) + 0.5, net.n - 0.5, -0.5))
     ax.imshow(np.ma.masked_where(~dead, np.ones_like(frac)), aspect="auto", interpolation="nearest",
-              cmap=_grey(), vmin=0, vmax=1, extent=(0.5, depth + 0.5, net.n - 0.5, -0.5))
+              cmap=_grey(), vmin=0, vmax=1, extent=(0.5, max(depth, 1) + 0.5, net.n - 0.5, -0.5))
     for r, w in enumerate(net.outputs[:20]):
-        ax.plot([depth + 0.5], [w], marker="<", color="#1a7f37", ms=5, clip_on=False)
+        ax.plot([max(depth, 1) + 0.5], [w], marker="<", color="#1a7f37", ms=5, clip_on=False)
     ax.set_ylabel(f"wire (grouped into {bins} bins)" if bins < net.n else "wire")
     ax.set_xlabel("layer")
     ax.set_title("fraction of each wire group used per layer (white: live but idle; grey: all dead; green marks: outputs)",

@@ -117,3 +117,12 @@ def test_dot_file_and_graphviz_layout(tmp_path, small_net):
 def test_bad_output_suffix(tmp_path, small_net):
     with pytest.raises(ValueError, match="output format"):
         render(small_net, tmp_path / "x.jpg")
+
+
+@pytest.mark.parametrize("view", ["full", "summary"])
+def test_degenerate_networks_render(tmp_path, view):
+    for net in (Network.from_layers(1, [], [0]), Network.from_layers(2, [[(1, 0)]], [1, 0])):
+        out = tmp_path / f"n{net.n}_{view}.png"
+        assert render(net, out, view=view, min_ranks=view == "full") in ("knuth", "summary")
+        assert out.read_bytes().startswith(MAGIC["png"])
+        assert render(net, tmp_path / "g.dot") == "dot"
