@@ -25,8 +25,9 @@ from .reachable import TooManyStates, analyze
 __all__ = ["verify", "Report", "analyze", "TooManyStates", "METHODS"]
 
 METHODS = ("auto", "exhaustive", "reachable", "sample")
-# "auto" runs all 2^n inputs only while that is quick (2^20 inputs: ~10 ms)
+# "auto" sweeps all 2^n inputs of a sorter only up to this many (n <= 24)
 AUTO_EXHAUSTIVE_INPUTS = 1 << 24
+AUTO_TINY_INPUTS = 1 << 12
 
 
 def verify(
@@ -46,9 +47,13 @@ def verify(
         return analyze(net, progress=progress)
     if method == "sample":
         return sampling.sample(net, samples=samples, seed=seed)
-    # auto
+    # auto: exhaustive where it is trivially cheap or for small sorters (the
+    # bit-sliced sweep over 2^n inputs); otherwise reachable states, which are
+    # orders of magnitude faster for selection networks (e.g. 0.03 s instead
+    # of 8 s for the pruned 38-wire transposition network with k = 7)
     kernel = exhaustive.choose(net.n, net.k)
-    if kernel is not None and exhaustive.input_count(net.n, net.k) <= AUTO_EXHAUSTIVE_INPUTS:
+    count = exhaustive.input_count(net.n, net.k)
+    if kernel is not None and (count <= AUTO_TINY_INPUTS or (net.k == net.n and count <= AUTO_EXHAUSTIVE_INPUTS)):
         return exhaustive.check(net)
     t0 = time.perf_counter()
     try:
