@@ -67,6 +67,7 @@ def emit(net: Network, r: Any = None) -> str:
             "@@ONE@@": lit(1.0, ft),
             "@@ZERO@@": lit(0.0, ft),
             "@@SWAP12@@": swap_code(r, 12, ft),
+            "@@K@@": str(net.k),
         }.items():
             k = k.replace(key, val)
         kernels.append(k)
@@ -129,13 +130,22 @@ def _fwd_rows@@SFX@@(x, ca, cb, clo, chi, doff, outs, values, P, ps, ds, dps, D,
             p = ps[b, i]
             q = @@ONE@@ - p
             o = doff[i] - lo
-            for r in range(lo, hi):
-                ra = R[a, r]
-                rc = R[c, r]
-                if save:
-                    D[b, o + r] = ra - rc
-                R[a, r] = p * ra + q * rc
-                R[c, r] = q * ra + p * rc
+            if hi - lo == @@K@@:  # all k rows (the dense part): a fixed, unrolled loop
+                for r in range(@@K@@):
+                    ra = R[a, r]
+                    rc = R[c, r]
+                    if save:
+                        D[b, o + r] = ra - rc
+                    R[a, r] = p * ra + q * rc
+                    R[c, r] = q * ra + p * rc
+            else:
+                for r in range(lo, hi):
+                    ra = R[a, r]
+                    rc = R[c, r]
+                    if save:
+                        D[b, o + r] = ra - rc
+                    R[a, r] = p * ra + q * rc
+                    R[c, r] = q * ra + p * rc
         for r in range(k):
             for w in range(n):
                 P[b, r, w] = R[w, r]
@@ -164,12 +174,20 @@ def _bwd_rows@@SFX@@(gv, gP, has_gP, ca, cb, clo, chi, doff, outs, ps, ds, dps, 
                 q = @@ONE@@ - p
                 o = doff[i] - lo
                 acc = @@ZERO@@
-                for r in range(lo, hi):
-                    ga = G[a, r]
-                    gc = G[c, r]
-                    acc += (ga - gc) * D[b, o + r]
-                    G[a, r] = p * ga + q * gc
-                    G[c, r] = q * ga + p * gc
+                if hi - lo == @@K@@:
+                    for r in range(@@K@@):
+                        ga = G[a, r]
+                        gc = G[c, r]
+                        acc += (ga - gc) * D[b, o + r]
+                        G[a, r] = p * ga + q * gc
+                        G[c, r] = q * ga + p * gc
+                else:
+                    for r in range(lo, hi):
+                        ga = G[a, r]
+                        gc = G[c, r]
+                        acc += (ga - gc) * D[b, o + r]
+                        G[a, r] = p * ga + q * gc
+                        G[c, r] = q * ga + p * gc
                 gpp[i] = acc
         g = np.zeros(n, dtype=@@NPT@@)
         for r in range(k):
