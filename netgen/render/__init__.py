@@ -18,10 +18,9 @@ with ``view="full"`` / ``view="summary"``).
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
+from ..io import atomic_write
 from ..network import Network
 from .dag import DotMissing
 
@@ -62,7 +61,7 @@ def render(net: Network, path, *, view: str = "auto", dag: bool = False, min_ran
     if fmt == "dot":
         from .dag import to_dot
 
-        _atomic(path, lambda tmp: Path(tmp).write_text(to_dot(net), encoding="utf-8"))
+        atomic_write(path, lambda tmp: Path(tmp).write_text(to_dot(net), encoding="utf-8"))
         return "dot"
     if dag:
         from .dag import check_renderable, dot_binary, render_dot, to_dot
@@ -70,32 +69,18 @@ def render(net: Network, path, *, view: str = "auto", dag: bool = False, min_ran
         dot_binary()
         check_renderable(net)
         src = to_dot(net)
-        _atomic(path, lambda tmp: render_dot(src, tmp, fmt))
+        atomic_write(path, lambda tmp: render_dot(src, tmp, fmt))
         return "dag"
     chosen = choose_view(net, view)
     if chosen == "knuth":
         from . import knuth
 
-        _atomic(path, lambda tmp: knuth.draw(net, tmp, fmt, min_ranks=min_ranks, title=title))
+        atomic_write(path, lambda tmp: knuth.draw(net, tmp, fmt, min_ranks=min_ranks, title=title))
     else:
         from . import summary
 
-        _atomic(path, lambda tmp: summary.draw(net, tmp, fmt, title=title))
+        atomic_write(path, lambda tmp: summary.draw(net, tmp, fmt, title=title))
     return chosen
-
-
-def _atomic(path, write) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 __all__ = ["render", "choose_view", "output_format", "DotMissing", "FULL_MAX_WIRES", "FULL_MAX_COMPARATORS"]
