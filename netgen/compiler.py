@@ -26,8 +26,9 @@ def construct(n: int, k: int | None = None, network: str | None = None) -> Netwo
     for k < n, otherwise the smallest sorter construction (fewest
     comparators, then shallowest)."""
     from .construct import build
+    from .construct._common import check_nk
 
-    _check_nk(n, k)
+    n, k = check_nk(n, k)
     if network is not None:
         return build(network, n, k)
     if k is not None and k < n:
@@ -54,17 +55,3 @@ def compile_network(
 
         report = run_verify(net)
     return Compiled(net, records, report)
-
-
-def _check_nk(n: Any, k: Any) -> None:
-    if isinstance(n, bool) or not isinstance(n, int):
-        raise ValueError(f"n must be an integer, got {n!r}")
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
-    if k is not None:
-        if isinstance(k, bool) or not isinstance(k, int):
-            raise ValueError(f"k must be an integer, got {k!r}")
-        if k < 1:
-            raise ValueError(f"k must be >= 1, got {k}")
-        if k > n:
-            raise ValueError(f"k must be <= n, got k={k} > n={n}")

@@ -61,7 +61,7 @@ class Network:
     ) -> "Network":
         """Wrap compact arrays. ``outputs`` defaults to ``range(n)`` (a sorter
         whose rank r lands on wire r)."""
-        n = _check_n(n)
+        n = check_n(n)
         comps = np.ascontiguousarray(np.asarray(comparators, dtype=np.int64).reshape(-1, 2))
         offs = np.ascontiguousarray(np.asarray(layer_offsets, dtype=np.int64).reshape(-1))
         outs = tuple(range(n)) if outputs is None else tuple(int(w) for w in outputs)
@@ -108,7 +108,7 @@ class Network:
             comparators if isinstance(comparators, np.ndarray) else list(comparators),
             dtype=np.int64,
         ).reshape(-1, 2)
-        n = _check_n(n)
+        n = check_n(n)
         _check_range(n, comps)
         layer = asap_layers(n, comps)
         order = np.argsort(layer, kind="stable")
@@ -261,7 +261,8 @@ def asap_layers(n: int, comps: np.ndarray) -> np.ndarray:
     return out
 
 
-def _check_n(n: Any) -> int:
+def check_n(n: Any) -> int:
+    """Validate a wire count; ValueError names the problem."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
         raise ValueError(f"n must be an integer, got {n!r}")
     n = int(n)

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..network import MAX_WIRES, Network
+from ..network import Network, check_n
 from ..passes.prune import cone_mask
 from ..passes.schedule import layered
 
@@ -27,13 +27,8 @@ def ceil_lg(n: int) -> int:
 
 
 def check_nk(n: Any, k: Any) -> tuple[int, int | None]:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
-        raise ValueError(f"n must be an integer, got {n!r}")
-    n = int(n)
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
-    if n > MAX_WIRES:
-        raise ValueError(f"n = {n} is too large (at most {MAX_WIRES} wires)")
+    """Validate (n, k) with messages that name the problem; k None = sorter."""
+    n = check_n(n)
     if k is None:
         return n, None
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
