@@ -126,3 +126,12 @@ def test_build_torch_target_writes_an_importable_layer(tmp_path):
     values, P = layer(x)
     assert values.shape == (4, 3) and P.shape == (4, 3, 12)
     assert torch.equal(layer.hard(x)[0], torch.topk(x, 3).values)
+
+
+def test_table_without_cleanup_matches_the_selection_formula():
+    r = CliRunner().invoke(main, ["table", "--json", "--n", "1024", "--no-clean"])
+    assert r.exit_code == 0, r.output
+    for c in json.loads(r.stdout)["cells"]:
+        assert c["depth"] <= c["paper_depth"], c
+        if c["column"] == "sel":  # Wah-Chen depth before cleanup equals the paper's column
+            assert c["depth"] == c["paper_depth"], c
