@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from click.testing import CliRunner
 
@@ -9,6 +11,8 @@ from netgen.cli import main
 from netgen.io import save
 
 from render_nets import random_layered
+
+needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz `dot` binary not installed")
 
 
 @pytest.fixture
@@ -32,6 +36,7 @@ def test_render_file(files, suffix):
     assert f"wrote {out}" in r.stdout
 
 
+@needs_dot
 def test_render_dag_svg(files):
     r = run(files / "small.json", "--dag", "-o", files / "d.svg")
     assert r.exit_code == 0, r.output

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+import shutil
 
 import numpy as np
+
 import pytest
 
 from netgen.network import Network
@@ -15,6 +17,8 @@ from netgen.render.dag import to_dot
 from render_nets import random_layered
 
 MAGIC = {"png": b"\x89PNG", "pdf": b"%PDF", "svg": b"<?xml"}
+
+needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz `dot` binary not installed")
 
 
 @pytest.mark.parametrize("fmt", ["png", "svg", "pdf"])
@@ -105,6 +109,7 @@ def test_dot_source_is_the_comparator_dag(small_net):
     assert src.count("rank ") == small_net.k and src.strip().endswith("}")
 
 
+@needs_dot
 def test_dot_file_and_graphviz_layout(tmp_path, small_net):
     assert render(small_net, tmp_path / "g.dot") == "dot"
     assert (tmp_path / "g.dot").read_text() == to_dot(small_net)
