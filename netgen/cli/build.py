@@ -110,7 +110,7 @@ def _write_module(target, net, output, name, distribution, options, no_compile):
 
         t = time.perf_counter()
         info = compile_check(path)
-        log(f"compile check (sm_90 PTX + cubin) passed in {time.perf_counter() - t:.2f} s: {info}")
+        log(f"compile check passed in {time.perf_counter() - t:.2f} s: {info['summary']}")
     click.echo(f"wrote {path}")
     if out_dir.resolve() == (Path.cwd() / "generated").resolve():
         click.echo(f"from generated.{path.stem} import Layer")
