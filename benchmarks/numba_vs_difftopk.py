@@ -43,24 +43,9 @@ import tempfile
 import time
 from pathlib import Path
 
+import _rss  # benchmarks/_rss.py: working-memory measurement
+
 HERE = Path(__file__).resolve().parent
-
-
-def _status(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError(f"{field} not in /proc/self/status")
-
-
-def _reset_peak() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
 
 
 def _numba_layer(n, k):
@@ -116,15 +101,15 @@ def worker(method: str, B: int, n: int, k: int, reps: int, threads: int) -> dict
     loss_fn(x).backward()  # warm-up (compiles or loads cached kernels)
     x.grad = None
     load_s = time.perf_counter() - t0
-    rss_loaded = _status("VmRSS")
-    peak_ok = _reset_peak()
+    rss_loaded = _rss.status("VmRSS")
+    peak_ok = _rss.reset_peak()
     times = []
     for _ in range(reps):
         t = time.perf_counter()
         loss_fn(x).backward()
         times.append(time.perf_counter() - t)
         x.grad = None
-    peak = _status("VmHWM")
+    peak = _rss.status("VmHWM")
     return {
         "method": method, "B": B, "n": n, "k": k, "times": times, "median_s": statistics.median(times),
         "working": peak - rss_loaded, "peak_reset": peak_ok, "load_s": load_s, "threads": threads,

@@ -40,26 +40,10 @@ import tempfile
 import time
 import types
 
+import _rss  # benchmarks/_rss.py: working-memory measurement
+
 CONFIGS = [(64, 10450, 5), (500, 1000, 5)]
 METHODS = ("netgen-torch", "difftopk")
-
-
-# ------------------------------------------------------------------ memory
-def _status(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError(f"{field} not in /proc/self/status")
-
-
-def _reset_peak() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
 
 
 # ---------------------------------------------------------- difftopk loading
@@ -161,8 +145,8 @@ def worker(method: str, B: int, n: int, k: int, reps: int, threads: int) -> dict
     del P
     x.grad = None
     load_s = time.perf_counter() - t0
-    rss_loaded = _status("VmRSS")
-    peak_ok = _reset_peak()
+    rss_loaded = _rss.status("VmRSS")
+    peak_ok = _rss.reset_peak()
     times = []
     for _ in range(reps):
         t = time.perf_counter()
@@ -171,7 +155,7 @@ def worker(method: str, B: int, n: int, k: int, reps: int, threads: int) -> dict
         times.append(time.perf_counter() - t)
         del P
         x.grad = None
-    peak = _status("VmHWM")
+    peak = _rss.status("VmHWM")
     return {
         "method": method, "B": B, "n": n, "k": k, "times": times, "median_s": statistics.median(times),
         "rss_loaded": rss_loaded, "peak": peak, "working": peak - rss_loaded, "peak_reset": peak_ok,

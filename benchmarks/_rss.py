@@ -1,0 +1,21 @@
+"""Working-memory measurement for the benchmark scripts (Linux /proc):
+peak RSS minus RSS after loading, with the peak reset after loading."""
+
+
+def status(field: str) -> int:
+    """A /proc/self/status field (VmRSS, VmHWM, ...) in bytes."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def reset_peak() -> bool:
+    """Reset VmHWM to the current RSS; False where the kernel refuses."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
