@@ -109,7 +109,12 @@ def _write_module(target, net, output, name, distribution, options, no_compile):
         from ..codegen.cuda_target import compile_check
 
         t = time.perf_counter()
-        info = compile_check(path)
+        try:
+            info = compile_check(path)
+        except RuntimeError as e:
+            path.unlink()
+            click.echo(f"netgen: error: {e}\nnothing written (use --no-compile to keep an unchecked module)", err=True)
+            raise SystemExit(1)
         log(f"compile check passed in {time.perf_counter() - t:.2f} s: {info['summary']}")
     click.echo(f"wrote {path}")
     if out_dir.resolve() == (Path.cwd() / "generated").resolve():

@@ -130,20 +130,43 @@ def compile_check(path_or_source, cc=(9, 0), out_dir=None, timeout=600, jobs=Non
     Returns ``{"summary" (one line), "cc", "assembler", "out_dir", "seconds", "kernels": [{"name",
     "ptx_bytes", "cubin_bytes", "ptx", "cubin", "info"}]}``; raises
     RuntimeError with the compiler's message on failure."""
-    import time
-
     cc = tuple(int(c) for c in cc)
     if len(cc) != 2:
         raise ValueError(f"cc must be (major, minor), got {cc!r}")
-    if _looks_like_source(path_or_source):
-        p = Path(tempfile.mkdtemp(prefix="netgen_cuda_")) / "netgen_cuda_module.py"
-        p.write_text(str(path_or_source))
-    else:
-        p = Path(str(path_or_source))
-        if not p.is_file():
-            raise ValueError(f"no such generated module: {str(p)!r}")
-    out = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="netgen_ptx_"))
-    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="netgen_cuda_") as scratch:
+        if _looks_like_source(path_or_source):
+            p = Path(scratch) / "netgen_cuda_module.py"
+            p.write_text(str(path_or_source))
+        else:
+            p = Path(str(path_or_source))
+            if not p.is_file():
+                raise ValueError(f"no such generated module: {str(p)!r}")
+        # PTX and cubins are kept only where out_dir asks for them
+        out = Path(out_dir) if out_dir is not None else Path(scratch) / "ptx"
+        out.mkdir(parents=True, exist_ok=True)
+        results, seconds = _compile_all(p, out, cc, jobs, timeout)
+    kernels = sorted((k for r in results for k in r["kernels"]), key=lambda k: k["index"])
+    summary = (
+        f"{len(kernels)} kernels -> PTX for sm_{cc[0]}{cc[1]} ({sum(k['ptx_bytes'] for k in kernels) / 1024:.0f} KB) "
+        f"-> cubin ({sum(k['cubin_bytes'] for k in kernels) / 1024:.0f} KB) in {seconds} s, "
+        f"assembled by {results[0]['assembler']}" + (f"; files in {out}" if out_dir is not None else "")
+    )
+    return {
+        "summary": summary,
+        "cc": list(cc),
+        "assembler": results[0]["assembler"],
+        "out_dir": str(out) if out_dir is not None else None,
+        "seconds": seconds,
+        "kernels": kernels,
+    }
+
+
+def _compile_all(p: Path, out: Path, cc, jobs, timeout) -> tuple[list, float]:
+    """Run the compile worker (netgen.codegen._cuda_compile) in ``jobs``
+    processes sharing the kernels; RuntimeError with the compiler's message
+    on failure."""
+    import time
+
     env = dict(os.environ)
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     jobs = max(1, int(jobs if jobs is not None else min(2, os.cpu_count() or 1)))
@@ -173,21 +196,7 @@ def compile_check(path_or_source, cc=(9, 0), out_dir=None, timeout=600, jobs=Non
             results.append(json.loads(so.strip().splitlines()[-1]))
     if errors:
         raise RuntimeError("CUDA compile check failed:\n" + "\n".join(errors))
-    kernels = sorted((k for r in results for k in r["kernels"]), key=lambda k: k["index"])
-    seconds = round(time.perf_counter() - t0, 2)
-    summary = (
-        f"{len(kernels)} kernels -> PTX for sm_{cc[0]}{cc[1]} ({sum(k['ptx_bytes'] for k in kernels) / 1024:.0f} KB) "
-        f"-> cubin ({sum(k['cubin_bytes'] for k in kernels) / 1024:.0f} KB) in {seconds} s, "
-        f"assembled by {results[0]['assembler']}; files in {out}"
-    )
-    return {
-        "summary": summary,
-        "cc": list(cc),
-        "assembler": results[0]["assembler"],
-        "out_dir": str(out),
-        "seconds": seconds,
-        "kernels": kernels,
-    }
+    return results, round(time.perf_counter() - t0, 2)
 
 
 def _looks_like_source(v) -> bool:
