@@ -204,8 +204,30 @@ def plan(n, comparators, layer_offsets, outputs):
     return clo, chi, doff
 
 
+# Module-level tables every generated numba/cuda module derives from its
+# NETWORK literal (the same text in both targets).
+TABLES_SOURCE = '''
+def _tables():
+    layers = NETWORK["layers"]
+    sizes = [len(layer) for layer in layers]
+    comps = np.array([c for layer in layers for c in layer], dtype=np.int64).reshape(-1, 2)
+    offs = np.zeros(len(layers) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offs[1:])
+    return comps, offs
+
+
+_N = NETWORK["n"]
+_OUTPUTS = np.array(NETWORK["outputs"], dtype=np.int64)
+_K = len(_OUTPUTS)
+_COMPS, _OFFSETS = _tables()
+_SIZE = len(_COMPS)
+_CLO, _CHI, _DOFF = plan(_N, _COMPS, _OFFSETS, NETWORK["outputs"])
+_NNZ = int(_DOFF[-1])'''
+
+
 def plan_source() -> str:
-    return inspect.getsource(plan)
+    """Source of :func:`plan` and of the table set-up, for generated modules."""
+    return inspect.getsource(plan) + "\n" + TABLES_SOURCE
 
 
 def network_literal(net: Network) -> str:

@@ -420,24 +420,6 @@ TARGET = "cuda"
 
 
 @@PLAN@@
-
-
-def _tables():
-    layers = NETWORK["layers"]
-    sizes = [len(layer) for layer in layers]
-    comps = np.array([c for layer in layers for c in layer], dtype=np.int64).reshape(-1, 2)
-    offs = np.zeros(len(layers) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=offs[1:])
-    return comps, offs
-
-
-_N = NETWORK["n"]
-_OUTPUTS = np.array(NETWORK["outputs"], dtype=np.int64)
-_K = len(_OUTPUTS)
-_COMPS, _OFFSETS = _tables()
-_SIZE = len(_COMPS)
-_CLO, _CHI, _DOFF = plan(_N, _COMPS, _OFFSETS, NETWORK["outputs"])
-_NNZ = int(_DOFF[-1])
 #: host copies of the tables the kernels read (uploaded once per device)
 TABLES = {
     "ca": np.ascontiguousarray(_COMPS[:, 0]),

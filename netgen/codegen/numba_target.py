@@ -286,26 +286,8 @@ TARGET = "numba"
 
 
 @@PLAN@@
-
-
-def _tables():
-    layers = NETWORK["layers"]
-    sizes = [len(layer) for layer in layers]
-    comps = np.array([c for layer in layers for c in layer], dtype=np.int64).reshape(-1, 2)
-    offs = np.zeros(len(layers) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=offs[1:])
-    return comps, offs
-
-
-_N = NETWORK["n"]
-_OUTPUTS = np.array(NETWORK["outputs"], dtype=np.int64)
-_K = len(_OUTPUTS)
-_COMPS, _OFFSETS = _tables()
 _CA = np.ascontiguousarray(_COMPS[:, 0])
 _CB = np.ascontiguousarray(_COMPS[:, 1])
-_SIZE = len(_CA)
-_CLO, _CHI, _DOFF = plan(_N, _COMPS, _OFFSETS, NETWORK["outputs"])
-_NNZ = int(_DOFF[-1])
 # NETGEN_NUMBA_PARALLEL=0 compiles serial kernels (same code, prange runs as
 # range; ~3x faster to compile, used by netgen's unit tests). Only the
 # parallel kernels are cached on disk, next to this file.
