@@ -154,9 +154,12 @@ class _Base(torch.nn.Module):
         mod = load_source(emit(net, self.relaxation), module_name(net, self.relaxation, "torch"))
         self.layer = mod.Layer().to(device)
 
-    def _check(self, vectors):
+    def forward(self, vectors: torch.Tensor):
+        """Their orientation: ascending values and X = P.flip(-2).transpose(-1, -2)."""
         if vectors.shape[-1] != self.size:
             raise ValueError(f"expected input of shape (..., {self.size}), got {tuple(vectors.shape)}")
+        values, P = self.layer(vectors)
+        return values.flip(-1), P.flip(-2).transpose(-1, -2)
 
 
 class DiffSortNet(_Base):
@@ -180,11 +183,6 @@ class DiffSortNet(_Base):
         super().__init__()
         self._setup(sorting_network_type, size, None, device, steepness, art_lambda, interpolation_type,
                     distribution, art_epsilon, network)
-
-    def forward(self, vectors: torch.Tensor):
-        self._check(vectors)
-        values, P = self.layer(vectors)
-        return values.flip(-1), P.flip(-2).transpose(-1, -2)
 
 
 class DiffTopkNet(_Base):
@@ -212,8 +210,3 @@ class DiffTopkNet(_Base):
         self.sparse = sparse
         self._setup(sorting_network_type, size, k, device, steepness, art_lambda, interpolation_type,
                     distribution, art_epsilon, network)
-
-    def forward(self, vectors: torch.Tensor):
-        self._check(vectors)
-        values, P = self.layer(vectors)
-        return values.flip(-1), P.flip(-2).transpose(-1, -2)
