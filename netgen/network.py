@@ -17,6 +17,7 @@ network with 10^6 comparators costs ~8 MB and builds in milliseconds.
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
@@ -181,8 +182,6 @@ class Network:
         h.update(f"netgen-network/1 n={self.n} outputs={list(self.outputs)}".encode())
         h.update(np.ascontiguousarray(self.layer_offsets, dtype="<i8").tobytes())
         h.update(np.ascontiguousarray(self.comparators, dtype="<i4").tobytes())
-        import json
-
         h.update(json.dumps(self.construction, sort_keys=True).encode())
         return h.hexdigest()[:16]
 
