@@ -67,6 +67,7 @@ def emit(net: Network, r: Any = None) -> str:
             "@@ONE@@": lit(1.0, ft),
             "@@ZERO@@": lit(0.0, ft),
             "@@SWAP12@@": swap_code(r, 12, ft),
+            "@@SWAP16@@": swap_code(r, 16, ft),
             "@@K@@": str(net.k),
         }.items():
             k = k.replace(key, val)
@@ -206,66 +207,92 @@ def _bwd_rows@@SFX@@(gv, gP, has_gP, ca, cb, clo, chi, doff, outs, ps, ds, dps, 
             gx[b, w] = g[w]
 
 
-@numba.njit(parallel=_PARALLEL, cache=_CACHE)
+@numba.njit(parallel=_PARALLEL, cache=_CACHE, error_model="numpy")
 def _fwd_col@@SFX@@(x, y, ca, cb, outs, col, cs, save):
-    # cs[b, i] = (p, dp * d, dp * (u[a] - u[b])): all the adjoint needs
+    # _W batch rows at a time, batch-innermost (v[w, j]): every comparator is
+    # short loops over j that LLVM vectorises (no exceptions on division:
+    # error_model="numpy"). cs[blk, i, :, j] = (p, dp * d, dp * (u[a] - u[c]))
+    # of row blk * _W + j: all the adjoint needs.
     B, n = x.shape
     size = ca.shape[0]
     k = outs.shape[0]
-    for b in numba.prange(B):
-        v = np.empty(n, dtype=@@NPT@@)
-        for w in range(n):
-            v[w] = x[b, w]
-        u = np.zeros(n, dtype=@@NPT@@)
-        u[y[b]] = @@ONE@@
+    for blk in numba.prange((B + _W - 1) // _W):
+        b0 = blk * _W
+        nb = min(_W, B - b0)
+        v = np.zeros((n, _W), dtype=@@NPT@@)  # padding rows (j >= nb) stay 0
+        u = np.zeros((n, _W), dtype=@@NPT@@)
+        for j in range(nb):
+            for w in range(n):
+                v[w, j] = x[b0 + j, w]
+            u[y[b0 + j], j] = @@ONE@@
+        pj = np.empty(_W, dtype=@@NPT@@)  # this comparator's p and dp per row
+        dpj = np.empty(_W, dtype=@@NPT@@)
         for i in range(size):
-            a = ca[i]
-            c = cb[i]
-            xa = v[a]
-            xc = v[c]
-            d = xa - xc
-@@SWAP12@@
-            q = @@ONE@@ - p
-            v[a] = p * xa + q * xc
-            v[c] = q * xa + p * xc
-            ua = u[a]
-            uc = u[c]
-            u[a] = p * ua + q * uc
-            u[c] = q * ua + p * uc
-            if save:
-                cs[b, i, 0] = p
-                cs[b, i, 1] = dp * d
-                cs[b, i, 2] = dp * (ua - uc)
-        for r in range(k):
-            col[b, r] = u[outs[r]]
+            va = v[ca[i]]
+            vc = v[cb[i]]
+            ua_ = u[ca[i]]
+            uc_ = u[cb[i]]
+            # two loops with a constant trip count: the swap probabilities
+            # (stores only to pj, dpj, so LLVM vectorises it), then the update
+            for j in range(_W):
+                d = va[j] - vc[j]
+@@SWAP16@@
+                pj[j] = p
+                dpj[j] = dp
+            for j in range(_W):
+                p = pj[j]
+                q = @@ONE@@ - p
+                xa = va[j]
+                xc = vc[j]
+                va[j] = p * xa + q * xc
+                vc[j] = q * xa + p * xc
+                ua = ua_[j]
+                uc = uc_[j]
+                ua_[j] = p * ua + q * uc
+                uc_[j] = q * ua + p * uc
+                if save:
+                    cs[blk, i, 0, j] = p
+                    cs[blk, i, 1, j] = dpj[j] * (xa - xc)
+                    cs[blk, i, 2, j] = dpj[j] * (ua - uc)
+        for j in range(nb):
+            for r in range(k):
+                col[b0 + j, r] = u[outs[r], j]
 
 
-@numba.njit(parallel=_PARALLEL, cache=_CACHE)
+@numba.njit(parallel=_PARALLEL, cache=_CACHE, error_model="numpy")
 def _bwd_col@@SFX@@(gcol, ca, cb, outs, cs, gx):
     B, n = gx.shape
     size = ca.shape[0]
     k = outs.shape[0]
-    for b in numba.prange(B):
-        g = np.zeros(n, dtype=@@NPT@@)
-        gu = np.zeros(n, dtype=@@NPT@@)
-        for r in range(k):
-            gu[outs[r]] += gcol[b, r]
+    for blk in numba.prange((B + _W - 1) // _W):
+        b0 = blk * _W
+        nb = min(_W, B - b0)
+        g = np.zeros((n, _W), dtype=@@NPT@@)
+        gu = np.zeros((n, _W), dtype=@@NPT@@)
+        for j in range(nb):
+            for r in range(k):
+                gu[outs[r], j] += gcol[b0 + j, r]
         for i in range(size - 1, -1, -1):
-            a = ca[i]
-            c = cb[i]
-            p = cs[b, i, 0]
-            q = @@ONE@@ - p
-            ga = g[a]
-            gc = g[c]
-            ua = gu[a]
-            uc = gu[c]
-            gd = (ga - gc) * cs[b, i, 1] + (ua - uc) * cs[b, i, 2]
-            g[a] = p * ga + q * gc + gd
-            g[c] = q * ga + p * gc - gd
-            gu[a] = p * ua + q * uc
-            gu[c] = q * ua + p * uc
-        for w in range(n):
-            gx[b, w] = g[w]
+            ga_ = g[ca[i]]
+            gc_ = g[cb[i]]
+            ua_ = gu[ca[i]]
+            uc_ = gu[cb[i]]
+            s = cs[blk, i]
+            for j in range(_W):  # a constant trip count: one vector loop
+                p = s[0, j]
+                q = @@ONE@@ - p
+                ga = ga_[j]
+                gc = gc_[j]
+                ua = ua_[j]
+                uc = uc_[j]
+                gd = (ga - gc) * s[1, j] + (ua - uc) * s[2, j]
+                ga_[j] = p * ga + q * gc + gd
+                gc_[j] = q * ga + p * gc - gd
+                ua_[j] = p * ua + q * uc
+                uc_[j] = q * ua + p * uc
+        for j in range(nb):
+            for w in range(n):
+                gx[b0 + j, w] = g[w, j]
 '''
 
 
@@ -293,6 +320,7 @@ _CB = np.ascontiguousarray(_COMPS[:, 1])
 # parallel kernels are cached on disk, next to this file.
 _PARALLEL = os.environ.get("NETGEN_NUMBA_PARALLEL", "1") != "0"
 _CACHE = _PARALLEL and os.path.isfile(globals().get("__file__") or "")
+_W = 16  # batch rows per block in the column kernels (one or two SIMD vectors)
 
 
 @@KERNELS@@
@@ -339,14 +367,14 @@ def column_numpy(x, y, save=True):
     dt = x.dtype
     m = _SIZE if save else 0
     col = np.empty((B, _K), dtype=dt)
-    cs = np.empty((B, m, 3), dtype=dt)
+    cs = np.empty(((B + _W - 1) // _W, m, 3, _W), dtype=dt)
     _KERNELS[dt][2](x, y, _CA, _CB, _OUTPUTS, col, cs, save)
     return col, cs
 
 
 def column_backward_numpy(saved, gcol):
     cs = saved
-    gx = np.empty((cs.shape[0], _N), dtype=cs.dtype)
+    gx = np.empty((gcol.shape[0], _N), dtype=cs.dtype)
     _KERNELS[cs.dtype][3](gcol, _CA, _CB, _OUTPUTS, cs, gx)
     return gx
 
