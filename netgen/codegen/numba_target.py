@@ -20,7 +20,9 @@ The emitted module (DESIGN.md section 8 contract) holds:
     layers (the adjoint of the back-sweep) gives dL/dp per comparator, then
     one backward sweep of the values' adjoint adds dL/dp * dp/dd;
   - ``_fwd_col`` / ``_bwd_col``: P[:, y] by pushing e_y forward with the
-    values (O(size) work, O(n) memory per row) and its adjoint;
+    values (O(size) work, O(n) memory per row) and its adjoint; these run
+    ``_W`` = 16 batch rows per ``prange`` step, batch-innermost, so each
+    comparator is a short loop over the rows that LLVM vectorises;
 * ``Layer`` (``torch.nn.Module``): ``forward``, ``column``, ``hard``, wrapped
   in ``torch.autograd.Function`` s. Kernels are cached next to the module
   (``cache=True``) when it is a real file.
