@@ -1,4 +1,4 @@
-"""SOFT top-k (Xie et al. 2020) against a plain Sinkhorn written here;
+"""SOFT top-k (Xie et al. 2020) against the plain Sinkhorn of ot_oracle.py;
 marginals, per-row normalisation, convergence reporting, implicit gradient."""
 
 import warnings
@@ -9,15 +9,7 @@ import torch
 from netgen.relax.baselines import (
     OTConvergenceWarning, OTNotConverged, SoftTopK, SortedSoftTopK, soft_topk, sorted_soft_topk,
 )
-
-
-def plain_sinkhorn(C, a, b, eps, iters=20000):
-    K = torch.exp(-C / eps)
-    u = torch.ones_like(a)
-    for _ in range(iters):
-        v = b / (K.transpose(-1, -2) @ u.unsqueeze(-1)).squeeze(-1)
-        u = a / (K @ v.unsqueeze(-1)).squeeze(-1)
-    return u.unsqueeze(-1) * K * v.unsqueeze(-2)
+from ot_oracle import plain_sinkhorn
 
 
 def reference_plan(x, anchors, nu, eps):
