@@ -1,4 +1,4 @@
-"""Sinkhorn sort against a plain (non-log) Sinkhorn written here; marginals,
+"""Sinkhorn sort against the plain (non-log) Sinkhorn of ot_oracle.py; marginals,
 convergence reporting, implicit gradient."""
 
 import warnings
