@@ -19,3 +19,19 @@ def reset_peak() -> bool:
         return True
     except OSError:
         return False
+
+
+def measure(step, reps: int) -> tuple[list[float], int, bool]:
+    """Time ``step()`` ``reps`` times after loading and warm-up. Returns the
+    times, the working memory (peak RSS during the runs minus RSS before
+    them) and whether the peak could be reset (else it includes loading)."""
+    import time
+
+    rss_loaded = status("VmRSS")
+    peak_reset = reset_peak()
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t)
+    return times, status("VmHWM") - rss_loaded, peak_reset

@@ -101,18 +101,15 @@ def worker(method: str, B: int, n: int, k: int, reps: int, threads: int) -> dict
     loss_fn(x).backward()  # warm-up (compiles or loads cached kernels)
     x.grad = None
     load_s = time.perf_counter() - t0
-    rss_loaded = _rss.status("VmRSS")
-    peak_ok = _rss.reset_peak()
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
+
+    def step():
         loss_fn(x).backward()
-        times.append(time.perf_counter() - t)
         x.grad = None
-    peak = _rss.status("VmHWM")
+
+    times, working, peak_reset = _rss.measure(step, reps)
     return {
         "method": method, "B": B, "n": n, "k": k, "times": times, "median_s": statistics.median(times),
-        "working": peak - rss_loaded, "peak_reset": peak_ok, "load_s": load_s, "threads": threads,
+        "working": working, "peak_reset": peak_reset, "load_s": load_s, "threads": threads,
     }
 
 

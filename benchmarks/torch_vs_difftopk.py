@@ -145,21 +145,15 @@ def worker(method: str, B: int, n: int, k: int, reps: int, threads: int) -> dict
     del P
     x.grad = None
     load_s = time.perf_counter() - t0
-    rss_loaded = _rss.status("VmRSS")
-    peak_ok = _rss.reset_peak()
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        P = run(x)
-        P.mul(W).sum().backward()
-        times.append(time.perf_counter() - t)
-        del P
+
+    def step():
+        run(x).mul(W).sum().backward()
         x.grad = None
-    peak = _rss.status("VmHWM")
+
+    times, working, peak_reset = _rss.measure(step, reps)
     return {
         "method": method, "B": B, "n": n, "k": k, "times": times, "median_s": statistics.median(times),
-        "rss_loaded": rss_loaded, "peak": peak, "working": peak - rss_loaded, "peak_reset": peak_ok,
-        "load_s": load_s,
+        "working": working, "peak_reset": peak_reset, "load_s": load_s,
     }
 
 
