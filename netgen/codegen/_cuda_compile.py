@@ -37,11 +37,23 @@ def _cubin_nvjitlink(ptx: str, arch: str) -> bytes:
     return bytes(linker.link("cubin").code)
 
 
+def numpy_compat() -> None:
+    """numba-cuda 0.30.4 registers ``overload(np.row_stack)`` when it first
+    lowers a kernel; numpy 2.5 removed that alias of ``np.vstack``. Put it
+    back before numba-cuda compiles anything (generated cuda modules carry
+    the same two lines, so they work without netgen)."""
+    import numpy as np
+
+    if not hasattr(np, "row_stack"):
+        np.row_stack = np.vstack
+
+
 def compile_module(path: str, out_dir: str, cc: tuple[int, int], part: tuple[int, int] = (0, 1)) -> dict:
     """Compile kernels number ``part[0]``, ``part[0] + part[1]``, ... of the
     module's :func:`kernel_signatures` (all of them by default)."""
     if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
         raise RuntimeError("cannot compile CUDA kernels in a process that runs the CUDA simulator")
+    numpy_compat()
     import numba.cuda
     from numba.cuda import dispatcher
 

@@ -2,14 +2,22 @@
 PTX for sm_90 (numba.cuda.compile_ptx with NVVM from pip) and assemble to a
 cubin (ptxas -arch=sm_90, or nvJitLink), without a GPU, in separate
 processes (netgen.codegen.cuda_target.compile_check). What was compiled is
-reported in the run's warnings summary, so it is visible in the CI log."""
+reported in the run's warnings summary, so it is visible in the CI log.
+
+The launcher fills Numba's kernel ABI itself (no dispatcher): the parameter
+list it builds from torch tensors must match each kernel's PTX entry, one
+64-bit word per array field and one byte per flag."""
 
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 
+import torch
+
 from netgen.codegen import write_module
+from netgen.codegen.loader import load
 from netgen.codegen.cuda_target import compile_check
 from netgen.construct import build
 from netgen.relax.distributions import default_relaxation
@@ -33,9 +41,33 @@ def test_splitter_10450_kernels_compile_for_sm90(tmp_path):
     if res["assembler"] != "nvJitLink (cuda.core)":
         assert "41800 bytes smem" in info["_fwd_vals_f32"]
         assert "smem" not in info["_fwd_vals_f64"]  # 83.6 KB: global scratch row
+    check_launch_abi(load(path), res["kernels"])
     lines = [f"{k['name']}: PTX {k['ptx_bytes']} B, cubin {k['cubin_bytes']} B  {k['info']}" for k in res["kernels"]]
     warnings.warn(
         f"[report, not a problem] {net!r}: {len(names)} CUDA kernels compiled for sm_90 "
         f"in {res['seconds']} s (assembler: {res['assembler']}):\n    " + "\n    ".join(lines),
         stacklevel=1,
     )
+
+
+def _ptx_params(ptx: str) -> list[str]:
+    entry = re.search(r"\.entry\s+\S+\s*\((.*?)\)", ptx, re.S)
+    return re.findall(r"\.param\s+\.(\w+)", entry.group(1))
+
+
+def check_launch_abi(mod, kernels):
+    """The launcher's parameter list (``mod._abi`` of example arguments of
+    each kernel's kinds) has the widths of the PTX entry's parameters."""
+    examples = {
+        "f1": torch.empty(3), "f2": torch.empty(2, 3), "f3": torch.empty(2, 3, 4),
+        "i1": torch.empty(5, dtype=torch.int64), "b1": torch.empty(2, dtype=torch.int32), "bool": True,
+    }
+    width = lambda v: "u8" if isinstance(v, bool) else "u64"  # noqa: E731
+    for k in kernels:
+        family = k["name"][1:-4]  # _fwd_vals_f32 -> fwd_vals
+        args = [examples[kind] for kind in mod.KERNEL_ARGS[family]]
+        packed = mod._abi(args)
+        assert [width(v) for v in packed] == _ptx_params(Path(k["ptx"]).read_text()), k["name"]
+        # an array is meminfo, parent, size, itemsize, data, shape, strides (bytes)
+        f3 = mod._abi([examples["f3"]])
+        assert f3 == [0, 0, 24, 4, examples["f3"].data_ptr(), 2, 3, 4, 48, 16, 4]

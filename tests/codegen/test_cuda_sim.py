@@ -1,11 +1,14 @@
-"""The generated CUDA kernels, run in Numba's CUDA simulator, equal the
-reference executor (float64 to 1e-12; float32 to 1e-5), for values, P, the
-column and the gradients, through the same launch functions the torch
-wrapper uses (host arrays instead of device arrays). The simulator must be
-enabled before numba is imported, so the kernels run in a subprocess
-(tests/codegen/_cuda_sim_driver.py); a summary goes to the CI log on
-stderr. Also: the module imports without a GPU and its Layer says clearly
-that a CUDA device is needed."""
+"""The generated CUDA layer, run in Numba's CUDA simulator through the very
+path a GPU user runs (Layer -> torch.library ops -> launcher -> kernels, on
+CPU tensors' memory), equals the reference executor (float64 to 1e-12;
+float32 to 1e-5) for values, P, the column and the gradients; launches at
+most two kernels per direction; never synchronises the host; flags bad rows
+(NaN/inf in x, y out of range) as NaN in exactly those rows; and runs under
+torch.compile(fullgraph=True) with the same results. The simulator must be
+enabled before numba is imported, so the layer runs in a subprocess
+(tests/codegen/_cuda_sim_driver.py); a summary goes to the CI log. Also: the
+module imports without a GPU and its Layer says clearly that a CUDA device
+is needed."""
 
 from __future__ import annotations
 
@@ -27,33 +30,72 @@ from netgen.relax.distributions import Relaxation
 DRIVER = Path(__file__).with_name("_cuda_sim_driver.py")
 
 
+def run_driver(extra_env=None, timeout=600) -> dict:
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", **(extra_env or {}))
+    proc = subprocess.run([sys.executable, str(DRIVER)], capture_output=True, text=True, env=env, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
 
 @pytest.fixture(scope="module")
-def sim_results():
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
-    proc = subprocess.run([sys.executable, str(DRIVER)], capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    rows = json.loads(proc.stdout.strip().splitlines()[-1])
+def sim():
+    out = run_driver()
     worst = {}
-    for row in rows:
-        key = row["case"]
-        worst[key] = max(worst.get(key, 0.0), row["max_abs_err"] / row["scale"])
-    # pytest captures stdout and stderr (fd level, in xdist workers too);
-    # a warning is shown in the run's "warnings summary", so the CI log
-    # shows what the simulator checked
+    for row in out["rows"]:
+        worst[row["case"]] = max(worst.get(row["case"], 0.0), row["max_abs_err"] / row["scale"])
     lines = [f"{case}: max error / scale {err:.1e}" for case, err in worst.items()]
     # (plain UserWarning: xdist must unpickle the category in the controller)
     warnings.warn("[report, not a problem] CUDA simulator vs reference:\n    " + "\n    ".join(lines), stacklevel=1)
-    return rows
+    return out
 
 
-def test_simulated_kernels_equal_reference(sim_results):
-    cases = {row["case"] for row in sim_results}
-    assert len(cases) == 4 and len(sim_results) == 24
-    for row in sim_results:
+def check_rows(rows):
+    for row in rows:
         tol = 1e-12 if row["dtype"] == "float64" else 1e-5
         assert row["shape_ok"], row
         assert row["max_abs_err"] <= tol * row["scale"], row
+
+
+def test_simulated_layer_equals_reference(sim):
+    assert len({row["case"] for row in sim["rows"]}) == 4 and len(sim["rows"]) == 32
+    check_rows(sim["rows"])
+
+
+def test_two_launches_per_direction_at_most(sim):
+    expected = {
+        "rows forward": {"fwd_vals": 1, "fwd_P": 1},
+        "rows backward": {"bwd_P": 1, "bwd_vals": 1},
+        "column forward": {"fwd_col": 1},
+        "column backward": {"bwd_col": 1},
+        "no grad": {"fwd_vals": 1, "fwd_P": 1},
+    }
+    for case, counts in sim["launches"].items():
+        for phase, want in expected.items():
+            got = {key.split(": ")[1]: c for key, c in counts.items() if key.split(": ")[0] == phase}
+            assert got == want, (case, phase, got)
+        # values-only loss: P's adjoint is skipped (its forward is in the same phase)
+        only = {key.split(": ")[1]: c for key, c in counts.items() if key.startswith("rows backward (values only)")}
+        assert only == {"fwd_vals": 1, "fwd_P": 1, "bwd_vals": 1}, (case, only)
+
+
+def test_no_host_synchronisation(sim):
+    assert set(sim["syncs"]) == {row["case"] for row in sim["rows"]}
+    for case, syncs in sim["syncs"].items():
+        assert syncs == {}, (case, syncs)
+
+
+def test_bad_rows_are_nan_in_exactly_those_rows(sim):
+    bad = sim["bad_rows"]
+    for q in ("values", "P", "grad"):
+        assert bad[q] == [[1, 3], [0, 2]], (q, bad[q])  # rows 1 (NaN) and 3 (inf)
+    for q in ("column", "grad column"):
+        assert bad[q] == [[1, 2, 3], [0]], (q, bad[q])  # and row 2 (y = n)
+
+
+def test_torch_compile_fullgraph_equals_eager(sim):
+    assert set(sim["compiled"]) == {"rows", "column"}
+    for name, err in sim["compiled"].items():
+        assert err <= 1e-12, (name, err)
 
 
 def test_imports_without_gpu_and_says_a_device_is_needed(tmp_path):

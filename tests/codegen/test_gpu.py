@@ -78,3 +78,73 @@ def test_gpu_runs_on_current_stream(tmp_path):
         v2 = (P @ x.unsqueeze(-1)).squeeze(-1)  # same stream: ordered after the kernels
     s.synchronize()
     torch.testing.assert_close(v, v2, atol=1e-5, rtol=0)
+
+
+def _rows_step(layer, x, W):
+    v, P = layer(x)
+    return (P * W).sum() + v.sum()
+
+
+def test_gpu_numba_launch_path_equals_fast_path(tmp_path, monkeypatch):
+    net = build("splitter", 256, 5)
+    mod = load(write_module("cuda", net, Relaxation("cauchy", 8.0), tmp_path))
+    layer = mod.Layer()
+    x = torch.randn(16, 256, device="cuda", requires_grad=True)
+    W = torch.randn(16, 5, 256, device="cuda")
+    (g1,) = torch.autograd.grad(_rows_step(layer, x, W), x)
+    monkeypatch.setattr(mod, "VIA_NUMBA", True)
+    (g2,) = torch.autograd.grad(_rows_step(layer, x, W), x)
+    assert torch.equal(g1, g2)
+
+
+def test_gpu_no_host_sync_and_cuda_graph_replay(tmp_path):
+    net = build("splitter", 10450, 5)
+    layer = load(write_module("cuda", net, default_relaxation(net), tmp_path)).Layer()
+    x = torch.randn(64, 10450, device="cuda", requires_grad=True)
+    W = torch.randn(64, 5, 10450, device="cuda")
+    y = torch.randint(0, 10450, (64,), device="cuda")
+    (g_eager,) = torch.autograd.grad(_rows_step(layer, x, W), x)  # compiles and uploads the tables
+    (gc_eager,) = torch.autograd.grad(layer.column(x, y).sum(), x)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        torch.autograd.grad(_rows_step(layer, x, W), x)
+        torch.autograd.grad(layer.column(x, y).sum(), x)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):  # warm-up on a side stream, as torch.cuda.graph asks
+        torch.autograd.grad(_rows_step(layer, x, W), x)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        (g_graph,) = torch.autograd.grad(_rows_step(layer, x, W), x)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(g_graph, g_eager)
+
+
+def test_gpu_torch_compile_fullgraph(tmp_path):
+    net = build("splitter", 1000, 5)
+    layer = load(write_module("cuda", net, default_relaxation(net), tmp_path)).Layer()
+    x = torch.randn(8, 1000, device="cuda")
+    W = torch.randn(8, 5, 1000, device="cuda")
+    xe = x.clone().requires_grad_(True)
+    (ge,) = torch.autograd.grad(_rows_step(layer, xe, W), xe)
+    xc = x.clone().requires_grad_(True)
+    step = torch.compile(lambda x: _rows_step(layer, x, W), fullgraph=True)
+    (gc,) = torch.autograd.grad(step(xc), xc)
+    torch.testing.assert_close(gc, ge, atol=1e-5, rtol=0)
+
+
+def test_gpu_bad_rows_are_nan(tmp_path):
+    net = build("splitter", 64, 5)
+    layer = load(write_module("cuda", net, Relaxation("cauchy", 8.0), tmp_path)).Layer()
+    x = torch.randn(3, 64, device="cuda")
+    x[1, 5] = float("inf")
+    v, P = layer(x)
+    assert v[1].isnan().all() and P[1].isnan().all()
+    assert v[[0, 2]].isfinite().all() and P[[0, 2]].isfinite().all()
+    c = layer.column(x, torch.tensor([0, 1, 64], device="cuda"))
+    assert c[[1, 2]].isnan().all() and c[0].isfinite().all()
