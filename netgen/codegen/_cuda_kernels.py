@@ -1,21 +1,34 @@
 """Kernel sources of the ``cuda`` target (Numba CUDA), as text templates.
 
-:func:`kernel_source` fills the templates for one float type; the emitter
-(:mod:`netgen.codegen.cuda_target`) pastes them into the generated module.
-Layout of every kernel: one thread block per batch row ``b``, threads
-striding over the comparators of a layer, ``cuda.syncthreads()`` after each
-layer (comparators of a layer touch distinct wires, so a layer is race-free).
+The emitter (:mod:`netgen.codegen.cuda_target`) fills the templates for each
+float type and each *variant* and pastes them into the generated module.
 
-Kernels (two launches per direction at most):
+Kernels, two launches per direction at most:
 
-* rows forward: ``_fwd_vals`` (values; saves p, and d and dp/dd for
-  backward), then ``_fwd_P`` (the k output rows of P by the back-sweep;
-  saves the row differences ``R[r, a] - R[r, b]``);
-* rows backward: ``_bwd_P`` (copies dL/dP into its state, sweeps the adjoint
-  of the back-sweep forwards -> dL/dp), then ``_bwd_vals`` (adjoint of the
-  values sweep -> dL/dx);
+* rows forward: ``_fwd_vals`` (one block per batch row: the values sweep;
+  saves each comparator's difference d = x - y, from which every later
+  kernel recomputes p and dp/dd: one float per comparator instead of three),
+  then ``_fwd_P`` (one block per
+  (batch row, rank): the back-sweep of that rank's row of P, ``R <- R M_l``
+  from the last layer to the first, over the comparators whose planned row
+  range holds the rank; saves the differences ``R[a] - R[b]`` in a CSR
+  layout, ``D[b, doff[i] + r - clo[i]]``; writes the row to P once, coalesced);
+* rows backward: ``_bwd_P`` (one block per (row, rank): dL/dP's row pushed
+  forward through the layers, the adjoint of the back-sweep; writes each
+  comparator's share of dL/dp in D's layout, ``C``), then ``_bwd_vals`` (one
+  block per row: sums those shares and sweeps the values' adjoint back);
 * column: ``_fwd_col`` (P[:, y] by pushing e_y forward with the values) and
-  ``_bwd_col`` (its adjoint).
+  ``_bwd_col`` (its adjoint), one block per row.
+
+Within a block, threads stride over the comparators of a layer and
+``cuda.syncthreads()`` closes each layer (comparators of a layer touch
+distinct wires, so a layer is race-free).
+
+Variants: the per-block wire arrays (``v``, ``u``, the rank's row ``R`` or
+its adjoint ``G``: one or two arrays of n floats) live in dynamic shared
+memory (``shared``; the launcher asks for ``SHARED_BYTES`` of it) or, when
+that does not fit the device, in a global scratch row (``global``). The
+code between allocation and store is the same text for both.
 
 Bad rows, without a host synchronisation: a row of ``x`` with a NaN or inf
 entry (and, for the column, a ``y`` outside 0..n-1) is flagged in ``bad[b]``
@@ -23,34 +36,48 @@ by the forward kernel (``cuda.syncthreads_or``); the row is swept as zeros
 and every output of that row -- values, P, the column, and dL/dx in the
 backward -- is NaN.
 
-Wire arrays (``v``, ``u``) live in shared memory when they fit (the emitter
-substitutes ``cuda.shared.array``), else in a global ``(B, n)`` scratch row.
-Templates use ``@@NAME@@`` placeholders: ``SFX`` (kernel name suffix),
-``ONE``/``ZERO``/``NAN`` literals, ``SWAP12`` (the swap-probability code,
-:func:`netgen.codegen._numba_common.swap_code`), ``ALLOC_*`` (wire arrays).
+Placeholders: ``SFX`` (kernel name suffix), ``ONE``/``ZERO``/``NAN``
+literals, ``FT`` (numpy float type name), ``SWAP12`` (the swap-probability
+code, :func:`netgen.codegen._numba_common.swap_code`; ``SWAP16`` indented
+deeper), ``ALLOC1``/``ALLOC2``
+(one or two wire arrays), ``SHARED`` (``True`` for the shared variant).
 """
 
 from __future__ import annotations
 
-#: kernel name -> argument kinds, in order: "x" (float (B, n)), "f1"/"f2"/"f3"
-#: (float arrays of that rank), "i1" (int64 vector), "b1" (int32 vector),
-#: "bool" (a flag). Launchers, signatures and the compile check use these.
+#: kernel name -> argument kinds, in order: "f2"/"f3" (float arrays of that
+#: rank), "i1" (int64 vector), "b1" (int32 vector), "bool" (a flag).
+#: Launchers, signatures and the compile check use these.
 KERNEL_ARGS = {
-    "fwd_vals": ("f2", "i1", "i1", "i1", "i1", "f2", "f2", "f2", "f2", "b1", "bool", "f2"),
-    "fwd_P": ("i1", "i1", "i1", "i1", "i1", "i1", "i1", "f2", "b1", "f3", "f2", "bool"),
-    "bwd_P": ("i1", "i1", "i1", "i1", "i1", "i1", "f2", "f2", "f3", "f3", "f2"),
-    "bwd_vals": ("i1", "i1", "i1", "i1", "f2", "bool", "f2", "f2", "f2", "f2", "bool", "b1", "f2", "f2"),
-    "fwd_col": ("f2", "i1", "i1", "i1", "i1", "i1", "f2", "f2", "f2", "f2", "f2", "b1", "bool", "f2", "f2"),
-    "bwd_col": ("i1", "i1", "i1", "i1", "f2", "f2", "f2", "f2", "f2", "b1", "f2", "f2", "f2"),
+    "fwd_vals": ("f2", "i1", "i1", "i1", "i1", "f2", "f2", "b1", "f2"),
+    "fwd_P": ("i1", "i1", "i1", "i1", "i1", "i1", "i1", "f2", "b1", "f2", "f2", "bool"),
+    "bwd_P": ("i1", "i1", "i1", "i1", "i1", "i1", "f2", "f2", "f2", "f2", "f2"),
+    "bwd_vals": ("i1", "i1", "i1", "i1", "i1", "f2", "bool", "f2", "f2", "bool", "b1", "f2", "f2"),
+    "fwd_col": ("f2", "i1", "i1", "i1", "i1", "i1", "f2", "f2", "f2", "b1", "bool", "f2"),
+    "bwd_col": ("i1", "i1", "i1", "i1", "f2", "f2", "f2", "b1", "f2", "f2"),
+}
+
+#: wire arrays of n floats per block, per kernel (shared bytes = this * n * itemsize)
+WIRE_ARRAYS = {"fwd_vals": 1, "fwd_P": 1, "bwd_P": 1, "bwd_vals": 1, "fwd_col": 2, "bwd_col": 2}
+
+#: allocation of the wire arrays: (shared, global) code for one and two arrays.
+#: ``blk`` is the block's index; a global scratch has one row of n per array.
+ALLOC = {
+    1: ("v = cuda.shared.array(0, dtype=numba.@@FT@@)[:n]", "v = scratch[blk]"),
+    2: (
+        "sm = cuda.shared.array(0, dtype=numba.@@FT@@)\n    v = sm[:n]\n    u = sm[n:2 * n]",
+        "v = scratch[2 * blk]\n    u = scratch[2 * blk + 1]",
+    ),
 }
 
 KERNELS = '''@cuda.jit
-def _fwd_vals@@SFX@@(x, ca, cb, offs, outs, values, ps, ds, dps, bad, save, scratch0):
-    b = cuda.blockIdx.x
+def _fwd_vals@@SFX@@(x, ca, cb, offs, outs, values, ds, bad, scratch):
+    blk = cuda.blockIdx.x
+    b = blk
     t = cuda.threadIdx.x
     nt = cuda.blockDim.x
     n = x.shape[1]
-    @@ALLOC_VALS_V@@
+    @@ALLOC1@@
     nonfinite = 0
     for w in range(t, n, nt):
         xw = x[b, w]
@@ -73,10 +100,7 @@ def _fwd_vals@@SFX@@(x, ca, cb, offs, outs, values, ps, ds, dps, bad, save, scra
             q = @@ONE@@ - p
             v[a] = p * xa + q * xc
             v[c] = q * xa + p * xc
-            ps[b, i] = p
-            if save:
-                ds[b, i] = d
-                dps[b, i] = dp
+            ds[b, i] = d
         cuda.syncthreads()
     for r in range(t, outs.shape[0], nt):
         values[b, r] = @@NAN@@ if isbad else v[outs[r]]
@@ -85,82 +109,87 @@ def _fwd_vals@@SFX@@(x, ca, cb, offs, outs, values, ps, ds, dps, bad, save, scra
 
 
 @cuda.jit
-def _fwd_P@@SFX@@(ca, cb, offs, clo, chi, doff, outs, ps, bad, P, D, save):
-    b = cuda.blockIdx.x
+def _fwd_P@@SFX@@(ca, cb, offs, clo, chi, doff, outs, ds, bad, P, D, save):
+    # P is (B * k, n): block blk = b * k + r sweeps row r of batch row b
+    blk = cuda.blockIdx.x
+    k = outs.shape[0]
+    b = blk // k
+    r = blk - b * k
     t = cuda.threadIdx.x
     nt = cuda.blockDim.x
-    k = P.shape[1]
-    n = P.shape[2]
-    for r in range(k):
-        for w in range(t, n, nt):
-            P[b, r, w] = @@ZERO@@
+    n = P.shape[1]
+    scratch = P
+    @@ALLOC1@@
+    R = v
+    for w in range(t, n, nt):
+        R[w] = @@ZERO@@
     cuda.syncthreads()
-    for r in range(t, k, nt):
-        P[b, r, outs[r]] = @@ONE@@
+    if t == 0:
+        R[outs[r]] = @@ONE@@
     cuda.syncthreads()
     for l in range(offs.shape[0] - 2, -1, -1):
         for i in range(offs[l] + t, offs[l + 1], nt):
             lo = clo[i]
-            hi = chi[i]
-            if lo < hi:
+            if lo <= r and r < chi[i]:
                 a = ca[i]
                 c = cb[i]
-                p = ps[b, i]
+                d = ds[b, i]
+@@SWAP16@@
                 q = @@ONE@@ - p
-                o = doff[i] - lo
-                for r in range(lo, hi):
-                    ra = P[b, r, a]
-                    rc = P[b, r, c]
-                    if save:
-                        D[b, o + r] = ra - rc
-                    P[b, r, a] = p * ra + q * rc
-                    P[b, r, c] = q * ra + p * rc
+                ra = R[a]
+                rc = R[c]
+                if save:
+                    D[b, doff[i] + r - lo] = ra - rc
+                R[a] = p * ra + q * rc
+                R[c] = q * ra + p * rc
         cuda.syncthreads()
-    if bad[b]:
-        for r in range(k):
-            for w in range(t, n, nt):
-                P[b, r, w] = @@NAN@@
+    isbad = bad[b] != 0
+    if @@SHARED@@ or isbad:
+        for w in range(t, n, nt):
+            P[blk, w] = @@NAN@@ if isbad else R[w]
 
 
 @cuda.jit
-def _bwd_P@@SFX@@(ca, cb, offs, clo, chi, doff, ps, D, gP, G, gpp):
-    b = cuda.blockIdx.x
+def _bwd_P@@SFX@@(ca, cb, offs, clo, chi, doff, ds, D, gP, C, scratch):
+    # gP is (B * k, n): block blk = b * k + r pushes row r of dL/dP forward
+    blk = cuda.blockIdx.x
+    k = gP.shape[0] // ds.shape[0]
+    b = blk // k
+    r = blk - b * k
     t = cuda.threadIdx.x
     nt = cuda.blockDim.x
-    k = G.shape[1]
-    n = G.shape[2]
-    for r in range(k):
-        for w in range(t, n, nt):
-            G[b, r, w] = gP[b, r, w]
+    n = gP.shape[1]
+    @@ALLOC1@@
+    G = v
+    for w in range(t, n, nt):
+        G[w] = gP[blk, w]
     cuda.syncthreads()
     for l in range(offs.shape[0] - 1):
         for i in range(offs[l] + t, offs[l + 1], nt):
             lo = clo[i]
-            hi = chi[i]
-            acc = @@ZERO@@
-            if lo < hi:
+            if lo <= r and r < chi[i]:
                 a = ca[i]
                 c = cb[i]
-                p = ps[b, i]
+                d = ds[b, i]
+@@SWAP16@@
                 q = @@ONE@@ - p
-                o = doff[i] - lo
-                for r in range(lo, hi):
-                    ga = G[b, r, a]
-                    gc = G[b, r, c]
-                    acc += (ga - gc) * D[b, o + r]
-                    G[b, r, a] = p * ga + q * gc
-                    G[b, r, c] = q * ga + p * gc
-            gpp[b, i] = acc
+                ga = G[a]
+                gc = G[c]
+                j = doff[i] + r - lo
+                C[b, j] = (ga - gc) * D[b, j]
+                G[a] = p * ga + q * gc
+                G[c] = q * ga + p * gc
         cuda.syncthreads()
 
 
 @cuda.jit
-def _bwd_vals@@SFX@@(ca, cb, offs, outs, gv, has_gv, ps, ds, dps, gpp, has_gpp, bad, gx, scratch0):
-    b = cuda.blockIdx.x
+def _bwd_vals@@SFX@@(ca, cb, offs, doff, outs, gv, has_gv, ds, C, has_C, bad, gx, scratch):
+    blk = cuda.blockIdx.x
+    b = blk
     t = cuda.threadIdx.x
     nt = cuda.blockDim.x
     n = gx.shape[1]
-    @@ALLOC_VALS_V@@
+    @@ALLOC1@@
     g = v
     for w in range(t, n, nt):
         g[w] = @@ZERO@@
@@ -173,14 +202,16 @@ def _bwd_vals@@SFX@@(ca, cb, offs, outs, gv, has_gv, ps, ds, dps, gpp, has_gpp, 
         for i in range(offs[l] + t, offs[l + 1], nt):
             a = ca[i]
             c = cb[i]
-            p = ps[b, i]
+            d = ds[b, i]
+@@SWAP12@@
             q = @@ONE@@ - p
             ga = g[a]
             gc = g[c]
-            gp = (ga - gc) * ds[b, i]
-            if has_gpp:
-                gp += gpp[b, i]
-            gd = gp * dps[b, i]
+            gp = (ga - gc) * d
+            if has_C:
+                for j in range(doff[i], doff[i + 1]):
+                    gp += C[b, j]
+            gd = gp * dp
             g[a] = p * ga + q * gc + gd
             g[c] = q * ga + p * gc - gd
         cuda.syncthreads()
@@ -190,13 +221,13 @@ def _bwd_vals@@SFX@@(ca, cb, offs, outs, gv, has_gv, ps, ds, dps, gpp, has_gpp, 
 
 
 @cuda.jit
-def _fwd_col@@SFX@@(x, y, ca, cb, offs, outs, col, ps, ds, dps, dus, bad, save, scratch0, scratch1):
-    b = cuda.blockIdx.x
+def _fwd_col@@SFX@@(x, y, ca, cb, offs, outs, col, ds, dus, bad, save, scratch):
+    blk = cuda.blockIdx.x
+    b = blk
     t = cuda.threadIdx.x
     nt = cuda.blockDim.x
     n = x.shape[1]
-    @@ALLOC_COL_V@@
-    @@ALLOC_COL_U@@
+    @@ALLOC2@@
     yb = y[b]
     nonfinite = 1 if yb < 0 or yb >= n else 0
     for w in range(t, n, nt):
@@ -228,9 +259,7 @@ def _fwd_col@@SFX@@(x, y, ca, cb, offs, outs, col, ps, ds, dps, dus, bad, save, 
             u[a] = p * ua + q * uc
             u[c] = q * ua + p * uc
             if save:
-                ps[b, i] = p
                 ds[b, i] = d
-                dps[b, i] = dp
                 dus[b, i] = ua - uc
         cuda.syncthreads()
     for r in range(t, outs.shape[0], nt):
@@ -240,13 +269,13 @@ def _fwd_col@@SFX@@(x, y, ca, cb, offs, outs, col, ps, ds, dps, dus, bad, save, 
 
 
 @cuda.jit
-def _bwd_col@@SFX@@(ca, cb, offs, outs, gcol, ps, ds, dps, dus, bad, gx, scratch0, scratch1):
-    b = cuda.blockIdx.x
+def _bwd_col@@SFX@@(ca, cb, offs, outs, gcol, ds, dus, bad, gx, scratch):
+    blk = cuda.blockIdx.x
+    b = blk
     t = cuda.threadIdx.x
     nt = cuda.blockDim.x
     n = gx.shape[1]
-    @@ALLOC_COL_V@@
-    @@ALLOC_COL_U@@
+    @@ALLOC2@@
     g = v
     gu = u
     for w in range(t, n, nt):
@@ -260,13 +289,14 @@ def _bwd_col@@SFX@@(ca, cb, offs, outs, gcol, ps, ds, dps, dus, bad, gx, scratch
         for i in range(offs[l] + t, offs[l + 1], nt):
             a = ca[i]
             c = cb[i]
-            p = ps[b, i]
+            d = ds[b, i]
+@@SWAP12@@
             q = @@ONE@@ - p
             ga = g[a]
             gc = g[c]
             ua = gu[a]
             uc = gu[c]
-            gd = ((ga - gc) * ds[b, i] + (ua - uc) * dus[b, i]) * dps[b, i]
+            gd = ((ga - gc) * d + (ua - uc) * dus[b, i]) * dp
             g[a] = p * ga + q * gc + gd
             g[c] = q * ga + p * gc - gd
             gu[a] = p * ua + q * uc
@@ -276,3 +306,9 @@ def _bwd_col@@SFX@@(ca, cb, offs, outs, gcol, ps, ds, dps, dus, bad, gx, scratch
     for w in range(t, n, nt):
         gx[b, w] = @@NAN@@ if isbad else g[w]
 '''
+
+
+def split_kernels(source: str) -> list[str]:
+    """The template's kernels, one source string each (split at ``@cuda.jit``)."""
+    parts = source.split("@cuda.jit\n")
+    return ["@cuda.jit\n" + p.rstrip() + "\n" for p in parts if p.strip()]

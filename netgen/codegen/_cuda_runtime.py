@@ -1,9 +1,12 @@
 """Runtime half of a generated ``cuda`` module, as a text template: how the
 kernels are launched and how they are exposed to PyTorch.
 
+* **Variants.** A kernel runs in its ``shared`` variant (wire arrays in
+  dynamic shared memory) when they fit the device's opt-in limit (and
+  ``SHARED_LIMIT``), else in its ``global`` variant (a scratch row each).
 * **Launching.** Each kernel is compiled by Numba once per (device, dtype)
-  for fixed argument types; its ``cuda.core`` kernel handle is cached and
-  launched with ``cuda.core.launch`` on torch's current stream, the
+  for fixed argument types; its ``cuda.core`` kernel handle is cached
+  (allowed its dynamic shared memory above 48 KB) and launched with ``cuda.core.launch`` on torch's current stream, the
   arguments passed as Numba's kernel ABI expects them (an array is
   ``meminfo, parent, size, itemsize, data, *shape, *strides``), taken
   straight from the torch tensors: no ``cuda.as_cuda_array``, no Numba
@@ -24,8 +27,9 @@ RUNTIME = '''
 # ---------------------------------------------------------------- launching
 SIMULATED = bool(numba.config.ENABLE_CUDASIM)
 VIA_NUMBA = os.environ.get("NETGEN_CUDA_LAUNCH", "") == "numba"
-_HANDLES = {}  # (device index, dtype, kernel name) -> cuda.core kernel handle
-_CONFIGS = {}  # grid -> cuda.core LaunchConfig
+_PLANS = {}  # (device, dtype, kernel name) -> (variant, dynamic shared bytes)
+_HANDLES = {}  # (device index, dtype, kernel name, variant) -> cuda.core kernel handle
+_CONFIGS = {}  # (grid, shared bytes) -> cuda.core LaunchConfig
 _STREAMS = {}  # torch stream handle -> cuda.core Stream
 
 
@@ -34,8 +38,8 @@ def _numba_types(dtype):
 
     ft = types.float64 if dtype == np.float64 else types.float32
     kinds = {
-        "f1": types.Array(ft, 1, "C"), "f2": types.Array(ft, 2, "C"), "f3": types.Array(ft, 3, "C"),
-        "i1": types.Array(types.int64, 1, "C"), "b1": types.Array(types.int32, 1, "C"), "bool": types.boolean,
+        "f2": types.Array(ft, 2, "C"), "i1": types.Array(types.int64, 1, "C"),
+        "b1": types.Array(types.int32, 1, "C"), "bool": types.boolean,
     }
     return {name: tuple(kinds[a] for a in args) for name, args in KERNEL_ARGS.items()}
 
@@ -43,20 +47,43 @@ def _numba_types(dtype):
 def kernel_signatures():
     """(name, python function, argument types) of every kernel, for
     ``numba.cuda.compile_ptx`` (netgen's compile check)."""
-    out = []
-    for dt, kernels in KERNELS.items():
-        sigs = _numba_types(dt)
-        for name, kern in kernels.items():
-            out.append((kern.py_func.__name__, kern.py_func, sigs[name]))
-    return out
+    return [(kern.py_func.__name__, kern.py_func, _numba_types(dt)[name]) for (dt, name, _), kern in KERNELS.items()]
 
 
-def _handle(device, dtype, name):
+def _shared_limit(device):
+    if SIMULATED:
+        return SHARED_LIMIT
+    return min(SHARED_LIMIT, torch.cuda.get_device_properties(device).shared_memory_per_block_optin)
+
+
+def _plan(device, dtype, name):
+    """The variant of a kernel to run on ``device``: its wire arrays in
+    dynamic shared memory where they fit, else in a global scratch row."""
     key = (device, dtype, name)
+    plan = _PLANS.get(key)
+    if plan is None:
+        nbytes = WIRE_ARRAYS[name] * _N * dtype.itemsize
+        if (dtype, name, "shared") in KERNELS and nbytes <= _shared_limit(device):
+            plan = ("shared", nbytes)
+        else:
+            plan = ("global", 0)
+        _PLANS[key] = plan
+    return plan
+
+
+def _handle(device_index, dtype, name, variant, shared_bytes):
+    """The compiled kernel's cuda.core handle (compiled once per device),
+    allowed ``shared_bytes`` of dynamic shared memory."""
+    key = (device_index, dtype, name, variant)
     h = _HANDLES.get(key)
     if h is None:
-        kern = KERNELS[dtype][name].compile(_numba_types(dtype)[name])
-        h = _HANDLES[key] = kern._codelibrary.get_cufunc().kernel
+        cufunc = KERNELS[(dtype, name, variant)].compile(_numba_types(dtype)[name])._codelibrary.get_cufunc()
+        if shared_bytes > 48 * 1024:  # above 48 KB a kernel must opt in
+            from numba.cuda.cudadrv.driver import binding, driver
+
+            attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            driver.cuKernelSetAttribute(attr, shared_bytes, cufunc.handle, cufunc.device.id)
+        h = _HANDLES[key] = cufunc.kernel
     return h
 
 
@@ -78,28 +105,38 @@ def _abi(args):
     return out
 
 
-def _launch(name, dtype, grid, stream, args):
-    """Run kernel ``name`` (``dtype`` variant) on ``grid`` blocks of
-    ``THREADS`` threads, on ``stream`` (a torch stream; None under the
-    simulator). Tensors must be contiguous."""
-    if grid == 0:
+def _launch(name, like, blocks, args):
+    """Run kernel ``name`` on ``blocks`` blocks of ``THREADS`` threads, on
+    torch's current stream, in the variant and dtype that suit ``like`` (a
+    tensor on the device, in the compute dtype). Tensors must be contiguous;
+    the last argument of a kernel with wire arrays is filled in here (a
+    global scratch, or a placeholder when they live in shared memory)."""
+    if blocks == 0:
         return
-    kern = KERNELS[dtype][name]
+    dev, dt = like.device, _np_dtype(like)
+    variant, shared_bytes = _plan(dev, dt, name)
+    if name != "fwd_P":
+        rows = blocks * WIRE_ARRAYS[name] if variant == "global" else 1
+        args = (*args, like.new_empty((rows, _N if variant == "global" else 1)))
+    kern = KERNELS[(dt, name, variant)]
     if SIMULATED:
-        kern[grid, THREADS](*(a.numpy() if isinstance(a, torch.Tensor) else a for a in args))
-    elif VIA_NUMBA:
-        kern[grid, THREADS, cuda.external_stream(stream.cuda_stream)](
+        kern[blocks, THREADS, 0, shared_bytes](*(a.numpy() if isinstance(a, torch.Tensor) else a for a in args))
+        return
+    stream = torch.cuda.current_stream(dev)
+    handle = _handle(stream.device_index, dt, name, variant, shared_bytes)
+    if VIA_NUMBA:
+        kern[blocks, THREADS, cuda.external_stream(stream.cuda_stream), shared_bytes](
             *(cuda.as_cuda_array(a) if isinstance(a, torch.Tensor) else a for a in args))
-    else:
-        from cuda.core import LaunchConfig, Stream, launch
+        return
+    from cuda.core import LaunchConfig, Stream, launch
 
-        config = _CONFIGS.get(grid)
-        if config is None:
-            config = _CONFIGS[grid] = LaunchConfig(grid=grid, block=THREADS)
-        core_stream = _STREAMS.get(stream.cuda_stream)
-        if core_stream is None:
-            core_stream = _STREAMS[stream.cuda_stream] = Stream.from_handle(stream.cuda_stream)
-        launch(core_stream, config, _handle(stream.device_index, dtype, name), *_abi(args))
+    config = _CONFIGS.get((blocks, shared_bytes))
+    if config is None:
+        config = _CONFIGS[(blocks, shared_bytes)] = LaunchConfig(grid=blocks, block=THREADS, shmem_size=shared_bytes)
+    core_stream = _STREAMS.get(stream.cuda_stream)
+    if core_stream is None:
+        core_stream = _STREAMS[stream.cuda_stream] = Stream.from_handle(stream.cuda_stream)
+    launch(core_stream, config, handle, *_abi(args))
 
 
 # ---------------------------------------------------------------- device state
@@ -131,19 +168,8 @@ def _tables(device):
     return tabs
 
 
-def _stream(device):
-    return None if SIMULATED else torch.cuda.current_stream(device)
-
-
 def _np_dtype(t):
     return np.dtype(np.float64) if t.dtype == torch.float64 else np.dtype(np.float32)
-
-
-def _scratch(x, j, family):
-    """A (B, n) global scratch block when wire array j of a kernel family is
-    not in shared memory, else a 1 x 1 placeholder."""
-    ft = "float64" if x.dtype == torch.float64 else "float32"
-    return x.new_empty(x.shape) if GLOBAL_SCRATCH[(ft, family, j)] else x.new_empty((1, 1))
 
 
 # ---------------------------------------------------------------- ops
@@ -151,92 +177,82 @@ OPS_NAMESPACE = "@@OPS@@"
 
 
 def _rows_forward(x: torch.Tensor, save: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
-                                                         torch.Tensor, torch.Tensor, torch.Tensor]:
-    """values (B, k), P (B, k, n) and what backward needs: ps, ds, dps (B,
-    size), D (B, nnz), bad (B,) int32; ds, dps, D are 1 x 1 when not save."""
-    B, dev, dt = x.shape[0], x.device, _np_dtype(x)
-    tabs = _tables(dev)
-    values, P, ps = x.new_empty((B, _K)), x.new_empty((B, _K, _N)), x.new_empty((B, _SIZE))
-    if save:
-        ds, dps, D = x.new_empty((B, _SIZE)), x.new_empty((B, _SIZE)), x.new_empty((B, max(_NNZ, 1)))
-    else:
-        ds, dps, D = x.new_empty((1, 1)), x.new_empty((1, 1)), x.new_empty((1, 1))
-    bad = torch.empty((B,), dtype=torch.int32, device=dev)
-    stream = _stream(dev)
-    _launch("fwd_vals", dt, B, stream, (x, tabs["ca"], tabs["cb"], tabs["offs"], tabs["outs"], values, ps, ds, dps,
-                                        bad, save, _scratch(x, 0, "vals")))
-    _launch("fwd_P", dt, B, stream, (tabs["ca"], tabs["cb"], tabs["offs"], tabs["clo"], tabs["chi"], tabs["doff"],
-                                     tabs["outs"], ps, bad, P, D, save))
-    return values, P, ps, ds, dps, D, bad
+                                                         torch.Tensor]:
+    """values (B, k), P (B, k, n) and what backward needs: ds (B, size), the
+    comparators' differences (p and dp/dd are recomputed from them), D (B,
+    nnz; 1 x 1 when not save), the back-sweep's row differences, and bad
+    (B,) int32."""
+    B = x.shape[0]
+    t = _tables(x.device)
+    values, P, ds = x.new_empty((B, _K)), x.new_empty((B, _K, _N)), x.new_empty((B, _SIZE))
+    D = x.new_empty((B, max(_NNZ, 1)) if save else (1, 1))
+    bad = torch.empty((B,), dtype=torch.int32, device=x.device)
+    _launch("fwd_vals", x, B, (x, t["ca"], t["cb"], t["offs"], t["outs"], values, ds, bad))
+    _launch("fwd_P", x, B * _K, (t["ca"], t["cb"], t["offs"], t["clo"], t["chi"], t["doff"], t["outs"], ds, bad,
+                                 P.view(B * _K, _N), D, save))
+    return values, P, ds, D, bad
 
 
-def _rows_backward(gv: torch.Tensor | None, gP: torch.Tensor | None, ps: torch.Tensor, ds: torch.Tensor,
-                   dps: torch.Tensor, D: torch.Tensor, bad: torch.Tensor) -> torch.Tensor:
+def _rows_backward(gv: torch.Tensor | None, gP: torch.Tensor | None, ds: torch.Tensor, D: torch.Tensor,
+                   bad: torch.Tensor) -> torch.Tensor:
     """dL/dx (B, n) from dL/dvalues and dL/dP (either may be None)."""
-    B, dev, dt = ps.shape[0], ps.device, _np_dtype(ps)
-    tabs = _tables(dev)
-    stream = _stream(dev)
-    gx = ps.new_empty((B, _N))
+    B = ds.shape[0]
+    t = _tables(ds.device)
+    gx = ds.new_empty((B, _N))
     has_gv, has_gP = gv is not None, gP is not None
-    gv = gv.to(ps.dtype).contiguous() if has_gv else ps.new_empty((1, 1))
+    gv = gv.to(ds.dtype).contiguous() if has_gv else ds.new_empty((1, 1))
     if has_gP:
-        gP = gP.to(ps.dtype).contiguous()
-        G, gpp = torch.empty_like(gP), ps.new_empty((B, _SIZE))
-        _launch("bwd_P", dt, B, stream, (tabs["ca"], tabs["cb"], tabs["offs"], tabs["clo"], tabs["chi"],
-                                         tabs["doff"], ps, D, gP, G, gpp))
+        # each (comparator, rank)'s share of dL/dp, laid out as D
+        C = torch.empty_like(D)
+        _launch("bwd_P", ds, B * _K, (t["ca"], t["cb"], t["offs"], t["clo"], t["chi"], t["doff"], ds, D,
+                                      gP.to(ds.dtype).reshape(B * _K, _N).contiguous(), C))
     else:
-        gpp = ps.new_empty((1, 1))
-    _launch("bwd_vals", dt, B, stream, (tabs["ca"], tabs["cb"], tabs["offs"], tabs["outs"], gv, has_gv, ps, ds, dps,
-                                        gpp, has_gP, bad, gx, _scratch(gx, 0, "vals")))
+        C = ds.new_empty((1, 1))
+    _launch("bwd_vals", ds, B, (t["ca"], t["cb"], t["offs"], t["doff"], t["outs"], gv, has_gv, ds, C, has_gP, bad, gx))
     return gx
 
 
 def _column_forward(x: torch.Tensor, y: torch.Tensor, save: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
-                                                                           torch.Tensor, torch.Tensor, torch.Tensor]:
-    """P[:, y] (B, k) and what backward needs: ps, ds, dps, dus (B, size; 1 x
-    1 when not save), bad (B,) int32."""
-    B, dev, dt = x.shape[0], x.device, _np_dtype(x)
-    tabs = _tables(dev)
+                                                                           torch.Tensor]:
+    """P[:, y] (B, k) and what backward needs: ds and dus (B, size; 1 x 1
+    when not save), the differences of the values and of the pushed unit
+    vector at each comparator, and bad (B,) int32."""
+    B = x.shape[0]
+    t = _tables(x.device)
     col = x.new_empty((B, _K))
-    shape = (B, _SIZE) if save else (1, 1)
-    ps, ds, dps, dus = (x.new_empty(shape) for _ in range(4))
-    bad = torch.empty((B,), dtype=torch.int32, device=dev)
-    _launch("fwd_col", dt, B, _stream(dev), (x, y, tabs["ca"], tabs["cb"], tabs["offs"], tabs["outs"], col, ps, ds,
-                                             dps, dus, bad, save, _scratch(x, 0, "col"), _scratch(x, 1, "col")))
-    return col, ps, ds, dps, dus, bad
+    ds, dus = x.new_empty((B, _SIZE) if save else (1, 1)), x.new_empty((B, _SIZE) if save else (1, 1))
+    bad = torch.empty((B,), dtype=torch.int32, device=x.device)
+    _launch("fwd_col", x, B, (x, y, t["ca"], t["cb"], t["offs"], t["outs"], col, ds, dus, bad, save))
+    return col, ds, dus, bad
 
 
-def _column_backward(gcol: torch.Tensor, ps: torch.Tensor, ds: torch.Tensor, dps: torch.Tensor, dus: torch.Tensor,
-                     bad: torch.Tensor) -> torch.Tensor:
-    B, dev, dt = ps.shape[0], ps.device, _np_dtype(ps)
-    tabs = _tables(dev)
-    gx = ps.new_empty((B, _N))
-    _launch("bwd_col", dt, B, _stream(dev), (tabs["ca"], tabs["cb"], tabs["offs"], tabs["outs"],
-                                             gcol.to(ps.dtype).contiguous(), ps, ds, dps, dus, bad, gx,
-                                             _scratch(gx, 0, "col"), _scratch(gx, 1, "col")))
+def _column_backward(gcol: torch.Tensor, ds: torch.Tensor, dus: torch.Tensor, bad: torch.Tensor) -> torch.Tensor:
+    B = ds.shape[0]
+    t = _tables(ds.device)
+    gx = ds.new_empty((B, _N))
+    _launch("bwd_col", ds, B, (t["ca"], t["cb"], t["offs"], t["outs"], gcol.to(ds.dtype).contiguous(), ds, dus, bad,
+                               gx))
     return gx
 
 
 def _rows_fake(x, save):
     B = x.shape[0]
-    S = (B, _SIZE) if save else (1, 1)
-    return (x.new_empty((B, _K)), x.new_empty((B, _K, _N)), x.new_empty((B, _SIZE)), x.new_empty(S),
-            x.new_empty(S), x.new_empty((B, max(_NNZ, 1)) if save else (1, 1)),
-            x.new_empty((B,), dtype=torch.int32))
+    return (x.new_empty((B, _K)), x.new_empty((B, _K, _N)), x.new_empty((B, _SIZE)),
+            x.new_empty((B, max(_NNZ, 1)) if save else (1, 1)), x.new_empty((B,), dtype=torch.int32))
 
 
-def _rows_backward_fake(gv, gP, ps, ds, dps, D, bad):
-    return ps.new_empty((ps.shape[0], _N))
+def _rows_backward_fake(gv, gP, ds, D, bad):
+    return ds.new_empty((ds.shape[0], _N))
 
 
 def _column_fake(x, y, save):
     B = x.shape[0]
     S = (B, _SIZE) if save else (1, 1)
-    return (x.new_empty((B, _K)),) + tuple(x.new_empty(S) for _ in range(4)) + (x.new_empty((B,), dtype=torch.int32),)
+    return x.new_empty((B, _K)), x.new_empty(S), x.new_empty(S), x.new_empty((B,), dtype=torch.int32)
 
 
-def _column_backward_fake(gcol, ps, ds, dps, dus, bad):
-    return ps.new_empty((ps.shape[0], _N))
+def _column_backward_fake(gcol, ds, dus, bad):
+    return ds.new_empty((ds.shape[0], _N))
 
 
 def _rows_setup(ctx, inputs, output):

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ..network import Network
-from ._cuda_kernels import KERNEL_ARGS, KERNELS
+from ._cuda_kernels import ALLOC, KERNEL_ARGS, KERNELS, WIRE_ARRAYS, split_kernels
 from ._cuda_runtime import RUNTIME
 from ._numba_common import (
     FLOAT_TYPES,
@@ -47,55 +47,54 @@ from ._numba_common import (
 
 TARGET = "cuda"
 
-#: static shared memory a block may use (CUDA's limit without opt-in)
-SHARED_LIMIT = 48 * 1024
+#: the most dynamic shared memory a block may ask for: 227 KB, Hopper's
+#: opt-in limit (the launcher also caps it by the device's own limit)
+SHARED_LIMIT = 227 * 1024
 THREADS = 256
 
 
 def emit(net: Network, r: Any = None, *, shared_limit: int = SHARED_LIMIT, threads: int = THREADS) -> str:
     """Full source of the generated CUDA module; deterministic.
-    ``shared_limit`` (bytes of static shared memory per block) decides which
-    wire arrays live in shared memory; ``threads`` is the block size."""
+    ``shared_limit``: the most dynamic shared memory (bytes) a block may ask
+    for; a kernel whose wire arrays fit gets a shared-memory variant besides
+    its global-scratch one (the launcher also respects the device's limit).
+    ``threads`` is the block size."""
     if not isinstance(net, Network):
         raise ValueError(f"expected a Network, got {type(net).__name__}")
     r = relaxation_of(net, r)
-    kernels = []
-    scratch: dict = {}
+    kernels, table = [], []
     for ft in FLOAT_TYPES:
         size = 4 if ft == "float32" else 8
-        subs = {
-            "@@SFX@@": "_f32" if ft == "float32" else "_f64",
-            "@@ONE@@": lit(1.0, ft),
-            "@@ZERO@@": lit(0.0, ft),
-            "@@NAN@@": "np.float32(math.nan)" if ft == "float32" else "math.nan",
-            "@@SWAP12@@": swap_code(r, 12, ft),
-        }
-        # wire arrays: shared memory while they fit, else a global scratch row
-        for family, names in (("vals", ("v",)), ("col", ("v", "u"))):
-            used = 0
-            for j, nm in enumerate(names):
-                if used + net.n * size <= shared_limit:
-                    used += net.n * size
-                    code = f"{nm} = cuda.shared.array({net.n}, dtype=np.{ft})"
-                    scratch[(ft, family, j)] = False
-                else:
-                    code = f"{nm} = scratch{j}[b]"
-                    scratch[(ft, family, j)] = True
-                subs[f"@@ALLOC_{family.upper()}_{nm.upper()}@@"] = code
-        kernels.append(_fill(KERNELS, subs))
-    header = _HEADER
+        for src in split_kernels(KERNELS):
+            name = src.split("def _", 1)[1].split("@@SFX@@", 1)[0]
+            fits = WIRE_ARRAYS[name] * net.n * size <= shared_limit
+            for variant in ("global", "shared") if fits else ("global",):
+                sfx = f"_f{size * 8}_{variant[0]}"
+                kernels.append(_fill(src, {
+                    "@@ALLOC1@@": ALLOC[1][variant == "global"],
+                    "@@ALLOC2@@": ALLOC[2][variant == "global"],
+                    "@@SHARED@@": str(variant == "shared"),
+                    "@@SFX@@": sfx,
+                    "@@FT@@": ft,
+                    "@@ONE@@": lit(1.0, ft),
+                    "@@ZERO@@": lit(0.0, ft),
+                    "@@NAN@@": "np.float32(math.nan)" if ft == "float32" else "math.nan",
+                    "@@SWAP12@@": swap_code(r, 12, ft),
+                    "@@SWAP16@@": swap_code(r, 16, ft),
+                }).rstrip() + "\n")
+                table.append(f"    (np.dtype(np.{ft}), {name!r}, {variant!r}): _{name}{sfx},")
     body = _fill(RUNTIME, {"@@OPS@@": _ops_namespace(net, r)})
-    return _fill(header, {
+    return _fill(_HEADER, {
         "@@DOC@@": _doc(net, r),
         "@@NETWORK@@": network_literal(net),
         "@@RELAXATION@@": relaxation_literal(r),
         "@@PLAN@@": plan_source().rstrip(),
         "@@THREADS@@": str(int(threads)),
+        "@@SHARED_LIMIT@@": str(int(shared_limit)),
+        "@@WIRE_ARRAYS@@": f"WIRE_ARRAYS = {WIRE_ARRAYS!r}",
         "@@KERNEL_ARGS@@": "KERNEL_ARGS = {\n" + "".join(f"    {k!r}: {v!r},\n" for k, v in KERNEL_ARGS.items()) + "}",
-        "@@KERNELS@@": "\n\n".join(kernels),
-        "@@SCRATCH@@": "GLOBAL_SCRATCH = {\n"
-        + "".join(f"    {key!r}: {val!r},\n" for key, val in sorted(scratch.items()))
-        + "}",
+        "@@KERNELS@@": "\n\n".join(kernels).rstrip(),
+        "@@KERNEL_TABLE@@": "KERNELS = {\n" + "\n".join(table) + "\n}",
     }) + body
 
 
@@ -250,26 +249,20 @@ TABLES = {
     "doff": _DOFF,
 }
 THREADS = @@THREADS@@
-#: (dtype, kernel family, j) -> True when the j-th wire array of that kernel
-#: family lives in a global (B, n) scratch block (it did not fit in shared
-#: memory); the launchers then pass a real scratch array there.
-@@SCRATCH@@
-#: argument kinds of each kernel: f1/f2/f3 float arrays, i1 int64 vector,
-#: b1 int32 vector, bool a flag (see _numba_types)
+#: dynamic shared memory a block may ask for (bytes; also capped by the device)
+SHARED_LIMIT = @@SHARED_LIMIT@@
+#: wire arrays of n floats each kernel keeps per block (in shared memory or
+#: in a global scratch row)
+@@WIRE_ARRAYS@@
+#: argument kinds of each kernel: f2 float matrix, i1 int64 vector, b1 int32
+#: vector, bool a flag (see _numba_types)
 @@KERNEL_ARGS@@
 
 
 @@KERNELS@@
 
 
-KERNELS = {
-    np.dtype(np.float32): {
-        "fwd_vals": _fwd_vals_f32, "fwd_P": _fwd_P_f32, "bwd_P": _bwd_P_f32,
-        "bwd_vals": _bwd_vals_f32, "fwd_col": _fwd_col_f32, "bwd_col": _bwd_col_f32,
-    },
-    np.dtype(np.float64): {
-        "fwd_vals": _fwd_vals_f64, "fwd_P": _fwd_P_f64, "bwd_P": _bwd_P_f64,
-        "bwd_vals": _bwd_vals_f64, "fwd_col": _fwd_col_f64, "bwd_col": _bwd_col_f64,
-    },
-}
+#: (dtype, kernel, variant) -> kernel; variant "shared" (wire arrays in
+#: dynamic shared memory) exists where they fit SHARED_LIMIT, "global" always
+@@KERNEL_TABLE@@
 '''

@@ -7,6 +7,8 @@ torch.library ops, their autograd, the launcher. Prints one JSON object:
 
 * ``rows``: {"case", "dtype", "quantity", "max_abs_err", "scale", "shape_ok"};
 * ``launches``: kernel launches per direction, counted in ``_launch``;
+* ``variants``: which variant (wire arrays in shared memory or in a global
+  scratch) each kernel ran in;
 * ``syncs``: calls that would synchronise the host with a GPU (Tensor.item,
   bool, int, float, tolist), counted outside ``_launch``;
 * ``bad_rows``: which rows came out NaN for non-finite x / out-of-range y;
@@ -142,8 +144,9 @@ def run_case(kind, n, k, dist, shared_limit, threads, B, dtype, out_dir):
         )
     ]
     launches = {f"{phase}: {name}": c for (phase, name), c in sorted(probe.launches.items())}
+    variants = {f"{dt}:{name}": variant for (_, dt, name), (variant, _) in m._PLANS.items()}
     syncs = {f"{phase}: {meth}": c for (phase, meth), c in sorted(probe.syncs.items())}
-    return rows, launches, syncs, m, net, r
+    return rows, launches, syncs, variants, m, net, r
 
 
 def bad_rows(m, n):
@@ -195,12 +198,13 @@ def compiled(m, n):
 
 
 def main():
-    out = {"rows": [], "launches": {}, "syncs": {}}
+    out = {"rows": [], "launches": {}, "syncs": {}, "variants": {}}
     only = os.environ.get("NETGEN_SIM_CASES")  # e.g. "0,2": run only those cases
     cases = [CASES[int(i)] for i in only.split(",")] if only else CASES
     with tempfile.TemporaryDirectory() as tmp:
         for case in cases:
-            rows, launches, syncs, m, net, r = run_case(*case, tmp)
+            rows, launches, syncs, variants, m, net, r = run_case(*case, tmp)
+            out["variants"][rows[0]["case"]] = variants
             out["rows"] += rows
             out["launches"][rows[0]["case"]] = launches
             out["syncs"][rows[0]["case"]] = syncs

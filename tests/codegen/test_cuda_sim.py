@@ -61,6 +61,20 @@ def test_simulated_layer_equals_reference(sim):
     check_rows(sim["rows"])
 
 
+def test_shared_and_global_variants_both_ran(sim):
+    one = ("fwd_vals", "fwd_P", "bwd_P", "bwd_vals")
+    two = ("fwd_col", "bwd_col")
+    want = {  # by each case's shared_limit: 48 KB, 0, 120 bytes (one float64 row of 12 fits, two do not)
+        "splitter(16,5)": dict.fromkeys(one + two, "shared"),
+        "bitonic(8,8)": dict.fromkeys(one + two, "global"),
+        "oddeven(12,3)": {**dict.fromkeys(one, "shared"), **dict.fromkeys(two, "global")},
+        "splitter(10,3)": dict.fromkeys(one + two, "shared"),
+    }
+    for case, variants in sim["variants"].items():
+        got = {key.split(":")[1]: v for key, v in variants.items()}
+        assert got == want[case.split()[0]], (case, got)
+
+
 def test_two_launches_per_direction_at_most(sim):
     expected = {
         "rows forward": {"fwd_vals": 1, "fwd_P": 1},

@@ -148,3 +148,28 @@ def test_gpu_bad_rows_are_nan(tmp_path):
     assert v[[0, 2]].isfinite().all() and P[[0, 2]].isfinite().all()
     c = layer.column(x, torch.tensor([0, 1, 64], device="cuda"))
     assert c[[1, 2]].isnan().all() and c[0].isfinite().all()
+
+
+def test_gpu_shared_and_global_variants_agree(tmp_path):
+    from netgen.codegen.cuda_target import emit
+
+    net = build("splitter", 10450, 5)
+    r = default_relaxation(net)
+    mods = []
+    for limit in (None, 0):
+        p = tmp_path / f"m{limit}.py"
+        p.write_text(emit(net, r) if limit is None else emit(net, r, shared_limit=limit))
+        mods.append(load(p))
+    x = torch.randn(6, 10450, device="cuda", requires_grad=True)
+    W = torch.randn(6, 5, 10450, device="cuda")
+    y = torch.randint(0, 10450, (6,), device="cuda")
+    out = []
+    for mod in mods:
+        layer = mod.Layer()
+        (g,) = torch.autograd.grad(_rows_step(layer, x, W), x)
+        (gc,) = torch.autograd.grad((layer.column(x, y) ** 2).sum(), x)
+        out.append((g, gc))
+    assert {v for v, _ in mods[0]._PLANS.values()} == {"shared"}
+    assert {v for v, _ in mods[1]._PLANS.values()} == {"global"}
+    for a, b in zip(*out):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
