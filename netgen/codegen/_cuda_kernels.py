@@ -37,10 +37,10 @@ and every output of that row -- values, P, the column, and dL/dx in the
 backward -- is NaN.
 
 Placeholders: ``SFX`` (kernel name suffix), ``ONE``/``ZERO``/``NAN``
-literals, ``FT`` (numpy float type name), ``SWAP12`` (the swap-probability
-code, :func:`netgen.codegen._numba_common.swap_code`; ``SWAP16`` indented
-deeper), ``ALLOC1``/``ALLOC2``
-(one or two wire arrays), ``SHARED`` (``True`` for the shared variant).
+literals, ``SWAP12`` (the swap-probability code,
+:func:`netgen.codegen._numba_common.swap_code`; ``SWAP16`` indented deeper),
+``ALLOC names FROM source`` (the wire arrays, :func:`alloc`) and
+``STORE_R`` (the end of ``_fwd_P``).
 """
 
 from __future__ import annotations
@@ -60,15 +60,28 @@ KERNEL_ARGS = {
 #: wire arrays of n floats per block, per kernel (shared bytes = this * n * itemsize)
 WIRE_ARRAYS = {"fwd_vals": 1, "fwd_P": 1, "bwd_P": 1, "bwd_vals": 1, "fwd_col": 2, "bwd_col": 2}
 
-#: allocation of the wire arrays: (shared, global) code for one and two arrays.
-#: ``blk`` is the block's index; a global scratch has one row of n per array.
-ALLOC = {
-    1: ("v = cuda.shared.array(0, dtype=numba.@@FT@@)[:n]", "v = scratch[blk]"),
-    2: (
-        "sm = cuda.shared.array(0, dtype=numba.@@FT@@)\n    v = sm[:n]\n    u = sm[n:2 * n]",
-        "v = scratch[2 * blk]\n    u = scratch[2 * blk + 1]",
-    ),
-}
+def alloc(names: list[str], source: str, shared: bool, ft: str) -> str:
+    """Code binding the wire arrays ``names`` (one or two rows of n floats)
+    of a block: slices of dynamic shared memory, or rows of the global array
+    ``source`` (one row per array per block ``blk``)."""
+    if shared:
+        if len(names) == 1:
+            return f"{names[0]} = cuda.shared.array(0, dtype=numba.{ft})[:n]"
+        return "\n    ".join([f"sm = cuda.shared.array(0, dtype=numba.{ft})"]
+                               + [f"{nm} = sm[:n]" if j == 0 else f"{nm} = sm[{'n' if j == 1 else f'{j} * n'}:{j + 1} * n]"
+                                  for j, nm in enumerate(names)])
+    if len(names) == 1:
+        return f"{names[0]} = {source}[blk]"
+    return "\n    ".join(f"{nm} = {source}[{len(names)} * blk + {j}]" if j else f"{nm} = {source}[{len(names)} * blk]"
+                           for j, nm in enumerate(names))
+
+
+#: the end of _fwd_P: a shared row is copied out; a global row *is* P's row
+STORE_R = (
+    "    if bad[b] != 0:\n        for w in range(t, n, nt):\n            P[blk, w] = @@NAN@@",
+    "    isbad = bad[b] != 0\n    for w in range(t, n, nt):\n        P[blk, w] = @@NAN@@ if isbad else R[w]",
+)
+
 
 KERNELS = '''@cuda.jit
 def _fwd_vals@@SFX@@(x, ca, cb, offs, outs, values, ds, bad, scratch):
@@ -77,7 +90,7 @@ def _fwd_vals@@SFX@@(x, ca, cb, offs, outs, values, ds, bad, scratch):
     t = cuda.threadIdx.x
     nt = cuda.blockDim.x
     n = x.shape[1]
-    @@ALLOC1@@
+    @@ALLOC v FROM scratch@@
     nonfinite = 0
     for w in range(t, n, nt):
         xw = x[b, w]
@@ -118,9 +131,7 @@ def _fwd_P@@SFX@@(ca, cb, offs, clo, chi, doff, outs, ds, bad, P, D, save):
     t = cuda.threadIdx.x
     nt = cuda.blockDim.x
     n = P.shape[1]
-    scratch = P
-    @@ALLOC1@@
-    R = v
+    @@ALLOC R FROM P@@
     for w in range(t, n, nt):
         R[w] = @@ZERO@@
     cuda.syncthreads()
@@ -143,10 +154,7 @@ def _fwd_P@@SFX@@(ca, cb, offs, clo, chi, doff, outs, ds, bad, P, D, save):
                 R[a] = p * ra + q * rc
                 R[c] = q * ra + p * rc
         cuda.syncthreads()
-    isbad = bad[b] != 0
-    if @@SHARED@@ or isbad:
-        for w in range(t, n, nt):
-            P[blk, w] = @@NAN@@ if isbad else R[w]
+@@STORE_R@@
 
 
 @cuda.jit
@@ -159,8 +167,7 @@ def _bwd_P@@SFX@@(ca, cb, offs, clo, chi, doff, ds, D, gP, C, scratch):
     t = cuda.threadIdx.x
     nt = cuda.blockDim.x
     n = gP.shape[1]
-    @@ALLOC1@@
-    G = v
+    @@ALLOC G FROM scratch@@
     for w in range(t, n, nt):
         G[w] = gP[blk, w]
     cuda.syncthreads()
@@ -189,8 +196,7 @@ def _bwd_vals@@SFX@@(ca, cb, offs, doff, outs, gv, has_gv, ds, C, has_C, bad, gx
     t = cuda.threadIdx.x
     nt = cuda.blockDim.x
     n = gx.shape[1]
-    @@ALLOC1@@
-    g = v
+    @@ALLOC g FROM scratch@@
     for w in range(t, n, nt):
         g[w] = @@ZERO@@
     cuda.syncthreads()
@@ -227,7 +233,7 @@ def _fwd_col@@SFX@@(x, y, ca, cb, offs, outs, col, ds, dus, bad, save, scratch):
     t = cuda.threadIdx.x
     nt = cuda.blockDim.x
     n = x.shape[1]
-    @@ALLOC2@@
+    @@ALLOC v u FROM scratch@@
     yb = y[b]
     nonfinite = 1 if yb < 0 or yb >= n else 0
     for w in range(t, n, nt):
@@ -275,9 +281,7 @@ def _bwd_col@@SFX@@(ca, cb, offs, outs, gcol, ds, dus, bad, gx, scratch):
     t = cuda.threadIdx.x
     nt = cuda.blockDim.x
     n = gx.shape[1]
-    @@ALLOC2@@
-    g = v
-    gu = u
+    @@ALLOC g gu FROM scratch@@
     for w in range(t, n, nt):
         g[w] = @@ZERO@@
         gu[w] = @@ZERO@@

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ..network import Network
-from ._cuda_kernels import ALLOC, KERNEL_ARGS, KERNELS, WIRE_ARRAYS, split_kernels
+from ._cuda_kernels import KERNEL_ARGS, KERNELS, STORE_R, WIRE_ARRAYS, alloc, split_kernels
 from ._cuda_runtime import RUNTIME
 from ._numba_common import (
     FLOAT_TYPES,
@@ -70,12 +71,11 @@ def emit(net: Network, r: Any = None, *, shared_limit: int = SHARED_LIMIT, threa
             fits = WIRE_ARRAYS[name] * net.n * size <= shared_limit
             for variant in ("global", "shared") if fits else ("global",):
                 sfx = f"_f{size * 8}_{variant[0]}"
-                kernels.append(_fill(src, {
-                    "@@ALLOC1@@": ALLOC[1][variant == "global"],
-                    "@@ALLOC2@@": ALLOC[2][variant == "global"],
-                    "@@SHARED@@": str(variant == "shared"),
+                src_v = re.sub(r"@@ALLOC ([\w ]+) FROM (\w+)@@",
+                               lambda m: alloc(m.group(1).split(), m.group(2), variant == "shared", ft), src)
+                kernels.append(_fill(src_v, {
+                    "@@STORE_R@@": STORE_R[variant == "shared"],
                     "@@SFX@@": sfx,
-                    "@@FT@@": ft,
                     "@@ONE@@": lit(1.0, ft),
                     "@@ZERO@@": lit(0.0, ft),
                     "@@NAN@@": "np.float32(math.nan)" if ft == "float32" else "math.nan",
