@@ -53,7 +53,8 @@ def kernel_signatures():
 def _shared_limit(device):
     if SIMULATED:
         return SHARED_LIMIT
-    return min(SHARED_LIMIT, torch.cuda.get_device_properties(device).shared_memory_per_block_optin)
+    props = torch.cuda.get_device_properties(device)
+    return min(SHARED_LIMIT, getattr(props, "shared_memory_per_block_optin", 48 * 1024))
 
 
 def _plan(device, dtype, name):
