@@ -38,6 +38,7 @@ import numpy as np
 
 from ..network import Network
 from ._common import ceil_lg, finish
+from .splitter import splitter
 
 
 def cascade_pairs(m: int) -> list[np.ndarray]:
@@ -95,6 +96,19 @@ def odd_even_merge(a: list[int], b: list[int], comps: list[tuple[int, int]]) -> 
     return out
 
 
+def shallowest_splitter(n: int, k: int) -> Network:
+    """The paper's splitter network or the splitter-tail one, whichever is
+    shallower (then smaller; ties keep the paper's), with the construction
+    record ``{"kind": "splitter", "n": n, "k": k}``."""
+    std = splitter(n, k)
+    if k < 2 or k >= n or n < 8:
+        return std
+    tail = splitter_tail(n, k)
+    if (tail.depth, tail.size) < (std.depth, std.size):
+        return tail.with_(construction=dict(std.construction))
+    return std
+
+
 @lru_cache(maxsize=None)
 def best_selection(m: int, t: int) -> Network:
     """The shallowest (t, m) selection network netgen can build here (its
@@ -106,9 +120,8 @@ def best_selection(m: int, t: int) -> Network:
     t = min(t, m)
     if m == 1:
         return Network.from_layers(1, [], [0])
-    candidates = []
-    kinds = ("splitter", "bitonic", "oddeven", "pairwise") if m <= 4096 else ("splitter",)
-    for kind in kinds:
+    candidates = [splitter(m, t)]
+    for kind in ("bitonic", "oddeven", "pairwise") if m <= 4096 else ():
         candidates.append(build(kind, m, t))
     if 1 < t < m and m >= 8:
         candidates.append(splitter_tail(m, t))
