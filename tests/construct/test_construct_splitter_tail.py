@@ -87,3 +87,32 @@ def test_bad_k_is_a_value_error():
 def test_splitter_is_never_deeper_than_the_paper_construction():
     for n, k in [(16, 5), (100, 6), (300, 8), (1024, 5)]:
         assert build("splitter", n, k).depth <= splitter(n, k).depth, (n, k)
+
+
+@pytest.mark.parametrize("k", [5, 8])
+def test_compiled_networks_are_proved_and_shallower(k):
+    """After the passes `netgen build` runs, the (k, 1024) network is proved
+    and shallower than the paper's construction after the same passes."""
+    from netgen.compiler import compile_network
+
+    new = compile_network(build("splitter", 1024, k))
+    old = compile_network(splitter(1024, k), verify=False)
+    assert new.report.status == "proved" and new.report.method == "reachable states"
+    assert new.network.depth < old.network.depth
+    assert new.network.size <= old.network.size * 1.01
+
+
+def test_deterministic_across_processes():
+    """Same inputs, same network: two fresh interpreters with different hash
+    seeds build the same (7, 300) network."""
+    import os
+    import subprocess
+    import sys
+
+    code = "from netgen.construct.splitter_tail import splitter_tail; print(splitter_tail(300, 7).key())"
+    keys = set()
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+        keys.add(out.stdout.strip())
+    assert keys == {splitter_tail(300, 7).key()}
