@@ -135,7 +135,7 @@ def splitter_tail(n: int, k: int) -> Network:
     if not 2 <= k <= n:
         raise ValueError(f"the splitter-tail network needs 2 <= k <= n, got k = {k}, n = {n}")
     bits = ceil_lg(n)
-    chunks = [lv for lv in cascade_pairs(n)]
+    chunks = cascade_pairs(n)
     idx = np.arange(n)
     pop = np.bitwise_count(idx.astype(np.uint64)).astype(np.int64)
     lists: list[list[int]] = []
@@ -151,8 +151,7 @@ def splitter_tail(n: int, k: int) -> Network:
             if len(layer):
                 chunks.append(wires[np.asarray(layer, dtype=np.int64)])
         lists.append([int(wires[o]) for o in sub.outputs[:t]])
-    merged = _merge_lists(n, k, chunks, lists)
-    return merged
+    return _merge_lists(n, k, chunks, lists)
 
 
 def _merge_lists(n: int, k: int, chunks: list[np.ndarray], lists: list[list[int]]) -> Network:
