@@ -101,9 +101,9 @@ def original_network(sorting_network_type: str, size: int, k: int | None = None)
     elif sorting_network_type == "bitonic":
         layers = _bitonic_classic(n)
     elif sorting_network_type == "splitter_selection":
-        from .construct import build
+        from .construct.splitter import splitter
 
-        net = build("splitter", n, k)
+        net = splitter(n, k)  # the paper's construction (not the shallower splitter-tail finish)
         # difftopk mirrors the wires: wire w of the construction is n-1-w
         comps = (n - 1) - net.comparators.astype(np.int64)
         outs = [(n - 1) - w for w in net.outputs]

@@ -9,7 +9,9 @@ selection networks, for any n >= 1 and 1 <= k <= n.
 * ``k < n``: bitonic / oddeven / pairwise give the Wah-Chen selection network
   made of that kind's sorter and merger (:mod:`.selection`); transposition
   gives its sorter cone-pruned to the k outputs; splitter the DiffTopK
-  splitter network (:mod:`.splitter`).
+  splitter network (:mod:`.splitter`), or the splitter-tail network
+  (:mod:`.splitter_tail`: same first cascade, a shallower finish) where
+  that is shallower.
 
 Every result is cone-pruned to its outputs where that can remove anything,
 packed ASAP, never touches padding wires and has construction record
@@ -22,7 +24,8 @@ from ..network import Network
 from ._common import MAX_COMPARATORS, check_nk
 from .selection import selection, selection_depth, selection_size_estimate
 from .sorters import sorter, sorter_size_estimate
-from .splitter import splitter, splitter_size_estimate, splitter_trace
+from .splitter import splitter_size_estimate, splitter_trace
+from .splitter_tail import shallowest_splitter
 
 KINDS = ("splitter", "bitonic", "oddeven", "pairwise", "transposition")
 
@@ -49,7 +52,7 @@ def build(kind: str, n: int, k: int | None = None) -> Network:
     if kind == "splitter":
         if k is None:
             raise ValueError("the splitter network needs k (1 <= k <= n)")
-        return splitter(n, k)
+        return shallowest_splitter(n, k)
     if k is None or k == n:
         return sorter(kind, n)
     if kind == "transposition":

@@ -48,7 +48,9 @@ def test_table6_splitter_depths(n):
 
 def test_splitter_5_10450():
     net = build("splitter", 10450, 5)
-    assert net.depth == 26  # DESIGN.md section 4, measured; paper: 27
+    # the paper's construction: 26 layers before cleanup (DESIGN.md section 4;
+    # paper: 27); the splitter-tail finish (issue 12) gives 24, 23 after cleanup
+    assert net.depth == 24
     assert net.size < 31_500
 
 

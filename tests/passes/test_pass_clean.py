@@ -20,9 +20,11 @@ def test_repeated_comparator_is_removed():
     assert out.comparators.tolist() == [[0, 1]] and out.depth == 1
 
 
+# splitter (16, 5) is the splitter-tail network (issue 12): 45 comparators, 2
+# never swap (4 of the paper construction's 48 did)
 @pytest.mark.parametrize(
     "kind,n,k,lost",
-    [("splitter", 16, 5, 4), ("pairwise", 16, 5, 4), ("oddeven", 16, 5, 3), ("bitonic", 13, 5, 2), ("transposition", 9, 2, 0)],
+    [("splitter", 16, 5, 2), ("pairwise", 16, 5, 4), ("oddeven", 16, 5, 3), ("bitonic", 13, 5, 2), ("transposition", 9, 2, 0)],
 )
 def test_selection_networks_lose_comparators_and_stay_correct(kind, n, k, lost):
     net = build(kind, n, k)

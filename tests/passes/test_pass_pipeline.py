@@ -63,8 +63,15 @@ def test_default_analyzer_cleans_sorters_up_to_64_wires():
 
 
 def test_splitter_5_10450_with_the_verifier():
-    """DESIGN.md section 4: cleanup gives 25 layers and 31,359 comparators."""
+    """DESIGN.md section 4: cleanup gives the paper's construction 25 layers
+    and 31,359 comparators; the splitter-tail network that build() now
+    returns (issue 12) ends with 23 layers and 31,356 comparators."""
     pytest.importorskip("netgen.verify.reachable")
-    out, recs = optimize(build("splitter", 10450, 5))
+    from netgen.construct.splitter import splitter
+
+    out, recs = optimize(splitter(10450, 5))
     assert recs[1].applied, recs[1].note
     assert (out.depth, out.size) == (25, 31_359)
+    out, recs = optimize(build("splitter", 10450, 5))
+    assert recs[1].applied, recs[1].note
+    assert (out.depth, out.size) == (23, 31_356)
