@@ -10,6 +10,8 @@ selection networks, for any n >= 1 and 1 <= k <= n.
   made of that kind's sorter and merger (:mod:`.selection`); transposition
   gives its sorter cone-pruned to the k outputs; splitter the DiffTopK
   splitter network (:mod:`.splitter`).
+* ``best`` (2 <= n <= 64): the best-known sorter (SorterHunter, shipped in
+  the package; :mod:`.best`) by ``objective``, cone-pruned to the top k.
 
 Every result is cone-pruned to its outputs where that can remove anything,
 packed ASAP, never touches padding wires and has construction record
@@ -24,7 +26,7 @@ from .selection import selection, selection_depth, selection_size_estimate
 from .sorters import sorter, sorter_size_estimate
 from .splitter import splitter, splitter_size_estimate, splitter_trace
 
-KINDS = ("splitter", "bitonic", "oddeven", "pairwise", "transposition")
+KINDS = ("splitter", "bitonic", "oddeven", "pairwise", "transposition", "best")
 
 
 def size_estimate(kind: str, n: int, k: int | None = None) -> int:
@@ -35,17 +37,25 @@ def size_estimate(kind: str, n: int, k: int | None = None) -> int:
     k = n if k is None else k
     if kind == "splitter":
         return splitter_size_estimate(n, k)
+    if kind == "best":
+        return n * n
     if k == n or kind == "transposition":
         return sorter_size_estimate(kind, n)
     return selection_size_estimate(n, k)
 
 
-def build(kind: str, n: int, k: int | None = None) -> Network:
+def build(kind: str, n: int, k: int | None = None, objective: str = "size") -> Network:
     """Construct the network of ``kind`` (one of :data:`KINDS`) on n wires
-    with k outputs (None: a sorter). ValueError for bad arguments or sizes
-    that would exhaust memory."""
+    with k outputs (None: a sorter). ``objective`` ("size" or "depth")
+    chooses among the best-known networks for ``best`` and is ignored by the
+    other kinds. ValueError for bad arguments or sizes that would exhaust
+    memory."""
     _check_kind(kind)
     n, k = check_nk(n, k)
+    if kind == "best":
+        from .best import best
+
+        return best(n, k, objective)
     if kind == "splitter":
         if k is None:
             raise ValueError("the splitter network needs k (1 <= k <= n)")
