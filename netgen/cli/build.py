@@ -44,6 +44,12 @@ def command(n, k, kind, objective, from_file, target, output, name, passes, veri
     """
     from ..compiler import build, compile_network
 
+    if target in ("torch", "cuda"):  # before the (possibly long) build
+        from ..extras import require
+
+        require("torch", f"--target {target}")
+        if target == "cuda":
+            require("numba_cuda", "--target cuda")
     options = dict(steepness=steepness, art_lambda=art_lambda, art_epsilon=art_epsilon)
     if target != "json":  # check relaxation options before the (possibly long) build
         from ..relax.distributions import Relaxation

@@ -37,8 +37,12 @@ def command(file, n, k, kind, objective, output, dag, summary, min_ranks, passes
     netgen render net.json --dag -o net.svg                    (needs graphviz)
     netgen render net.json -o net.dot                          (dot source)
     """
-    from ..render import DotMissing, render
+    from ..render import DotMissing, output_format, render
 
+    if not dag and output_format(output) != "dot":  # before a possibly long build
+        from ..extras import require
+
+        require("matplotlib", f"netgen render -o {output}")
     net = _network(file, n, k, kind, objective, passes)
     view = {None: "auto", True: "summary", False: "full"}[summary]
     try:
