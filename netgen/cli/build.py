@@ -67,14 +67,12 @@ def command(n, k, kind, objective, from_file, target, output, name, passes, veri
     else:
         if n is None:
             raise BadInput("give --n N (and --k K), or --from FILE")
-        if kind is None:
-            log("portfolio: building every cheap construction, proving each, keeping the best by "
-                f"{objective or 'depth'}")
         passes = True if passes is None else passes
         compiled = build(n, k, kind, objective=objective, passes=("prune", "clean", "schedule") if passes else None,
                          verify=verify, log=log)
         if kind is None:
-            log(f"portfolio chose {compiled.network.construction.get('kind')}")
+            log(f"portfolio chose {compiled.network.construction.get('kind')} (best by {objective or 'depth'} "
+                "among the candidates above, each proved)")
         else:
             log(f"constructed {kind} in {time.perf_counter() - t0:.2f} s")
     net = compiled.network

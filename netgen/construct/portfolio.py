@@ -132,6 +132,9 @@ def choose(
     k = n if k is None else k
     key = objective_key(objective)
     cands = candidates(n, k, objective)
+    if not cands:
+        raise ValueError(f"n = {n}, k = {k}: every construction would need more than {MAX_COMPARATORS:.3g} "
+                         "comparators, too large")
     winner = None
     for c in cands:
         c.skipped = _cannot_win(c, None if winner is None else winner.network, objective)

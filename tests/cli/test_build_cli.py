@@ -35,11 +35,18 @@ def test_build_json_to_stdout_is_only_the_network():
     assert (net.n, net.k) == (8, 2)
 
 
-def test_default_kind_is_splitter_for_k_below_n_and_a_sorter_otherwise():
-    sel = io.loads(CliRunner().invoke(main, ["build", "--n", "12", "--k", "3"]).stdout)
-    assert sel.construction["kind"] == "splitter"
-    full = io.loads(CliRunner().invoke(main, ["build", "--n", "12"]).stdout)
-    assert full.k == 12 and full.construction["kind"] in ("oddeven", "pairwise", "bitonic")
+@pytest.mark.parametrize("n, k", [(12, 3), (12, None), (100, 3)])
+def test_default_is_the_portfolio_best_by_depth(n, k):
+    nk = ["--n", str(n)] + ([] if k is None else ["--k", str(k)])
+    r = CliRunner().invoke(main, ["build", *nk])
+    assert r.exit_code == 0, r.output
+    chosen = io.loads(r.stdout)
+    assert chosen.construction["verified"].startswith("proved") or n > 64
+    assert "candidate" in r.stderr and "portfolio chose" in r.stderr
+    kinds = (["splitter"] if k else []) + ["bitonic", "oddeven", "pairwise"] + (["best"] if n <= 64 else [])
+    for kind in kinds:
+        other = io.loads(CliRunner().invoke(main, ["build", *nk, "--network", kind, "--no-verify"]).stdout)
+        assert (chosen.depth, chosen.size) <= (other.depth, other.size), kind
 
 
 @pytest.mark.parametrize("kind", ["bitonic", "oddeven", "pairwise", "transposition"])
