@@ -34,7 +34,7 @@ from .sorters import sorter_size_estimate
 from .splitter import splitter_size_estimate
 
 #: candidates estimated below this many comparators are always built and proved
-CHEAP = 20_000
+CHEAP = 4096
 #: a larger candidate is built only if its estimate is within this factor of the best so far
 SLACK = 1.2
 BATCHER = ("bitonic", "oddeven", "pairwise")
