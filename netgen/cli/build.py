@@ -71,7 +71,9 @@ def command(n, k, kind, objective, from_file, target, output, name, passes, veri
         compiled = build(n, k, kind, objective=objective, passes=("prune", "clean", "schedule") if passes else None,
                          verify=verify, log=log)
         if kind is None:
-            log(f"portfolio chose {compiled.network.construction.get('kind')} (best by {objective or 'depth'} "
+            c = compiled.network.construction
+            what = f"{c.get('kind')}{' (sorter, pruned)' if c.get('from') == 'sorter' else ''}"
+            log(f"portfolio chose {what} (best by {objective or 'depth'} "
                 "among the candidates above, each proved)")
         else:
             log(f"constructed {kind} in {time.perf_counter() - t0:.2f} s")

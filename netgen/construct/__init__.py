@@ -26,7 +26,10 @@ from .selection import selection, selection_depth, selection_size_estimate
 from .sorters import sorter, sorter_size_estimate
 from .splitter import splitter, splitter_size_estimate, splitter_trace
 
-KINDS = ("splitter", "bitonic", "oddeven", "pairwise", "transposition", "best")
+#: constructions for any n >= 1
+KINDS = ("splitter", "bitonic", "oddeven", "pairwise", "transposition")
+#: everything ``build`` accepts: the constructions and the shipped best-known networks (2 <= n <= 64)
+ALL_KINDS = KINDS + ("best",)
 
 
 def size_estimate(kind: str, n: int, k: int | None = None) -> int:
@@ -45,7 +48,7 @@ def size_estimate(kind: str, n: int, k: int | None = None) -> int:
 
 
 def build(kind: str, n: int, k: int | None = None, objective: str = "size") -> Network:
-    """Construct the network of ``kind`` (one of :data:`KINDS`) on n wires
+    """Construct the network of ``kind`` (one of :data:`ALL_KINDS`) on n wires
     with k outputs (None: a sorter). ``objective`` ("size" or "depth")
     chooses among the best-known networks for ``best`` and is ignored by the
     other kinds. ValueError for bad arguments or sizes that would exhaust
@@ -72,12 +75,13 @@ def build(kind: str, n: int, k: int | None = None, objective: str = "size") -> N
 
 
 def _check_kind(kind: object) -> None:
-    if not isinstance(kind, str) or kind not in KINDS:
-        raise ValueError(f"unknown network kind {kind!r}; choose one of {', '.join(KINDS)}")
+    if not isinstance(kind, str) or kind not in ALL_KINDS:
+        raise ValueError(f"unknown network kind {kind!r}; choose one of {', '.join(ALL_KINDS)}")
 
 
 __all__ = [
     "KINDS",
+    "ALL_KINDS",
     "build",
     "size_estimate",
     "selection_depth",
