@@ -56,13 +56,16 @@ def part_best() -> None:
                 wall, _ = cli(["build", "--n", str(n), "--network", "best", "--objective", objective, "-o", out])
                 d = json.loads(Path(out).read_text())
                 got = (d["stats"]["size"], d["stats"]["depth"])
-                ok = got == (want.size, want.depth) and d["construction"]["verified"].startswith("proved")
-                bad += not ok
+                proved = d["construction"]["verified"].startswith("proved")
+                ok = got == (want.size, want.depth) and proved
+                # the cleanup may remove a comparator that never swaps: smaller than the file is fine
+                better = got[0] <= want.size and got[1] <= want.depth and proved and not ok
+                bad += not (ok or better)
                 band = "n <= 24" if n <= 24 else "n > 24"
                 worst[band] = max(worst.get(band, 0.0), wall)
                 print(f"{n:3d} {objective:9s} {want.name[:-5]:18s} {got[0]:5d} {got[1]:5d} {wall:7.2f}  "
-                      f"{d['construction']['verified']}{'' if ok else '  MISMATCH'}")
-    print(f"slowest: " + ", ".join(f"{b}: {w:.2f} s" for b, w in worst.items()) + f"; mismatches: {bad}")
+                      f"{d['construction']['verified']}{'' if ok else '  SMALLER than the file (cleanup)' if better else '  MISMATCH'}")
+    print("slowest: " + ", ".join(f"{b}: {w:.2f} s" for b, w in worst.items()) + f"; mismatches: {bad}")
 
 
 def part_portfolio() -> None:

@@ -101,3 +101,21 @@ def test_cli_best_writes_the_files_network_proved(tmp_path, n):
     assert (net.size, net.depth) == (want.size, want.depth)
     assert net.construction["verified"].startswith("proved")
     assert json.loads(out.read_text())["construction"]["kind"] == "best"
+
+
+def test_a_shipped_network_with_a_comparator_that_never_swaps():
+    # Sort_27_153_13 (the shallowest 27-wire sorter shipped) has one comparator
+    # that swaps on no input: both complete methods say so, and the cleanup
+    # (hence --network best --objective depth) drops it
+    import numpy as np
+
+    from netgen.compiler import compile_network
+    from netgen.verify import exhaustive, verify
+
+    net = best_sorter(27, "depth")
+    assert (net.size, net.depth) == (153, 13)
+    idle_reach = np.flatnonzero(~np.asarray(verify(net).fires))
+    idle_exh = np.flatnonzero(~np.asarray(exhaustive.check(net).fires))
+    assert idle_reach.tolist() == idle_exh.tolist() == [87]
+    cleaned = compile_network(net).network
+    assert (cleaned.size, cleaned.depth) == (152, 13)
