@@ -28,8 +28,11 @@ def construct(n: int, k: int | None = None, network: str | None = None, objectiv
         return build(n, k, objective=objective).network
     from .construct import build as build_kind
     from .construct._common import check_nk
+    from .construct.best import check_objective
 
     n, k = check_nk(n, k)
+    if objective is not None:
+        check_objective(objective)
     return build_kind(network, n, k, objective or "size")
 
 

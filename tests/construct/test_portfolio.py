@@ -68,6 +68,12 @@ def test_objective_size_prefers_fewer_comparators():
     assert d.depth < s.depth and s.size < d.size
 
 
+def test_bad_objective_is_refused_for_every_kind():
+    for kind in (None, "splitter", "best"):
+        with pytest.raises(ValueError, match="objective"):
+            construct(16, 5, kind, objective="speed")
+
+
 def test_construct_without_kind_returns_the_portfolio_winner():
     net = construct(16, 8)
     assert (net.depth, net.size) == (9, 56) and net.construction["kind"] == "best"
