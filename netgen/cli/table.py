@@ -33,25 +33,35 @@ def cells(ns=tuple(PAPER), ks=range(1, 9)):
             yield n, k, "splitter", "splitter"
 
 
-def measure(n, k, kind, column, clean=True):
+def measure(n, k, kind, column, clean=True, built=None):
+    """One cell; ``built`` maps (n, k, kind, column) to networks the best
+    column already built with the same passes (reused, not rebuilt)."""
     from ..compiler import compile_network, construct
 
-    passes = ("prune", "clean", "schedule") if clean else ("prune", "schedule")
-    net = compile_network(construct(n, k, kind), passes=passes, verify=False).network
+    net = (built or {}).get((n, k, kind, column)) if clean else None
+    if net is None:
+        passes = ("prune", "clean", "schedule") if clean else ("prune", "schedule")
+        net = compile_network(construct(n, k, kind), passes=passes, verify=False).network
     paper = PAPER[n]["sort"] if column == "sort" else PAPER[n][column][k - 1]
     return {"n": n, "k": k, "kind": kind, "column": column, "depth": net.depth, "size": net.size, "paper_depth": paper}
 
 
-def best_cells(ns=tuple(PAPER), ks=range(1, 9)):
+def best_cells(ns=tuple(PAPER), ks=range(1, 9), built=None):
     """The best proven network per cell (the portfolio of ``netgen build``,
     objective depth): the full sorter where a proof exists (n <= 64) and
     every k. ``paper_depth`` is the paper's best for that cell (selection
-    or splitter)."""
-    from ..compiler import build
+    or splitter). The candidates the portfolio built are stored in
+    ``built`` under their cell of the main table."""
+    from ..construct.portfolio import choose
 
+    cell_of = {"splitter": ("splitter", "splitter"), **{f"{s} selection": (s, "sel") for s in SELECTION_KINDS},
+               **{f"{s} sorter": (s, "sort") for s in SELECTION_KINDS}}
     for n in ns:
         for k in ([n] if n <= 64 else []) + list(ks):
-            compiled = build(n, k, objective="depth")
+            compiled, cands = choose(n, k, "depth")
+            for c in cands:
+                if c.compiled is not None and built is not None and c.label in cell_of:
+                    built[(n, k, *cell_of[c.label])] = c.network
             net, report = compiled.network, compiled.report
             paper = PAPER[n]["sort"] if k == n else min(PAPER[n]["sel"][k - 1], PAPER[n]["splitter"][k - 1])
             yield {"n": n, "k": k, "kind": net.construction.get("kind"), "column": "best", "depth": net.depth,
@@ -68,9 +78,10 @@ def command(as_json, ns, no_clean):
     """Rebuild Table 6 (DiffTopK paper) from netgen's own constructions, with
     the best proven network per cell."""
     ns = tuple(int(n) for n in ns) or tuple(PAPER)
+    built = {}  # networks the best column builds anyway, reused by the main table
+    best = [] if no_clean else list(progress(best_cells(ns, built=built), desc="best"))
     todo = list(cells(ns))
-    rows = [measure(*cell, clean=not no_clean) for cell in progress(todo, desc="table")]
-    best = [] if no_clean else list(progress(best_cells(ns), desc="best"))
+    rows = [measure(*cell, clean=not no_clean, built=built) for cell in progress(todo, desc="table")]
     if as_json:
         click.echo(json.dumps({"cells": rows, "best": best}, indent=1))
         return
