@@ -142,3 +142,16 @@ def test_table_without_cleanup_matches_the_selection_formula():
         assert c["depth"] <= c["paper_depth"], c
         if c["column"] == "sel":  # Wah-Chen depth before cleanup equals the paper's column
             assert c["depth"] == c["paper_depth"], c
+
+
+def test_table_best_column_is_proved_and_no_worse_than_any_cell():
+    r = CliRunner().invoke(main, ["table", "--json", "--n", "16"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    best = {c["k"]: c for c in doc["best"]}
+    assert sorted(best) == list(range(1, 9)) + [16]
+    for c in doc["cells"]:
+        b = best[c["k"]]
+        assert b["proof"].startswith("proved"), b
+        assert b["depth"] <= c["depth"], (b, c)
+    assert best[8]["depth"] == 9 < best[8]["paper_depth"] and best[8]["kind"] == "best"
