@@ -73,8 +73,7 @@ def command(n, k, kind, objective, from_file, target, output, name, passes, veri
         if kind is None:
             c = compiled.network.construction
             what = f"{c.get('kind')}{' (sorter, pruned)' if c.get('from') == 'sorter' else ''}"
-            log(f"portfolio chose {what} (best by {objective or 'depth'} "
-                "among the candidates above, each proved)")
+            log(f"portfolio chose {what} (best by {objective or 'depth'} among the candidates above)")
         else:
             log(f"constructed {kind} in {time.perf_counter() - t0:.2f} s")
     net = compiled.network

@@ -78,3 +78,12 @@ def test_construct_without_kind_returns_the_portfolio_winner():
     net = construct(16, 8)
     assert (net.depth, net.size) == (9, 56) and net.construction["kind"] == "best"
     assert net.construction["passes"] == ["prune", "clean", "schedule"]
+
+
+def test_sorters_above_64_wires_sample_only_the_winner():
+    # no complete method exists there: sampling every candidate would only cost time
+    compiled, cands = choose(70, None)
+    built = [c for c in cands if c.compiled is not None]
+    assert len(built) == 3 and compiled.report.status == "sampled"
+    assert [c.compiled.report is None for c in built].count(True) == 2
+    assert compiled is min(built, key=lambda c: _key(c.network, "depth")).compiled
