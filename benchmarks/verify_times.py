@@ -13,7 +13,7 @@ and of ``verify(net)`` in-process (median of --repeat warm runs):
 * a 24-wire sorter (Dobbelaere's Sort_24_120_13), goal < 5 s, exhaustively:
   cold (empty numba cache: compile included), fresh process (cached
   kernels), warm (same process);
-* all files of ../shared/data/sorters-dobbelaere: total time and slowest.
+* all shipped best-known sorters (netgen/data/sorters-dobbelaere): total time and slowest.
 """
 
 from __future__ import annotations
@@ -30,13 +30,15 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DOB = ROOT.parent / "shared" / "data" / "sorters-dobbelaere"
 sys.path.insert(0, str(ROOT))
 
 from netgen import io  # noqa: E402
 from netgen.construct import build  # noqa: E402
+from netgen.construct.best import data_dir  # noqa: E402
 from netgen.passes.pipeline import optimize  # noqa: E402
 from netgen.verify import verify  # noqa: E402
+
+DOB = Path(str(data_dir()))  # the shipped best-known sorters
 
 
 def cli_time(path: str, env: dict | None = None) -> tuple[float, dict]:

@@ -11,8 +11,6 @@ from typing import Any
 
 from .network import Network
 
-SORTER_KINDS = ("oddeven", "pairwise", "bitonic")
-
 
 @dataclass
 class Compiled:
@@ -21,19 +19,44 @@ class Compiled:
     report: Any = None  # netgen.verify.report.Report, or None when not verified
 
 
-def construct(n: int, k: int | None = None, network: str | None = None) -> Network:
-    """Build the network of ``network`` kind. Default: the splitter network
-    for k < n, otherwise the smallest sorter construction (fewest
-    comparators, then shallowest)."""
-    from .construct import build
+def construct(n: int, k: int | None = None, network: str | None = None, objective: str | None = None) -> Network:
+    """Build the network of ``network`` kind (``objective`` picks among the
+    best-known networks for ``best``; default "size"). Default (no
+    ``network``): the portfolio's winner by ``objective`` (default "depth"),
+    already pruned, cleaned, scheduled and proved; see :func:`build`."""
+    if network is None:
+        return build(n, k, objective=objective).network
+    from .construct import build as build_kind
     from .construct._common import check_nk
+    from .construct.best import check_objective
 
     n, k = check_nk(n, k)
-    if network is not None:
-        return build(network, n, k)
-    if k is not None and k < n:
-        return build("splitter", n, k)
-    return min((build(kind, n, n) for kind in SORTER_KINDS), key=lambda net: (net.size, net.depth))
+    if objective is not None:
+        check_objective(objective)
+    return build_kind(network, n, k, objective or "size")
+
+
+def build(
+    n: int,
+    k: int | None = None,
+    network: str | None = None,
+    *,
+    objective: str | None = None,
+    passes: tuple[str, ...] | None = ("prune", "clean", "schedule"),
+    verify: bool = True,
+    log=None,
+) -> Compiled:
+    """Construct, run the passes and prove, in one call. Without ``network``
+    the portfolio (:mod:`netgen.construct.portfolio`) builds every cheap
+    construction, proves each and keeps the best by ``objective`` ("depth":
+    shallowest then smallest, the default; "size": smallest then
+    shallowest); ``log`` receives one line per candidate."""
+    if network is None:
+        from .construct.portfolio import DEFAULT_OBJECTIVE, choose
+
+        compiled, _ = choose(n, k, objective or DEFAULT_OBJECTIVE, passes=passes, verify=verify, log=log)
+        return compiled
+    return compile_network(construct(n, k, network, objective), passes=passes, verify=verify)
 
 
 def compile_network(

@@ -9,7 +9,9 @@ import pytest
 from netgen import io
 from netgen.network import Network
 
-DOBBELAERE = Path(__file__).resolve().parents[2] / "shared" / "data" / "sorters-dobbelaere"
+from netgen.construct.best import data_dir
+
+DOBBELAERE = Path(str(data_dir()))  # shipped package data
 
 
 def sample():
@@ -95,7 +97,6 @@ def test_dobbelaere_conversion_and_stats():
         io.from_dict({**d, "D": 2})
 
 
-@pytest.mark.skipif(not DOBBELAERE.is_dir(), reason="shared data not present")
 def test_every_dobbelaere_file_loads_with_recomputed_stats():
     files = sorted(DOBBELAERE.glob("*.json"))
     assert len(files) >= 170

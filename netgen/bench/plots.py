@@ -14,7 +14,9 @@ METRICS = [
 
 
 def plot_all(doc: dict, out_dir) -> list[Path]:
-    import matplotlib
+    from ..extras import require
+
+    matplotlib = require("matplotlib", "the benchmark plots", "bench")
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -107,6 +107,10 @@ def command(out_dir, quick, methods, reference, batch, ns, ks, timeout, repeats,
         if not torch.cuda.is_available():
             raise BadInput("--device cuda: no CUDA GPU is available")
 
+    if not no_plots:  # before the (long) run, not after it
+        from ..extras import require
+
+        require("matplotlib", "netgen bench's plots (or pass --no-plots)", "bench")
     from ..bench.runner import run_grid
 
     doc = run_grid(grid, chosen, out_dir, reference=reference, device=device, threads=threads,

@@ -13,13 +13,15 @@ import click
 from .common import BadInput, handle_errors, log
 
 TARGETS = ("json", "torch", "numba", "cuda")
-KINDS = ("splitter", "bitonic", "oddeven", "pairwise", "transposition")
+KINDS = ("splitter", "bitonic", "oddeven", "pairwise", "transposition", "best")
+OBJECTIVES = ("size", "depth")
 
 
 @click.command("build")
 @click.option("--n", "n", type=int, help="Number of wires (inputs).")
 @click.option("--k", "k", type=int, help="Outputs (top-k); omitted or k = n: a full sorter.")
-@click.option("--network", "kind", type=click.Choice(KINDS), help="Construction (default: splitter for k < n, the smallest sorter for k = n).")
+@click.option("--network", "kind", type=click.Choice(KINDS), help="Construction; best: the best-known sorter (2 <= n <= 64), pruned to the top k. Default: every cheap construction, each proved, the best by --objective kept.")
+@click.option("--objective", type=click.Choice(OBJECTIVES), help="size: fewest comparators, then depth; depth: shallowest, then fewest. Default: depth for the portfolio, size for --network best.")
 @click.option("--from", "from_file", type=click.Path(dir_okay=False), help="Compile a network file (netgen JSON, Dobbelaere JSON, layer text) instead of constructing one.")
 @click.option("--target", type=click.Choice(TARGETS), default="json", show_default=True)
 @click.option("-o", "--output", type=click.Path(), help="json: the file (default stdout); code targets: the folder (default generated/).")
@@ -32,7 +34,7 @@ KINDS = ("splitter", "bitonic", "oddeven", "pairwise", "transposition")
 @click.option("--art-epsilon", "art_epsilon", type=float, help="ART tie epsilon; 1e-10 reproduces difftopk/diffsort (default 0: netgen's formula).")
 @click.option("--no-compile", "no_compile", is_flag=True, help="cuda: skip the PTX/cubin compile check.")
 @handle_errors
-def command(n, k, kind, from_file, target, output, name, passes, verify, distribution, steepness, art_lambda, art_epsilon, no_compile):
+def command(n, k, kind, objective, from_file, target, output, name, passes, verify, distribution, steepness, art_lambda, art_epsilon, no_compile):
     """Construct, prune, prove and emit a network.
 
     \b
@@ -40,8 +42,14 @@ def command(n, k, kind, from_file, target, output, name, passes, verify, distrib
     netgen build --n 16 --k 5 --network splitter -o net.json
     netgen build --from Sort_24_123_12.json --target torch
     """
-    from ..compiler import compile_network, construct
+    from ..compiler import build, compile_network
 
+    if target in ("torch", "cuda"):  # before the (possibly long) build
+        from ..extras import require
+
+        require("torch", f"--target {target}")
+        if target == "cuda":
+            require("numba_cuda", "--target cuda")
     options = dict(steepness=steepness, art_lambda=art_lambda, art_epsilon=art_epsilon)
     if target != "json":  # check relaxation options before the (possibly long) build
         from ..relax.distributions import Relaxation
@@ -49,20 +57,25 @@ def command(n, k, kind, from_file, target, output, name, passes, verify, distrib
         Relaxation(**({"distribution": distribution} if distribution else {}), **{k: v for k, v in options.items() if v is not None})
     t0 = time.perf_counter()
     if from_file is not None:
-        if n is not None or k is not None or kind is not None:
-            raise BadInput("--from takes the network from the file: do not combine it with --n, --k or --network")
+        if n is not None or k is not None or kind is not None or objective is not None:
+            raise BadInput("--from takes the network from the file: do not combine it with --n, --k, --network or --objective")
         from ..io import load
 
         net = load(from_file)
-        passes = bool(passes)
+        log(f"read {net!r} in {time.perf_counter() - t0:.2f} s")
+        compiled = compile_network(net, passes=("prune", "clean", "schedule") if passes else None, verify=verify)
     else:
         if n is None:
             raise BadInput("give --n N (and --k K), or --from FILE")
-        net = construct(n, k, kind)
         passes = True if passes is None else passes
-    log(f"constructed {net!r} in {time.perf_counter() - t0:.2f} s")
-
-    compiled = compile_network(net, passes=("prune", "clean", "schedule") if passes else None, verify=verify)
+        compiled = build(n, k, kind, objective=objective, passes=("prune", "clean", "schedule") if passes else None,
+                         verify=verify, log=log)
+        if kind is None:
+            c = compiled.network.construction
+            what = f"{c.get('kind')}{' (sorter, pruned)' if c.get('from') == 'sorter' else ''}"
+            log(f"portfolio chose {what} (best by {objective or 'depth'} among the candidates above)")
+        else:
+            log(f"constructed {kind} in {time.perf_counter() - t0:.2f} s")
     net = compiled.network
     for rec in compiled.passes:
         log(f"  pass {rec}")

@@ -18,8 +18,9 @@ class BadInput(click.ClickException):
 
 
 def handle_errors(fn):
-    """Turn ValueError (and MemoryError) raised by the library into a
-    one-line message with exit code 2 instead of a traceback."""
+    """Turn ValueError (and MemoryError, and a missing optional dependency)
+    raised by the library into a one-line message with exit code 2 instead
+    of a traceback."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -27,6 +28,13 @@ def handle_errors(fn):
             return fn(*args, **kwargs)
         except ValueError as e:
             raise BadInput(str(e)) from None
+        except ImportError as e:
+            from ..extras import hint_for
+
+            hint = hint_for(e)
+            if hint is None:
+                raise
+            raise BadInput(hint) from None
         except MemoryError:
             raise BadInput("out of memory: the requested network is too large for this machine") from None
 

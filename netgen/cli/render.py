@@ -7,14 +7,15 @@ import click
 
 from .common import BadInput, handle_errors, log
 
-KINDS = ("splitter", "bitonic", "oddeven", "pairwise", "transposition")
+KINDS = ("splitter", "bitonic", "oddeven", "pairwise", "transposition", "best")
 
 
 @click.command("render")
 @click.argument("file", required=False, type=click.Path(dir_okay=False))
 @click.option("--n", "n", type=int, help="Construct a network with N wires instead of reading FILE.")
 @click.option("--k", "k", type=int, help="Outputs (top-k) of the constructed network; omitted: a full sorter.")
-@click.option("--network", "kind", type=click.Choice(KINDS), help="Construction (default as in netgen build).")
+@click.option("--network", "kind", type=click.Choice(KINDS), help="Construction (default as in netgen build: the portfolio's best).")
+@click.option("--objective", type=click.Choice(("size", "depth")), help="As in netgen build: what the portfolio or --network best minimises first.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="Output file; the suffix picks the format: .svg, .png, .pdf, or .dot (DAG source).")
 @click.option("--dag", is_flag=True, help="Draw the comparator DAG laid out by graphviz dot (needs the dot binary).")
@@ -27,7 +28,7 @@ KINDS = ("splitter", "bitonic", "oddeven", "pairwise", "transposition")
               help="With --n: run prune, clean, schedule as netgen build does.")
 @click.option("--title", help="Title line (default: kind, n, k, depth, size).")
 @handle_errors
-def command(file, n, k, kind, output, dag, summary, min_ranks, passes, title):
+def command(file, n, k, kind, objective, output, dag, summary, min_ranks, passes, title):
     """Draw a network.
 
     \b
@@ -36,9 +37,13 @@ def command(file, n, k, kind, output, dag, summary, min_ranks, passes, title):
     netgen render net.json --dag -o net.svg                    (needs graphviz)
     netgen render net.json -o net.dot                          (dot source)
     """
-    from ..render import DotMissing, render
+    from ..render import DotMissing, output_format, render
 
-    net = _network(file, n, k, kind, passes)
+    if not dag and output_format(output) != "dot":  # before a possibly long build
+        from ..extras import require
+
+        require("matplotlib", f"netgen render -o {output}")
+    net = _network(file, n, k, kind, objective, passes)
     view = {None: "auto", True: "summary", False: "full"}[summary]
     try:
         used = render(net, output, view=view, dag=dag, min_ranks=min_ranks, title=title)
@@ -49,18 +54,20 @@ def command(file, n, k, kind, output, dag, summary, min_ranks, passes, title):
     click.echo(f"wrote {output} ({_describe(used)}): n={net.n} k={net.k} depth={net.depth} size={net.size}")
 
 
-def _network(file, n, k, kind, passes):
+def _network(file, n, k, kind, objective, passes):
     if file is not None:
-        if n is not None or k is not None or kind is not None:
+        if n is not None or k is not None or kind is not None or objective is not None:
             raise BadInput("FILE gives the network: do not combine it with --n, --k or --network")
         from ..io import load
 
         return load(file)
     if n is None:
         raise BadInput("give a network FILE, or --n N (with --k K and --network KIND)")
-    from ..compiler import compile_network, construct
+    from ..compiler import build, compile_network, construct
 
-    net = construct(n, k, kind)
+    if kind is None:  # the portfolio proves its candidates while choosing
+        return build(n, k, objective=objective, passes=("prune", "clean", "schedule") if passes else None).network
+    net = construct(n, k, kind, objective)
     if passes:
         net = compile_network(net, verify=False).network
     return net

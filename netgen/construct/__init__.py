@@ -12,6 +12,8 @@ selection networks, for any n >= 1 and 1 <= k <= n.
   splitter network (:mod:`.splitter`), or the splitter-tail network
   (:mod:`.splitter_tail`: same first cascade, a shallower finish) where
   that is shallower.
+* ``best`` (2 <= n <= 64): the best-known sorter (SorterHunter, shipped in
+  the package; :mod:`.best`) by ``objective``, cone-pruned to the top k.
 
 Every result is cone-pruned to its outputs where that can remove anything,
 packed ASAP, never touches padding wires and has construction record
@@ -27,7 +29,10 @@ from .sorters import sorter, sorter_size_estimate
 from .splitter import splitter_size_estimate, splitter_trace
 from .splitter_tail import shallowest_splitter
 
+#: constructions for any n >= 1
 KINDS = ("splitter", "bitonic", "oddeven", "pairwise", "transposition")
+#: everything ``build`` accepts: the constructions and the shipped best-known networks (2 <= n <= 64)
+ALL_KINDS = KINDS + ("best",)
 
 
 def size_estimate(kind: str, n: int, k: int | None = None) -> int:
@@ -38,17 +43,25 @@ def size_estimate(kind: str, n: int, k: int | None = None) -> int:
     k = n if k is None else k
     if kind == "splitter":
         return splitter_size_estimate(n, k)
+    if kind == "best":
+        return n * n
     if k == n or kind == "transposition":
         return sorter_size_estimate(kind, n)
     return selection_size_estimate(n, k)
 
 
-def build(kind: str, n: int, k: int | None = None) -> Network:
-    """Construct the network of ``kind`` (one of :data:`KINDS`) on n wires
-    with k outputs (None: a sorter). ValueError for bad arguments or sizes
-    that would exhaust memory."""
+def build(kind: str, n: int, k: int | None = None, objective: str = "size") -> Network:
+    """Construct the network of ``kind`` (one of :data:`ALL_KINDS`) on n wires
+    with k outputs (None: a sorter). ``objective`` ("size" or "depth")
+    chooses among the best-known networks for ``best`` and is ignored by the
+    other kinds. ValueError for bad arguments or sizes that would exhaust
+    memory."""
     _check_kind(kind)
     n, k = check_nk(n, k)
+    if kind == "best":
+        from .best import best
+
+        return best(n, k, objective)
     if kind == "splitter":
         if k is None:
             raise ValueError("the splitter network needs k (1 <= k <= n)")
@@ -65,12 +78,13 @@ def build(kind: str, n: int, k: int | None = None) -> Network:
 
 
 def _check_kind(kind: object) -> None:
-    if not isinstance(kind, str) or kind not in KINDS:
-        raise ValueError(f"unknown network kind {kind!r}; choose one of {', '.join(KINDS)}")
+    if not isinstance(kind, str) or kind not in ALL_KINDS:
+        raise ValueError(f"unknown network kind {kind!r}; choose one of {', '.join(ALL_KINDS)}")
 
 
 __all__ = [
     "KINDS",
+    "ALL_KINDS",
     "build",
     "size_estimate",
     "selection_depth",

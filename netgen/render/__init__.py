@@ -72,6 +72,9 @@ def render(net: Network, path, *, view: str = "auto", dag: bool = False, min_ran
         atomic_write(path, lambda tmp: render_dot(src, tmp, fmt))
         return "dag"
     chosen = choose_view(net, view)
+    from ..extras import require
+
+    require("matplotlib", f"drawing a {fmt} file")
     if chosen == "knuth":
         from . import knuth
 

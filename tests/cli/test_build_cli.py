@@ -35,11 +35,18 @@ def test_build_json_to_stdout_is_only_the_network():
     assert (net.n, net.k) == (8, 2)
 
 
-def test_default_kind_is_splitter_for_k_below_n_and_a_sorter_otherwise():
-    sel = io.loads(CliRunner().invoke(main, ["build", "--n", "12", "--k", "3"]).stdout)
-    assert sel.construction["kind"] == "splitter"
-    full = io.loads(CliRunner().invoke(main, ["build", "--n", "12"]).stdout)
-    assert full.k == 12 and full.construction["kind"] in ("oddeven", "pairwise", "bitonic")
+@pytest.mark.parametrize("n, k", [(12, 3), (12, None), (100, 3)])
+def test_default_is_the_portfolio_best_by_depth(n, k):
+    nk = ["--n", str(n)] + ([] if k is None else ["--k", str(k)])
+    r = CliRunner().invoke(main, ["build", *nk])
+    assert r.exit_code == 0, r.output
+    chosen = io.loads(r.stdout)
+    assert chosen.construction["verified"].startswith("proved") or n > 64
+    assert "candidate" in r.stderr and "portfolio chose" in r.stderr
+    kinds = (["splitter"] if k else []) + ["bitonic", "oddeven", "pairwise"] + (["best"] if n <= 64 else [])
+    for kind in kinds:
+        other = io.loads(CliRunner().invoke(main, ["build", *nk, "--network", kind, "--no-verify"]).stdout)
+        assert (chosen.depth, chosen.size) <= (other.depth, other.size), kind
 
 
 @pytest.mark.parametrize("kind", ["bitonic", "oddeven", "pairwise", "transposition"])
@@ -135,3 +142,16 @@ def test_table_without_cleanup_matches_the_selection_formula():
         assert c["depth"] <= c["paper_depth"], c
         if c["column"] == "sel":  # Wah-Chen depth before cleanup equals the paper's column
             assert c["depth"] == c["paper_depth"], c
+
+
+def test_table_best_column_is_proved_and_no_worse_than_any_cell():
+    r = CliRunner().invoke(main, ["table", "--json", "--n", "16"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    best = {c["k"]: c for c in doc["best"]}
+    assert sorted(best) == list(range(1, 9)) + [16]
+    for c in doc["cells"]:
+        b = best[c["k"]]
+        assert b["proof"].startswith("proved"), b
+        assert b["depth"] <= c["depth"], (b, c)
+    assert best[8]["depth"] == 9 < best[8]["paper_depth"] and best[8]["kind"] == "best"

@@ -13,9 +13,10 @@ from click.testing import CliRunner
 from netgen import io
 from netgen.cli import main
 from netgen.construct import build
+from netgen.construct.best import data_dir
 from netgen.network import Network
 
-DOB = Path(__file__).resolve().parents[3] / "shared" / "data" / "sorters-dobbelaere"
+DOB = Path(str(data_dir()))  # shipped package data
 
 
 def run(*args):
@@ -40,7 +41,6 @@ def test_proved_netgen_json(tmp_path):
     assert r.exit_code == 0 and "proved (reachable states)" in r.stdout
 
 
-@pytest.mark.skipif(not DOB.exists(), reason="Dobbelaere data not available")
 def test_dobbelaere_file_and_its_broken_copy(tmp_path):
     src = DOB / "Sort_24_120_13.json"
     r = run("verify", src, "--json")

@@ -1,22 +1,21 @@
-"""Every network in ../shared/data/sorters-dobbelaere is read (N, L, D
+"""Every shipped best-known network (netgen/data/sorters-dobbelaere) is read (N, L, D
 recomputed by netgen.io) and proved; single-comparator removals give a
 counterexample that replays, or a proof that an independent check confirms."""
 
 import glob
 import os
 
-from pathlib import Path
 
 import numpy as np
 import pytest
 from verify_oracles import brute_force, drop, fails
 
+from netgen.construct.best import data_dir
 from netgen.io import load
 from netgen.verify import exhaustive, verify
 
-DOB = str(Path(__file__).resolve().parents[3] / "shared" / "data" / "sorters-dobbelaere")
+DOB = str(data_dir())  # shipped package data
 FILES = sorted(glob.glob(f"{DOB}/Sort_*.json"), key=lambda f: (int(os.path.basename(f).split("_")[1]), f))
-pytestmark = pytest.mark.skipif(not FILES, reason="Dobbelaere data not available")
 
 
 def _nld(path):

@@ -1,16 +1,16 @@
 """Exhaustive bit-parallel 0-1 testing against brute force."""
 
-from pathlib import Path
 
 import numpy as np
 import pytest
 from verify_oracles import brute_force, drop, fails, random_network, transposition_sorter, with_prefix
 
+from netgen.construct.best import data_dir
 from netgen.io import load
 from netgen.network import Network
 from netgen.verify import exhaustive
 
-DOB = str(Path(__file__).resolve().parents[3] / "shared" / "data" / "sorters-dobbelaere")
+DOB = str(data_dir())  # shipped package data
 
 
 def _agree(net):

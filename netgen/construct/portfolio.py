@@ -1,0 +1,172 @@
+"""The portfolio default: build every construction that is cheap at (n, k),
+prove each, keep the best by the objective.
+
+Candidates for k < n: the pruned best-known sorter (n <= 64), the splitter
+network, the Wah-Chen selection networks (bitonic, oddeven, pairwise) and
+the Batcher sorters cone-pruned to the top k; for k = n the best-known sorter
+(n <= 64) and the Batcher sorters. Each candidate runs the same passes and
+proof as ``netgen build --network KIND``.
+
+Large candidates are skipped before they are built when their formulas say
+they cannot win: a candidate whose estimated comparator count is above
+:data:`CHEAP` is built only if its depth formula (or size bound, for the size
+objective) is within :data:`SLACK` of the best proved so far. The formulas
+are upper bounds before cleanup, and cleanup removes little (86 of 31,445
+comparators and one layer at (5, 10450)), so a candidate far behind stays
+behind. Small candidates are always built and proved.
+
+Objectives: "depth" (shallowest, then fewest comparators; the portfolio's
+default, since depth is what the relaxation error and the kernels'
+synchronisation count grow with) or "size" (fewest, then shallowest).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..network import Network
+from ._common import MAX_COMPARATORS, ceil_lg, check_nk
+from .best import N_MAX, N_MIN, best, check_objective, objective_key
+from .selection import selection_depth, selection_size_estimate
+from .sorters import sorter_size_estimate
+from .splitter import splitter_size_estimate
+
+#: candidates estimated below this many comparators are always built and proved
+CHEAP = 4096
+#: a larger candidate is built only if its estimate is within this factor of the best so far
+SLACK = 1.2
+BATCHER = ("bitonic", "oddeven", "pairwise")
+DEFAULT_OBJECTIVE = "depth"
+
+
+@dataclass
+class Candidate:
+    label: str  # e.g. "splitter", "oddeven selection", "best (SorterHunter, pruned)"
+    est_depth: int | None  # formula before cleanup (None: not known before building)
+    est_size: int
+    make: Callable[[], Network]
+    compiled: Any = None  # netgen.compiler.Compiled once built
+    skipped: str = ""  # why it was not built
+    seconds: float = 0.0
+
+    @property
+    def network(self) -> Network | None:
+        return None if self.compiled is None else self.compiled.network
+
+    def describe(self) -> str:
+        if self.compiled is None:
+            return f"{self.label}: skipped ({self.skipped})"
+        net, report = self.compiled.network, self.compiled.report
+        proof = "not verified" if report is None else str(report)
+        return f"{self.label}: depth {net.depth}, size {net.size}, {proof} ({self.seconds:.2f} s)"
+
+
+def candidates(n: int, k: int, objective: str = DEFAULT_OBJECTIVE) -> list[Candidate]:
+    """The portfolio at (n, k), most likely winners first."""
+    from . import build
+
+    out = []
+    if N_MIN <= n <= N_MAX:
+        out.append(Candidate("best (SorterHunter" + (", pruned)" if k < n else ")"), None, n * n,
+                             lambda: best(n, k, objective)))
+    L = ceil_lg(n)
+    sorter_depth = L * (L + 1) // 2
+    if k < n:
+        out.append(Candidate("splitter", None, splitter_size_estimate(n, k), lambda: build("splitter", n, k)))
+        for kind in BATCHER:
+            out.append(Candidate(f"{kind} selection", selection_depth(n, k), selection_size_estimate(n, k),
+                                 lambda kind=kind: build(kind, n, k)))
+        for kind in BATCHER:
+            out.append(Candidate(f"{kind} sorter, pruned", sorter_depth, sorter_size_estimate(kind, n),
+                                 lambda kind=kind: _pruned_sorter(kind, n, k)))
+    else:
+        for kind in BATCHER:
+            out.append(Candidate(f"{kind} sorter", sorter_depth, sorter_size_estimate(kind, n),
+                                 lambda kind=kind: build(kind, n, n)))
+    return [c for c in out if c.est_size <= MAX_COMPARATORS]
+
+
+def _pruned_sorter(kind: str, n: int, k: int) -> Network:
+    """The full ``kind`` sorter cone-pruned to its top k outputs."""
+    from ..passes.prune import prune
+    from ..passes.schedule import asap
+    from .sorters import sorter
+
+    full = sorter(kind, n)
+    construction = {"kind": kind, "n": n, "k": k, "from": "sorter"}
+    return asap(prune(full.with_(outputs=full.outputs[:k], construction=construction)))
+
+
+def _cannot_win(c: Candidate, best_net: Network | None, objective: str) -> str:
+    """Why ``c`` is skipped without building it, or "" to build it."""
+    if best_net is None or c.est_size <= CHEAP:
+        return ""
+    if objective == "depth" and c.est_depth is not None and c.est_depth > SLACK * best_net.depth:
+        return f"depth formula {c.est_depth} > {SLACK} x {best_net.depth}"
+    if objective == "size" and c.est_size > SLACK * best_net.size and c.est_depth is not None:
+        # est_size is an upper bound; use it only together with a losing depth formula
+        if c.est_depth >= best_net.depth:
+            return f"size estimate {c.est_size} > {SLACK} x {best_net.size} and depth formula {c.est_depth} >= {best_net.depth}"
+    return ""
+
+
+def choose(
+    n: int,
+    k: int | None = None,
+    objective: str = DEFAULT_OBJECTIVE,
+    *,
+    passes: tuple[str, ...] | None = ("prune", "clean", "schedule"),
+    verify: bool = True,
+    log: Callable[[str], None] | None = None,
+):
+    """Build, prove and compare the portfolio; return ``(compiled, candidates)``
+    where ``compiled`` is the winner's :class:`netgen.compiler.Compiled`.
+    Proved candidates beat sampled ones; a candidate with a counterexample
+    is reported and never chosen. Sorters on more than 64 wires have no
+    complete method: there only the winner is verified (by sampling), not
+    every candidate."""
+    from ..compiler import compile_network
+
+    check_objective(objective)
+    n, k = check_nk(n, k)
+    k = n if k is None else k
+    key = objective_key(objective)
+    cands = candidates(n, k, objective)
+    if not cands:
+        raise ValueError(f"n = {n}, k = {k}: every construction would need more than {MAX_COMPARATORS:.3g} "
+                         "comparators, too large")
+    # no proof exists for sorters above 64 wires: sample only the winner
+    each = verify and not (k == n and n > N_MAX)
+    winner = None
+    for c in cands:
+        c.skipped = _cannot_win(c, None if winner is None else winner.network, objective)
+        if c.skipped:
+            continue
+        t0 = time.perf_counter()
+        c.compiled = compile_network(c.make(), passes=passes, verify=each)
+        c.seconds = time.perf_counter() - t0
+        if log is not None:
+            log(f"  candidate {c.describe()}")
+        if c.compiled.report is not None and c.compiled.report.status == "counterexample":
+            continue
+        if winner is None or _rank(c, key) < _rank(winner, key):
+            winner = c
+    if log is not None:
+        for c in cands:
+            if c.skipped:
+                log(f"  candidate {c.describe()}")
+    if winner is None:  # pragma: no cover - every construction proved wrong
+        raise ValueError(f"no candidate network for n = {n}, k = {k} passed verification")
+    if verify and not each:
+        from ..verify import verify as run_verify
+
+        winner.compiled.report = run_verify(winner.network)
+    return winner.compiled, cands
+
+
+def _rank(c: Candidate, key) -> tuple:
+    report = c.compiled.report
+    unproved = report is not None and report.status != "proved"
+    return (unproved, *key(c.compiled.network))
