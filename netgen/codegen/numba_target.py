@@ -68,9 +68,7 @@ def emit(net: Network, r: Any = None) -> str:
             "@@NPT@@": f"np.{ft}",
             "@@ONE@@": lit(1.0, ft),
             "@@ZERO@@": lit(0.0, ft),
-            "@@SWAP12@@": swap_code(r, 12, ft),
             "@@SWAP16@@": swap_code(r, 16, ft),
-            "@@K@@": str(net.k),
         }.items():
             k = k.replace(key, val)
         kernels.append(k)
@@ -93,120 +91,141 @@ def _doc(net: Network, r) -> str:
     )
 
 
-_KERNELS = '''@numba.njit(parallel=_PARALLEL, cache=_CACHE)
-def _fwd_rows@@SFX@@(x, ca, cb, clo, chi, doff, outs, values, P, ps, ds, dps, D, save):
+_KERNELS = '''@numba.njit(parallel=_PARALLEL, cache=_CACHE, error_model="numpy")
+def _fwd_rows@@SFX@@(x, ca, cb, clo, chi, doff, outs, values, P, ps, sv, D, save):
+    # _W batch rows per prange step, batch-innermost like the column
+    # kernels: v[w, j], and the back-sweep scratch R[w, r, j] (a comparator
+    # touches two contiguous (k, _W) tiles). ps[blk, i, j] = p of row
+    # blk * _W + j; with save, sv[blk, i, :, j] = (dp * d, dp) and
+    # D[blk, doff[i] + r - clo[i], j] = R[a, r, j] - R[c, r, j].
     B, n = x.shape
     size = ca.shape[0]
     k = outs.shape[0]
-    for b in numba.prange(B):
-        v = np.empty(n, dtype=@@NPT@@)
-        for w in range(n):
-            v[w] = x[b, w]
+    for blk in numba.prange((B + _W - 1) // _W):
+        b0 = blk * _W
+        nb = min(_W, B - b0)
+        v = np.zeros((n, _W), dtype=@@NPT@@)  # padding rows (j >= nb) stay 0
+        for j in range(nb):
+            for w in range(n):
+                v[w, j] = x[b0 + j, w]
+        pj = ps[blk]
+        dpj = np.empty(_W, dtype=@@NPT@@)
         for i in range(size):
-            a = ca[i]
-            c = cb[i]
-            xa = v[a]
-            xc = v[c]
-            d = xa - xc
-@@SWAP12@@
-            q = @@ONE@@ - p
-            v[a] = p * xa + q * xc
-            v[c] = q * xa + p * xc
-            ps[b, i] = p
-            if save:
-                ds[b, i] = d
-                dps[b, i] = dp
+            va = v[ca[i]]
+            vc = v[cb[i]]
+            pi = pj[i]
+            for j in range(_W):  # the swap probabilities: one vector loop
+                d = va[j] - vc[j]
+@@SWAP16@@
+                pi[j] = p
+                dpj[j] = dp
+            for j in range(_W):
+                p = pi[j]
+                q = @@ONE@@ - p
+                xa = va[j]
+                xc = vc[j]
+                va[j] = p * xa + q * xc
+                vc[j] = q * xa + p * xc
+                if save:
+                    sv[blk, i, 0, j] = dpj[j] * (xa - xc)
+                    sv[blk, i, 1, j] = dpj[j]
+        for j in range(nb):
+            for r in range(k):
+                values[b0 + j, r] = v[outs[r], j]
+        # back-sweep R <- R M_l, last layer first, rows clo..chi only
+        R = np.zeros((n, k, _W), dtype=@@NPT@@)
         for r in range(k):
-            values[b, r] = v[outs[r]]
-        # back-sweep in wire-major scratch R[w, r] (a comparator touches two
-        # contiguous k-vectors), transposed into P at the end
-        R = np.zeros((n, k), dtype=@@NPT@@)
-        for r in range(k):
-            R[outs[r], r] = @@ONE@@
+            R[outs[r], r, :] = @@ONE@@
         for i in range(size - 1, -1, -1):
             lo = clo[i]
             hi = chi[i]
             if lo >= hi:
                 continue
-            a = ca[i]
-            c = cb[i]
-            p = ps[b, i]
-            q = @@ONE@@ - p
+            Ra = R[ca[i]]
+            Rc = R[cb[i]]
+            pi = pj[i]
             o = doff[i] - lo
-            if hi - lo == @@K@@:  # all k rows (the dense part): a fixed, unrolled loop
-                for r in range(@@K@@):
-                    ra = R[a, r]
-                    rc = R[c, r]
+            for r in range(lo, hi):
+                ra_ = Ra[r]
+                rc_ = Rc[r]
+                for j in range(_W):
+                    p = pi[j]
+                    q = @@ONE@@ - p
+                    ra = ra_[j]
+                    rc = rc_[j]
                     if save:
-                        D[b, o + r] = ra - rc
-                    R[a, r] = p * ra + q * rc
-                    R[c, r] = q * ra + p * rc
-            else:
-                for r in range(lo, hi):
-                    ra = R[a, r]
-                    rc = R[c, r]
-                    if save:
-                        D[b, o + r] = ra - rc
-                    R[a, r] = p * ra + q * rc
-                    R[c, r] = q * ra + p * rc
-        for r in range(k):
-            for w in range(n):
-                P[b, r, w] = R[w, r]
+                        D[blk, o + r, j] = ra - rc
+                    ra_[j] = p * ra + q * rc
+                    rc_[j] = q * ra + p * rc
+        for j in range(nb):
+            for r in range(k):
+                for w in range(n):
+                    P[b0 + j, r, w] = R[w, r, j]
 
 
-@numba.njit(parallel=_PARALLEL, cache=_CACHE)
-def _bwd_rows@@SFX@@(gv, gP, has_gP, ca, cb, clo, chi, doff, outs, ps, ds, dps, D, gx):
+@numba.njit(parallel=_PARALLEL, cache=_CACHE, error_model="numpy")
+def _bwd_rows@@SFX@@(gv, gP, has_gP, ca, cb, clo, chi, doff, outs, ps, sv, D, gx):
     B, n = gx.shape
     size = ca.shape[0]
     k = outs.shape[0]
-    for b in numba.prange(B):
-        gpp = np.zeros(size, dtype=@@NPT@@)
+    for blk in numba.prange((B + _W - 1) // _W):
+        b0 = blk * _W
+        nb = min(_W, B - b0)
+        gpp = np.zeros((size, _W), dtype=@@NPT@@)  # dL/dp per comparator and row
         if has_gP:
-            G = np.empty((n, k), dtype=@@NPT@@)  # wire-major, like R
-            for r in range(k):
-                for w in range(n):
-                    G[w, r] = gP[b, r, w]
+            # dL/dP pushed forward through the layers (the back-sweep's adjoint)
+            G = np.zeros((n, k, _W), dtype=@@NPT@@)
+            for j in range(nb):
+                for r in range(k):
+                    for w in range(n):
+                        G[w, r, j] = gP[b0 + j, r, w]
+            acc = np.empty(_W, dtype=@@NPT@@)
             for i in range(size):
                 lo = clo[i]
                 hi = chi[i]
                 if lo >= hi:
                     continue
-                a = ca[i]
-                c = cb[i]
-                p = ps[b, i]
-                q = @@ONE@@ - p
+                Ga = G[ca[i]]
+                Gc = G[cb[i]]
+                pi = ps[blk, i]
                 o = doff[i] - lo
-                acc = @@ZERO@@
-                if hi - lo == @@K@@:
-                    for r in range(@@K@@):
-                        ga = G[a, r]
-                        gc = G[c, r]
-                        acc += (ga - gc) * D[b, o + r]
-                        G[a, r] = p * ga + q * gc
-                        G[c, r] = q * ga + p * gc
-                else:
-                    for r in range(lo, hi):
-                        ga = G[a, r]
-                        gc = G[c, r]
-                        acc += (ga - gc) * D[b, o + r]
-                        G[a, r] = p * ga + q * gc
-                        G[c, r] = q * ga + p * gc
-                gpp[i] = acc
-        g = np.zeros(n, dtype=@@NPT@@)
-        for r in range(k):
-            g[outs[r]] += gv[b, r]
+                acc[:] = @@ZERO@@
+                for r in range(lo, hi):
+                    ga_ = Ga[r]
+                    gc_ = Gc[r]
+                    Dr = D[blk, o + r]
+                    for j in range(_W):
+                        p = pi[j]
+                        q = @@ONE@@ - p
+                        ga = ga_[j]
+                        gc = gc_[j]
+                        acc[j] += (ga - gc) * Dr[j]
+                        ga_[j] = p * ga + q * gc
+                        gc_[j] = q * ga + p * gc
+                for j in range(_W):
+                    gpp[i, j] = acc[j]
+        # the values' adjoint, swept back once, adds dL/dp * dp/dd
+        g = np.zeros((n, _W), dtype=@@NPT@@)
+        for j in range(nb):
+            for r in range(k):
+                g[outs[r], j] += gv[b0 + j, r]
         for i in range(size - 1, -1, -1):
-            a = ca[i]
-            c = cb[i]
-            p = ps[b, i]
-            q = @@ONE@@ - p
-            ga = g[a]
-            gc = g[c]
-            gd = ((ga - gc) * ds[b, i] + gpp[i]) * dps[b, i]
-            g[a] = p * ga + q * gc + gd
-            g[c] = q * ga + p * gc - gd
-        for w in range(n):
-            gx[b, w] = g[w]
+            ga_ = g[ca[i]]
+            gc_ = g[cb[i]]
+            pi = ps[blk, i]
+            s = sv[blk, i]
+            gi = gpp[i]
+            for j in range(_W):
+                p = pi[j]
+                q = @@ONE@@ - p
+                ga = ga_[j]
+                gc = gc_[j]
+                gd = (ga - gc) * s[0, j] + gi[j] * s[1, j]
+                ga_[j] = p * ga + q * gc + gd
+                gc_[j] = q * ga + p * gc - gd
+        for j in range(nb):
+            for w in range(n):
+                gx[b0 + j, w] = g[w, j]
 
 
 @numba.njit(parallel=_PARALLEL, cache=_CACHE, error_model="numpy")
@@ -322,7 +341,7 @@ _CB = np.ascontiguousarray(_COMPS[:, 1])
 # parallel kernels are cached on disk, next to this file.
 _PARALLEL = os.environ.get("NETGEN_NUMBA_PARALLEL", "1") != "0"
 _CACHE = _PARALLEL and os.path.isfile(globals().get("__file__") or "")
-_W = 16  # batch rows per block in the column kernels (one or two SIMD vectors)
+_W = 16  # batch rows per block in every kernel (one or two SIMD vectors)
 
 
 @@KERNELS@@
@@ -339,27 +358,25 @@ def rows_numpy(x, save=True):
     Returns ``values, P, saved`` (``saved`` feeds :func:`rows_backward_numpy`)."""
     B = x.shape[0]
     dt = x.dtype
+    nblk = (B + _W - 1) // _W
     values = np.empty((B, _K), dtype=dt)
     P = np.empty((B, _K, _N), dtype=dt)
-    ps = np.empty((B, _SIZE), dtype=dt)
-    m = _SIZE if save else 0
-    ds = np.empty((B, m), dtype=dt)
-    dps = np.empty((B, m), dtype=dt)
-    D = np.empty((B, _NNZ if save else 0), dtype=dt)
-    _KERNELS[dt][0](x, _CA, _CB, _CLO, _CHI, _DOFF, _OUTPUTS, values, P, ps, ds, dps, D, save)
-    return values, P, (ps, ds, dps, D)
+    ps = np.empty((nblk, _SIZE, _W), dtype=dt)
+    sv = np.empty((nblk, _SIZE if save else 0, 2, _W), dtype=dt)
+    D = np.empty((nblk, _NNZ if save else 0, _W), dtype=dt)
+    _KERNELS[dt][0](x, _CA, _CB, _CLO, _CHI, _DOFF, _OUTPUTS, values, P, ps, sv, D, save)
+    return values, P, (B, ps, sv, D)
 
 
 def rows_backward_numpy(saved, gv, gP):
     """Adjoint of :func:`rows_numpy`: gradient w.r.t. x from the gradients
     of values (B, k) and P (B, k, n) (``gP`` may be None)."""
-    ps, ds, dps, D = saved
-    B = ps.shape[0]
+    B, ps, sv, D = saved
     gx = np.empty((B, _N), dtype=ps.dtype)
     has_gP = gP is not None
     if gP is None:
         gP = np.zeros((B, 0, 0), dtype=ps.dtype)
-    _KERNELS[ps.dtype][1](gv, gP, has_gP, _CA, _CB, _CLO, _CHI, _DOFF, _OUTPUTS, ps, ds, dps, D, gx)
+    _KERNELS[ps.dtype][1](gv, gP, has_gP, _CA, _CB, _CLO, _CHI, _DOFF, _OUTPUTS, ps, sv, D, gx)
     return gx
 
 
@@ -398,8 +415,8 @@ class _Rows(torch.autograd.Function):
     def backward(ctx, gv, gP):
         if gv is None and gP is None:
             return None
-        dt = ctx.saved[0].dtype
-        B = ctx.saved[0].shape[0]
+        B, ps = ctx.saved[:2]
+        dt = ps.dtype
         gvn = np.zeros((B, _K), dtype=dt) if gv is None else _np(gv, _TORCH[dt])
         gPn = None if gP is None else _np(gP, _TORCH[dt])
         return torch.from_numpy(rows_backward_numpy(ctx.saved, gvn, gPn))
