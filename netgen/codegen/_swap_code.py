@@ -24,6 +24,9 @@ Hence:
   fit error 4e-8, ~2e-7 evaluated in float32) instead of the libm ``erf``
   call that kept the loop scalar; float64 keeps ``math.erf`` (1e-12 against
   the reference);
+* in float32 the CPU kernels compute the exponential inline too
+  (``inline_exp``: range reduction, polynomial, a power of two from selects;
+  the GPU keeps its fast ``expf``);
 * cauchy in float32 inlines the arctangent (Cephes-style range reduction and
   odd polynomial, ~1 ulp).
 """
@@ -59,6 +62,26 @@ def _horner(coefs, var: str, L) -> str:
     for c in reversed(coefs[:-1]):
         expr = f"({expr} * {var} + {L(c)})"
     return expr
+
+
+def _exp_lines(dst: str, arg: str, L) -> list[str]:
+    """float32 ``dst = exp(arg)`` for ``arg <= 0`` without a libm call (so a
+    loop over batch rows stays one vector loop): arg clamped to -87,
+    ``arg = r - m ln2`` with m in 0..126 and |r| <= ln2 / 2 (ln2 split in
+    two, the first part exact in m * ln2_hi), ``exp(r)`` by its degree-7
+    Taylor polynomial (truncation 5e-9 relative), ``2^-m`` as a product of
+    selects over the 7 bits of m. ~1-2 ulp; exp(arg) below e^-87 ~ 1.6e-38
+    reads as that value instead of a smaller one or 0."""
+    one = L(1.0)
+    poly = _horner([1.0 / math.factorial(i) for i in range(8)], "er", L)
+    scale = " * ".join(f"({L(2.0 ** -(2 ** i))} if em & {2 ** i} else {one})" for i in range(7))
+    return [
+        f"ex = max({arg}, {L(-87.0)})",
+        f"em = int(-ex * {L(1.0 / math.log(2.0))} + {L(0.5)})",
+        "fm = np.float32(em)",  # an int times a float32 would be float64
+        f"er = ex + fm * {L(0.693359375)} + fm * {L(-2.12194440e-4)}",
+        f"{dst} = {poly} * {scale}",
+    ]
 
 
 def _art_lines(lam: float, eps: float, ft: str, L) -> list[str]:
@@ -99,12 +122,15 @@ def _art_lines(lam: float, eps: float, ft: str, L) -> list[str]:
     ]
 
 
-def _dist_lines(dist: str, eps: float, ft: str, L) -> list[str]:
+def _dist_lines(dist: str, eps: float, ft: str, L, inline_exp: bool) -> list[str]:
     """F(z) -> p and f(z) -> f from the clamped ``z``."""
     one, half, zero = L(1.0), L(0.5), L(0.0)
+
+    def exp(dst, arg):
+        return _exp_lines(dst, arg, L) if inline_exp and ft == "float32" else [f"{dst} = math.exp({arg})"]
+
     if dist in ("logistic", "logistic_phi"):
-        return [
-            "ez = math.exp(-abs(z))",
+        return exp("ez", "-abs(z)") + [
             f"inv = {one} / ({one} + ez)",
             "pm = ez * inv",  # F(-|z|)
             f"p = inv if z >= {zero} else pm",
@@ -143,8 +169,7 @@ def _dist_lines(dist: str, eps: float, ft: str, L) -> list[str]:
             "f = rz * rz",
         ]
     if dist == "gaussian" and ft == "float32":
-        return [
-            f"ez = math.exp({L(-0.5)} * z * z)",
+        return exp("ez", f"{L(-0.5)} * z * z") + [
             f"t = {one} / ({one} + abs(z) * {L(0.5 / math.sqrt(2.0))})",
             f"tail = {half} * ez * t * {_horner(_ERFCX_T, 't', L)}",  # 1 - Phi(|z|)
             f"p = {one} - tail if z >= {zero} else tail",
@@ -167,11 +192,13 @@ def _dist_lines(dist: str, eps: float, ft: str, L) -> list[str]:
     raise ValueError(f"unknown distribution {dist!r}")  # pragma: no cover - Relaxation validates
 
 
-def swap_code(r, indent: int, ft: str = "float64") -> str:
+def swap_code(r, indent: int, ft: str = "float64", inline_exp: bool = False) -> str:
     """Scalar code reading ``d`` (of type ``ft``) and defining ``p`` (swap
     probability) and ``dp`` (dp/dd), all in ``ft`` arithmetic like the
     reference in that dtype. Uses only ``math``, ``np.float32`` and
-    literals, so it runs under njit, cuda.jit and the CUDA simulator."""
+    literals, so it runs under njit, cuda.jit and the CUDA simulator.
+    ``inline_exp`` (CPU kernels): float32 exponentials without libm calls
+    (:func:`_exp_lines`)."""
     if ft not in FLOAT_TYPES:
         raise ValueError(f"unknown float type {ft!r}")
     L = lambda v: lit(v, ft)  # noqa: E731
@@ -187,6 +214,6 @@ def swap_code(r, indent: int, ft: str = "float64") -> str:
     else:
         lines += [f"dph = {L(1.0)}", f"z = {s} * dd"]
     lines.append(f"z = min(max(z, -{big}), {big})")
-    lines += _dist_lines(r.distribution, float(r.art_epsilon), ft, L)
+    lines += _dist_lines(r.distribution, float(r.art_epsilon), ft, L, inline_exp)
     lines.append(f"dp = min({s} * f * dph, {big})")
     return textwrap.indent("\n".join(lines), " " * indent)

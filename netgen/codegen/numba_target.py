@@ -68,7 +68,7 @@ def emit(net: Network, r: Any = None) -> str:
             "@@NPT@@": f"np.{ft}",
             "@@ONE@@": lit(1.0, ft),
             "@@ZERO@@": lit(0.0, ft),
-            "@@SWAP16@@": swap_code(r, 16, ft),
+            "@@SWAP16@@": swap_code(r, 16, ft, inline_exp=True),
         }.items():
             k = k.replace(key, val)
         kernels.append(k)

@@ -28,9 +28,9 @@ CASES = [Relaxation(d, 7.0) for d in DISTRIBUTIONS] + [
 ]
 
 
-def _kernel(r, ft):
+def _kernel(r, ft, inline_exp=True):
     src = "def f(ds, ps, dps):\n    for i in range(ds.shape[0]):\n        d = ds[i]\n"
-    src += swap_code(r, 8, ft) + "\n        ps[i] = p\n        dps[i] = dp\n"
+    src += swap_code(r, 8, ft, inline_exp) + "\n        ps[i] = p\n        dps[i] = dp\n"
     ns = {"math": math, "np": np}
     exec(compile(textwrap.dedent(src), "<swap>", "exec"), ns)
     return numba.njit(ns["f"])
