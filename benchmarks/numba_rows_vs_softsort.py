@@ -98,7 +98,9 @@ def main() -> None:
         steps[f"{d} column"] = lambda layer=layer: (layer.column(x, y) * w).sum().backward()
     for step in steps.values():  # warm-up: compiles or loads the cached kernels
         step()
-    print(f"loaded and warmed up in {time.perf_counter() - t0:.1f} s")
+    import netgen
+
+    print(f"netgen from {Path(netgen.__file__).parent}; loaded and warmed up in {time.perf_counter() - t0:.1f} s")
     times = {name: [] for name in steps}
     for _ in range(args.reps):
         for name, step in steps.items():
