@@ -36,9 +36,10 @@ def _fwd_rows@@SFX@@(x, ca, cb, clo, chi, doff, outs, values, P, ps, sv, D, save
         b0 = blk * _W
         nb = min(_W, B - b0)
         v = np.zeros((n, _W), dtype=@@NPT@@)  # padding rows (j >= nb) stay 0
-        for j in range(nb):
-            for w in range(n):
-                v[w, j] = x[b0 + j, w]
+        for w0 in range(0, n, _T):  # transposes in tiles of _T wires (L1-sized)
+            for j in range(nb):
+                for w in range(w0, min(w0 + _T, n)):
+                    v[w, j] = x[b0 + j, w]
         pj = ps[blk]
         dpj = np.empty(_W, dtype=@@NPT@@)
         for i in range(size):
@@ -88,10 +89,11 @@ def _fwd_rows@@SFX@@(x, ca, cb, clo, chi, doff, outs, values, P, ps, sv, D, save
                         D[blk, o + r, j] = ra - rc
                     ra_[j] = p * ra + q * rc
                     rc_[j] = q * ra + p * rc
-        for j in range(nb):
+        for w0 in range(0, n, _T):
             for r in range(k):
-                for w in range(n):
-                    P[b0 + j, r, w] = R[w, r, j]
+                for j in range(nb):
+                    for w in range(w0, min(w0 + _T, n)):
+                        P[b0 + j, r, w] = R[w, r, j]
 
 
 @numba.njit(parallel=_PARALLEL, cache=_CACHE, error_model="numpy")
@@ -106,10 +108,11 @@ def _bwd_rows@@SFX@@(gv, gP, has_gP, ca, cb, clo, chi, doff, outs, ps, sv, D, gx
         if has_gP:
             # dL/dP pushed forward through the layers (the back-sweep's adjoint)
             G = np.zeros((n, k, _W), dtype=@@NPT@@)
-            for j in range(nb):
+            for w0 in range(0, n, _T):
                 for r in range(k):
-                    for w in range(n):
-                        G[w, r, j] = gP[b0 + j, r, w]
+                    for j in range(nb):
+                        for w in range(w0, min(w0 + _T, n)):
+                            G[w, r, j] = gP[b0 + j, r, w]
             acc = np.empty(_W, dtype=@@NPT@@)
             for i in range(size):
                 lo = clo[i]
@@ -154,9 +157,10 @@ def _bwd_rows@@SFX@@(gv, gP, has_gP, ca, cb, clo, chi, doff, outs, ps, sv, D, gx
                 gd = (ga - gc) * s[0, j] + gi[j] * s[1, j]
                 ga_[j] = p * ga + q * gc + gd
                 gc_[j] = q * ga + p * gc - gd
-        for j in range(nb):
-            for w in range(n):
-                gx[b0 + j, w] = g[w, j]
+        for w0 in range(0, n, _T):
+            for j in range(nb):
+                for w in range(w0, min(w0 + _T, n)):
+                    gx[b0 + j, w] = g[w, j]
 
 
 @numba.njit(parallel=_PARALLEL, cache=_CACHE, error_model="numpy")
@@ -173,9 +177,11 @@ def _fwd_col@@SFX@@(x, y, ca, cb, outs, col, cs, save):
         nb = min(_W, B - b0)
         v = np.zeros((n, _W), dtype=@@NPT@@)  # padding rows (j >= nb) stay 0
         u = np.zeros((n, _W), dtype=@@NPT@@)
+        for w0 in range(0, n, _T):  # transposes in tiles of _T wires (L1-sized)
+            for j in range(nb):
+                for w in range(w0, min(w0 + _T, n)):
+                    v[w, j] = x[b0 + j, w]
         for j in range(nb):
-            for w in range(n):
-                v[w, j] = x[b0 + j, w]
             u[y[b0 + j], j] = @@ONE@@
         pj = np.empty(_W, dtype=@@NPT@@)  # this comparator's p and dp per row
         dpj = np.empty(_W, dtype=@@NPT@@)
@@ -242,7 +248,8 @@ def _bwd_col@@SFX@@(gcol, ca, cb, outs, cs, gx):
                 gc_[j] = q * ga + p * gc - gd
                 ua_[j] = p * ua + q * uc
                 uc_[j] = q * ua + p * uc
-        for j in range(nb):
-            for w in range(n):
-                gx[b0 + j, w] = g[w, j]
+        for w0 in range(0, n, _T):
+            for j in range(nb):
+                for w in range(w0, min(w0 + _T, n)):
+                    gx[b0 + j, w] = g[w, j]
 '''

@@ -110,6 +110,7 @@ _CB = np.ascontiguousarray(_COMPS[:, 1])
 _PARALLEL = os.environ.get("NETGEN_NUMBA_PARALLEL", "1") != "0"
 _CACHE = _PARALLEL and os.path.isfile(globals().get("__file__") or "")
 _W = 16  # batch rows per block in every kernel (one or two SIMD vectors)
+_T = 64  # wires per tile when transposing between (row, wire) and (wire, row)
 
 
 @@KERNELS@@
