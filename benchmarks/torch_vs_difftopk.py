@@ -29,8 +29,6 @@ shared and small tensors lose more to thread contention than they gain).
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
 import os
 import statistics
@@ -38,7 +36,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import types
 
 import _rss  # benchmarks/_rss.py: working-memory measurement
 
@@ -47,71 +44,12 @@ METHODS = ("netgen-torch", "difftopk")
 
 
 # ---------------------------------------------------------- difftopk loading
-class _Recorded:
-    """Stand-in for a dense 2-D ``np.zeros`` array: records assignments."""
+def _difftopk_loader(n, k, device="cpu"):
+    """difftopk's own splitter_selection network and sparse executor (see
+    netgen/bench/difftopk_sparse.py); run(x) -> X (B, n, k)."""
+    from netgen.bench.difftopk_sparse import splitter_selection
 
-    def __init__(self, shape, entries=None):
-        self.shape = tuple(shape)
-        self.entries = {} if entries is None else entries
-
-    def __setitem__(self, key, value):
-        self.entries[(int(key[0]), int(key[1]))] = float(value)
-
-    def __getitem__(self, key):
-        rows, cols = key
-        r0, r1, _ = rows.indices(self.shape[0])
-        c0, c1, _ = cols.indices(self.shape[1])
-        kept = {(i - r0, j - c0): v for (i, j), v in self.entries.items() if r0 <= i < r1 and c0 <= j < c1}
-        return _Recorded((r1 - r0, c1 - c0), kept)
-
-
-class _SpmmShim:
-    """torch_sparse.spmm(index, value, m, n, matrix): sum over the nonzeros
-    of value * matrix[col] into row ``row`` (what torch_sparse computes), so
-    autograd gives the gradient w.r.t. ``value`` as a gather, like torch_sparse."""
-
-    @staticmethod
-    def spmm(index, value, m, n, matrix):
-        import torch
-
-        row, col = index[0], index[1]
-        out = torch.zeros(m, matrix.shape[1], dtype=value.dtype, device=value.device)
-        return out.index_add(0, row, value.unsqueeze(1) * matrix[col].to(value.dtype))
-
-
-def _difftopk_loader(n, k):
-    import numpy as np
-    import torch
-
-    with contextlib.redirect_stdout(io.StringIO()):
-        import difftopk.functional as dtf
-        import difftopk.networks as dtn
-    fake = types.SimpleNamespace(**{a: getattr(np, a) for a in dir(np) if not a.startswith("__")})
-    fake.zeros = lambda shape, *a, **kw: _Recorded(shape) if len(shape) == 2 else np.zeros(shape, *a, **kw)
-    saved, dtn.np = dtn.np, fake
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            layers = dtn.sparse_splitter_selection_network(n, k)
-    finally:
-        dtn.np = saved
-
-    def sparse_T(m):  # what get_sparse_net does: transpose, COO, coalesce
-        ent = sorted(m.entries.items())
-        idx = torch.tensor([[j for (i, j), _ in ent], [i for (i, j), _ in ent]], dtype=torch.int64).reshape(2, -1)
-        val = torch.tensor([v for _, v in ent], dtype=torch.float32)
-        return torch.sparse_coo_tensor(idx, val, (m.shape[1], m.shape[0])).coalesce()
-
-    net = []
-    for split_a, split_b, cmin, cmax, *idx in layers:
-        net.append([sparse_T(m) for m in (split_a, split_b, cmin, cmax)] + [torch.from_numpy(np.asarray(a)).float() for a in idx])
-    dtf.torch_sparse = _SpmmShim
-    dtf.SPARSE_INSTALLED = True
-
-    def run(x):
-        _, X = dtf.execute_sparse_topk(net, x, k, 10.0, 0.25, "cauchy")
-        return X  # (B, n, k)
-
-    return run
+    return splitter_selection(n, k, device)
 
 
 def _netgen_loader(n, k):

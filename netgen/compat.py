@@ -1,6 +1,9 @@
 """Drop-in replacements for diffsort's ``DiffSortNet`` and difftopk's
 ``DiffTopkNet``: same argument names, same output orientation, computed by
-a netgen-generated torch layer (index-based sweeps, written-out backward).
+a netgen-generated layer (written-out backward). The extra keyword
+``target="auto"`` picks the fastest generated target for the input's device
+(cuda kernels on a GPU with numba-cuda, numba on CPU, torch otherwise; see
+:mod:`netgen.codegen.auto`); ``target="torch"`` pins the torch layer.
 
 Switch by changing an import::
 
@@ -133,10 +136,10 @@ def _resolve_distribution(distribution, interpolation_type) -> str:
 
 class _Base(torch.nn.Module):
     def _setup(self, sorting_network_type, size, k, device, steepness, art_lambda, interpolation_type,
-               distribution, art_epsilon, network):
-        from .codegen import module_name
-        from .codegen.loader import load_source
-        from .codegen.torch_target import emit
+               distribution, art_epsilon, network, target):
+        from .codegen.auto import AutoLayer, check_target
+
+        check_target(target)
 
         if network == "difftopk":
             net = original_network(sorting_network_type, size, k)
@@ -151,8 +154,7 @@ class _Base(torch.nn.Module):
         self.distribution = _resolve_distribution(distribution, interpolation_type)
         self.relaxation = Relaxation(self.distribution, steepness, art_lambda, art_epsilon)
         self.network = net
-        mod = load_source(emit(net, self.relaxation), module_name(net, self.relaxation, "torch"))
-        self.layer = mod.Layer().to(device)
+        self.layer = AutoLayer(net, self.relaxation, target, device)
 
     def forward(self, vectors: torch.Tensor):
         """Their orientation: ascending values and X = P.flip(-2).transpose(-1, -2)."""
@@ -179,10 +181,11 @@ class DiffSortNet(_Base):
         *,
         art_epsilon: float = DIFFTOPK_ART_EPSILON,
         network: str = "difftopk",
+        target: str = "auto",
     ):
         super().__init__()
         self._setup(sorting_network_type, size, None, device, steepness, art_lambda, interpolation_type,
-                    distribution, art_epsilon, network)
+                    distribution, art_epsilon, network, target)
 
 
 class DiffTopkNet(_Base):
@@ -204,9 +207,10 @@ class DiffTopkNet(_Base):
         *,
         art_epsilon: float = DIFFTOPK_ART_EPSILON,
         network: str = "difftopk",
+        target: str = "auto",
     ):
         super().__init__()
         self.k = int(k)
         self.sparse = sparse
         self._setup(sorting_network_type, size, k, device, steepness, art_lambda, interpolation_type,
-                    distribution, art_epsilon, network)
+                    distribution, art_epsilon, network, target)

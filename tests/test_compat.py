@@ -52,7 +52,7 @@ def test_diffsortnet_matches_diffsort(kind, n):
         theirs = diffsort.DiffSortNet(kind, n, steepness=5.0, distribution=dist)
         theirs.sorting_network = [[m.double() for m in layer] for layer in theirs.sorting_network]
         tv, tX = theirs(x)
-        ours = DiffSortNet(kind, n, steepness=5.0, distribution=dist)
+        ours = DiffSortNet(kind, n, steepness=5.0, distribution=dist, target="torch")
         v, X = ours(x)
         assert v.shape == tv.shape and X.shape == tX.shape == (3, n, n)
         assert (v - tv).abs().max().item() < 1e-10, dist
@@ -70,7 +70,7 @@ def test_difftopknet_dense_matches_difftopk(kind, n):
         with float64_default():
             none, tX = theirs(x)
         assert none is None
-        v, X = DiffTopkNet(kind, n, 5, steepness=7.0, distribution=dist)(x)
+        v, X = DiffTopkNet(kind, n, 5, steepness=7.0, distribution=dist, target="torch")(x)
         assert X.shape == tX.shape == (3, n, 5)
         assert (X - tX).abs().max().item() < 1e-10, dist
         # our first output: the soft top-5 values, ascending
@@ -88,7 +88,7 @@ def test_difftopknet_splitter_matches_difftopk_sparse(n):
     try:
         for dist in DISTS:
             _, tX = dtf.execute_sparse_topk(net, x, 5, 9.0, 0.25, dist)
-            _, X = DiffTopkNet("splitter_selection", n, 5, sparse=True, steepness=9.0, distribution=dist)(x)
+            _, X = DiffTopkNet("splitter_selection", n, 5, sparse=True, steepness=9.0, distribution=dist, target="torch")(x)
             assert (X - tX).abs().max().item() < 1e-10, dist
     finally:
         if saved is None:
@@ -100,7 +100,7 @@ def test_difftopknet_splitter_matches_difftopk_sparse(n):
 def test_orientation_against_netgen_P():
     n, k = 12, 4
     x = x_for(n, 3).requires_grad_()
-    m = DiffTopkNet("bitonic", n, k, steepness=4.0, distribution="logistic")
+    m = DiffTopkNet("bitonic", n, k, steepness=4.0, distribution="logistic", target="torch")
     v, X = m(x)
     r = Relaxation("logistic", 4.0, 0.25, DIFFTOPK_ART_EPSILON)
     vals, P = ref.forward(original_network("bitonic", n, k), x, r)
@@ -133,7 +133,7 @@ def test_network_netgen_option_sorts_correctly():
     want = torch.sort(x, dim=-1).values
     theirs = original_network("bitonic", n)
     assert not torch.equal(torch.from_numpy(theirs.select(x.numpy())).flip(-1), want)
-    ours = DiffSortNet("bitonic", n, network="netgen", steepness=1e4)
+    ours = DiffSortNet("bitonic", n, network="netgen", steepness=1e4, target="torch")
     assert torch.equal(torch.from_numpy(ours.network.select(x.numpy())).flip(-1), want)
     v, X = ours(x)
     assert X.shape == (200, n, n)

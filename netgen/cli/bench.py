@@ -30,7 +30,8 @@ def _fmt(v, spec):
 @click.option("--repeats", type=int, default=None, help="timed repetitions per measurement (median)")
 @click.option("--warmup", type=int, default=None, help="untimed warm-up runs")
 @click.option("--threads", type=int, default=1, show_default=True, help="torch / numba threads per worker")
-@click.option("--device", default="cpu", show_default=True, type=click.Choice(["cpu", "cuda"]))
+@click.option("--device", default="cpu", show_default=True, type=click.Choice(["cpu", "cuda"]),
+              help="cuda: the GPU table instead of the grid (netgen/bench/gpu.py; B 64,500,4096, n 1000,10450, k 5)")
 @click.option("--temperature", "temps", multiple=True, metavar="METHOD=VALUE",
               help="override a baseline's temperature (repeatable)")
 @click.option("--cache-dir", default=None, type=click.Path(file_okay=False),
@@ -52,6 +53,8 @@ def command(out_dir, quick, methods, reference, batch, ns, ks, timeout, repeats,
     from ..bench.grid import DEFAULT, QUICK, parse_ints
     from ..bench.methods import all_names
 
+    if device == "cuda" and not list_methods:
+        return _gpu_table(out_dir, methods, batch, ns, ks, repeats)
     names = all_names()
     if list_methods:
         click.echo("\n".join(names))
@@ -123,3 +126,33 @@ def command(out_dir, quick, methods, reference, batch, ns, ks, timeout, repeats,
         )
     log(f"netgen bench: {len(doc['results'])} configurations in {doc['total_s']:.0f} s; wrote "
         f"{out_dir}/results.json, results.csv" + (", plots" if not no_plots else ""))
+
+
+def _gpu_table(out_dir, methods, batch, ns, ks, repeats):
+    """``--device cuda``: the one GPU table of :mod:`netgen.bench.gpu`."""
+    import json
+    from pathlib import Path
+
+    from ..bench.grid import parse_ints
+    from ..bench.gpu import all_methods, gpu_problem, run_table
+
+    names = all_methods()
+    chosen = names if methods is None else [m.strip() for m in methods.split(",") if m.strip()]
+    unknown = [m for m in chosen if m not in names]
+    if unknown or not chosen:
+        raise BadInput(f"unknown method(s) {', '.join(unknown) or '(none given)'} for --device cuda; "
+                       f"choose from {', '.join(names)}")
+    Bs = parse_ints(batch, "--batch") if batch else (64, 500, 4096)
+    n_list = parse_ints(ns, "--n") if ns else (1000, 10450)
+    k_list = parse_ints(ks, "--k") if ks else (5,)
+    if len(k_list) != 1:
+        raise BadInput("--device cuda takes one k")
+    if repeats is not None and repeats < 1:
+        raise BadInput(f"--repeats must be >= 1, got {repeats}")
+    why = gpu_problem()
+    if why:
+        raise BadInput(f"--device cuda: {why}")
+    rows = run_table(Bs, n_list, k_list[0], chosen, reps=repeats or 20, echo=click.echo)
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    (Path(out_dir) / "gpu_results.json").write_text(json.dumps(rows, indent=1))
+    log(f"netgen bench --device cuda: wrote {out_dir}/gpu_results.json")

@@ -120,11 +120,11 @@ class _TopK(torch.autograd.Function):
     elementwise op is contiguous and vectorised)."""
 
     @staticmethod
-    def forward(ctx, x, a, b, outs):
+    def forward(ctx, x, bad, a, b, outs):
         ctx.set_materialize_grads(False)
         n, B = x.shape
         train = ctx.needs_input_grad[0]
-        v = x.clone()
+        v = x.masked_fill(bad, 0.0)  # bad rows (NaN/inf input) run on zeros, reported as NaN
         p_all = x.new_empty(_SIZE, B)
         if train:
             d_all = x.new_empty(_SIZE, B)
@@ -158,12 +158,12 @@ class _TopK(torch.autograd.Function):
             if train:
                 torch.sub(Ra, Rb, out=D_all[s:e])
         if train:
-            ctx.save_for_backward(a, b, outs, p_all, d_all, g_all, D_all)
-        return values, R
+            ctx.save_for_backward(bad, a, b, outs, p_all, d_all, g_all, D_all)
+        return values.masked_fill(bad, math.nan), R.masked_fill_(bad, math.nan)
 
     @staticmethod
     def backward(ctx, g_values, g_R):
-        a, b, outs, p_all, d_all, g_all, D_all = ctx.saved_tensors
+        bad, a, b, outs, p_all, d_all, g_all, D_all = ctx.saved_tensors
         n, B = _N, p_all.shape[1]
         # dL/dp from P = R_0: G_0 = dL/dR_0, G_l = G_(l-1) M_l (first layer first);
         # dL/dp_l = sum_r (R_l[a] - R_l[b]) (G_(l-1)[a] - G_(l-1)[b])
@@ -190,7 +190,7 @@ class _TopK(torch.autograd.Function):
             t = (gp_all[s:e] + (ua - ub) * d_all[s:e]) * g_all[s:e]  # dL/dd
             u.index_copy_(0, al, torch.lerp(ub, ua, p).add_(t))
             u.index_copy_(0, bl, torch.lerp(ua, ub, p).sub_(t))
-        return u, None, None, None
+        return u.masked_fill_(bad, math.nan), None, None, None, None
 
 
 class _Column(torch.autograd.Function):
@@ -198,10 +198,10 @@ class _Column(torch.autograd.Function):
     y (B,) -> (k, B). V is (n, 2, B): channel 0 carries the values, 1 e_y."""
 
     @staticmethod
-    def forward(ctx, x, y, a, b, outs):
+    def forward(ctx, x, y, bad, a, b, outs):
         n, B = x.shape
         train = ctx.needs_input_grad[0]
-        V = torch.stack([x, torch.zeros_like(x)], 1)
+        V = torch.stack([x.masked_fill(bad, 0.0), torch.zeros_like(x)], 1)
         V[y, 1, torch.arange(B, device=x.device)] = 1
         if train:
             p_all = x.new_empty(_SIZE, B)
@@ -221,12 +221,12 @@ class _Column(torch.autograd.Function):
                 d_all[s:e] = W
                 g_all[s:e] = g
         if train:
-            ctx.save_for_backward(a, b, outs, p_all, d_all, g_all)
-        return V[outs, 1]
+            ctx.save_for_backward(bad, a, b, outs, p_all, d_all, g_all)
+        return V[outs, 1].masked_fill_(bad, math.nan)
 
     @staticmethod
     def backward(ctx, g_col):
-        a, b, outs, p_all, d_all, g_all = ctx.saved_tensors
+        bad, a, b, outs, p_all, d_all, g_all = ctx.saved_tensors
         n, B = _N, p_all.shape[1]
         U = p_all.new_zeros(n, 2, B)
         U[outs, 1] = g_col.to(U.dtype)
@@ -241,22 +241,32 @@ class _Column(torch.autograd.Function):
             nb[:, 0] -= t
             U.index_copy_(0, al, na)
             U.index_copy_(0, bl, nb)
-        return U[:, 0], None, None, None, None
+        return U[:, 0].masked_fill_(bad, math.nan), None, None, None, None, None
+
+
+def _checked():
+    """Whether value checks may synchronise: eager CPU tensors only. On a GPU,
+    under torch.compile or while capturing a CUDA graph, bad rows are
+    reported as NaN instead (see the module docstring)."""
+    return not torch.compiler.is_compiling()
 
 
 def _prepare(x):
-    """Check x (..., n); return it wire-major (n, B) in the compute dtype."""
+    """Check x (..., n); return it wire-major (n, B) in the compute dtype and
+    the mask of rows with a NaN/inf value (B,)."""
     if not isinstance(x, torch.Tensor):
         raise ValueError(f"expected a torch.Tensor, got {type(x).__name__}")
     if x.dim() < 1 or x.shape[-1] != _N:
         raise ValueError(f"input must have shape (..., {_N}), got {tuple(x.shape)}")
     if not x.dtype.is_floating_point:
         raise ValueError(f"input must be floating point, got {x.dtype}")
-    if not bool(torch.isfinite(x).all()):
-        bad = "NaN" if bool(torch.isnan(x).any()) else "inf"
-        raise ValueError(f"input contains {bad} values; relaxed networks need finite inputs")
     cdtype = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
-    return x.to(cdtype).reshape(-1, _N).t().contiguous()
+    xt = x.to(cdtype).reshape(-1, _N).t().contiguous()
+    bad = ~torch.isfinite(xt).all(0)
+    if xt.device.type == "cpu" and _checked() and bool(bad.any()):
+        what = "NaN" if bool(torch.isnan(xt).any()) else "inf"
+        raise ValueError(f"input contains {what} values; relaxed networks need finite inputs")
+    return xt, bad
 
 
 class Layer(torch.nn.Module):
@@ -279,16 +289,16 @@ class Layer(torch.nn.Module):
     def forward(self, x):
         """x (..., n) -> soft values (..., k) (rank 0 = largest) and
         P (..., k, n) with values = P @ x."""
-        xt = _prepare(x)
+        xt, bad = _prepare(x)
         batch = tuple(x.shape[:-1])
-        values, R = _TopK.apply(xt, *self._index(xt.device))
+        values, R = _TopK.apply(xt, bad, *self._index(xt.device))
         values = values.t().reshape(batch + (_K,)).to(x.dtype)
         P = R.permute(2, 1, 0).reshape(batch + (_K, _N)).to(x.dtype)
         return values, P
 
     def column(self, x, y):
         """P[..., :, y] of shape (..., k) for integer class indices y (...)."""
-        xt = _prepare(x)
+        xt, bad = _prepare(x)
         batch = tuple(x.shape[:-1])
         y = torch.as_tensor(y, device=xt.device)
         if y.dtype.is_floating_point or y.dtype == torch.bool or y.is_complex():
@@ -296,9 +306,10 @@ class Layer(torch.nn.Module):
         if tuple(y.shape) != batch:
             raise ValueError(f"y must have shape {batch} (the batch shape of x), got {tuple(y.shape)}")
         y = y.reshape(-1).long()
-        if y.numel() and (int(y.min()) < 0 or int(y.max()) >= _N):
+        outside = (y < 0) | (y >= _N)
+        if xt.device.type == "cpu" and _checked() and bool(outside.any()):
             raise ValueError(f"y must lie in 0..{_N - 1}")
-        col = _Column.apply(xt, y, *self._index(xt.device))
+        col = _Column.apply(xt, y.clamp(0, _N - 1), bad | outside, *self._index(xt.device))
         return col.t().reshape(batch + (_K,)).to(x.dtype)
 
     @torch.no_grad()
@@ -359,7 +370,9 @@ def emit(net: Network, r: Relaxation) -> str:
     L("Rank 0 is the largest value. A comparator (a, b) with x = v[a], y = v[b] sets")
     L("p = F(s * phi(x - y)), v[a] = p x + (1-p) y, v[b] = (1-p) x + p y.")
     L("float32/float64 are computed in their own dtype; float16/bfloat16 in float32,")
-    L("returned in the input dtype. NaN or inf inputs raise ValueError.")
+    L("returned in the input dtype. NaN or inf inputs (and y out of range) raise")
+    L("ValueError on CPU in eager mode; on a GPU or under torch.compile, where a check")
+    L("would synchronise the host, those rows come out NaN (values, P, column, gradient).")
     L("Backward passes are written out (autograd.Function), not traced.")
     L('"""')
     L.blank()

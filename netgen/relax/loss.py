@@ -122,19 +122,26 @@ class TopKCrossEntropyLoss(torch.nn.Module):
 
 def topk_loss(num_classes: int, p_k: Sequence[float], m: int | None = None, kind: str = "splitter",
               distribution: str | None = None, steepness: float | None = None, art_lambda: float = 0.25,
-              mode: str = "mix", reduction: str = "mean") -> TopKCrossEntropyLoss:
-    """Build a :class:`TopKCrossEntropyLoss` over a generated torch layer for
-    a ``kind`` network on ``m`` (or ``num_classes``) wires with K = len(p_k)
-    outputs; relaxation defaults from :func:`default_relaxation`."""
-    from ..codegen import module_name
-    from ..codegen.loader import load_source
-    from ..codegen.torch_target import emit
+              mode: str = "mix", reduction: str = "mean", target: str = "auto",
+              device=None) -> TopKCrossEntropyLoss:
+    """Build a :class:`TopKCrossEntropyLoss` over a netgen layer for a
+    ``kind`` network on ``m`` (or ``num_classes``) wires with K = len(p_k)
+    outputs; relaxation defaults from :func:`default_relaxation`.
+
+    ``target``: ``"auto"`` (default) runs the fastest target for the scores'
+    device (cuda on a GPU with numba-cuda, numba on CPU, torch otherwise;
+    see :mod:`netgen.codegen.auto`), choosing on the first call per device
+    and logging the choice (``loss.layer.targets`` shows it); or one of
+    ``"torch"``, ``"numba"``, ``"cuda"``. ``device``: build the layer for
+    that device now (do so before ``torch.compile`` or CUDA-graph capture)."""
+    from ..codegen.auto import AutoLayer, check_target
     from ..construct import build
     from .distributions import Relaxation, default_relaxation
 
+    check_target(target)
     n = num_classes if m is None else m
     net = build(kind, n, len(p_k))
     r = default_relaxation(net, distribution)
     r = Relaxation(r.distribution, r.steepness if steepness is None else steepness, art_lambda)
-    layer = load_source(emit(net, r), module_name(net, r, "torch")).Layer()
+    layer = AutoLayer(net, r, target, device)
     return TopKCrossEntropyLoss(layer, p_k, m=m, mode=mode, reduction=reduction)

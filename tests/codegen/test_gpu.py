@@ -97,9 +97,10 @@ def test_gpu_numba_launch_path_equals_fast_path(tmp_path, monkeypatch):
     assert torch.equal(g1, g2)
 
 
-def test_gpu_no_host_sync_and_cuda_graph_replay(tmp_path):
+@pytest.mark.parametrize("target", ["cuda", "torch"])
+def test_gpu_no_host_sync_and_cuda_graph_replay(tmp_path, target):
     net = build("splitter", 10450, 5)
-    layer = load(write_module("cuda", net, default_relaxation(net), tmp_path)).Layer()
+    layer = load(write_module(target, net, default_relaxation(net), tmp_path)).Layer().cuda()
     x = torch.randn(64, 10450, device="cuda", requires_grad=True)
     W = torch.randn(64, 5, 10450, device="cuda")
     y = torch.randint(0, 10450, (64,), device="cuda")
@@ -125,11 +126,12 @@ def test_gpu_no_host_sync_and_cuda_graph_replay(tmp_path):
     assert torch.equal(g_graph, g_eager)
 
 
-def test_gpu_torch_compile_fullgraph(tmp_path):
-    net = build("splitter", 1000, 5)
-    layer = load(write_module("cuda", net, default_relaxation(net), tmp_path)).Layer()
-    x = torch.randn(8, 1000, device="cuda")
-    W = torch.randn(8, 5, 1000, device="cuda")
+@pytest.mark.parametrize("target,n", [("cuda", 1000), ("torch", 64)])
+def test_gpu_torch_compile_fullgraph(tmp_path, target, n):
+    net = build("splitter", n, 5)
+    layer = load(write_module(target, net, default_relaxation(net), tmp_path)).Layer().cuda()
+    x = torch.randn(8, n, device="cuda")
+    W = torch.randn(8, 5, n, device="cuda")
     xe = x.clone().requires_grad_(True)
     (ge,) = torch.autograd.grad(_rows_step(layer, xe, W), xe)
     xc = x.clone().requires_grad_(True)
@@ -138,9 +140,10 @@ def test_gpu_torch_compile_fullgraph(tmp_path):
     torch.testing.assert_close(gc, ge, atol=1e-5, rtol=0)
 
 
-def test_gpu_bad_rows_are_nan(tmp_path):
+@pytest.mark.parametrize("target", ["cuda", "torch"])
+def test_gpu_bad_rows_are_nan(tmp_path, target):
     net = build("splitter", 64, 5)
-    layer = load(write_module("cuda", net, Relaxation("cauchy", 8.0), tmp_path)).Layer()
+    layer = load(write_module(target, net, Relaxation("cauchy", 8.0), tmp_path)).Layer().cuda()
     x = torch.randn(3, 64, device="cuda")
     x[1, 5] = float("inf")
     v, P = layer(x)

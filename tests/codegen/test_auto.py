@@ -1,0 +1,58 @@
+"""target="auto": the fastest target for the scores' device, said out loud,
+and the same numbers as the torch target."""
+
+import logging
+
+import pytest
+import torch
+
+from netgen.codegen import auto
+from netgen.codegen.auto import AutoLayer, pick_target
+from netgen.compat import DiffTopkNet
+from netgen.construct import build
+from netgen.relax.distributions import Relaxation
+from netgen.relax.loss import topk_loss
+
+torch.set_num_threads(1)
+
+
+def test_rule(monkeypatch):
+    assert pick_target("cpu")[0] == "numba"
+    assert pick_target("meta")[0] == "torch"
+    if not torch.cuda.is_available():
+        target, why = pick_target("cuda")
+        assert target == "torch" and "numba-cuda" in why
+    has = auto._has
+    monkeypatch.setattr(auto, "_has", lambda m: False if m.startswith("numba") else has(m))
+    target, why = pick_target("cpu")
+    assert target == "torch" and 'pip install "netgen[numba]"' in why
+
+
+def test_auto_layer_picks_numba_on_cpu_and_agrees_with_torch(caplog):
+    net, r = build("splitter", 12, 3), Relaxation("logistic_phi", 6.0)
+    x = torch.randn(5, 12, dtype=torch.float64, requires_grad=True)
+    y = torch.randint(0, 12, (5,))
+    outs = {}
+    with caplog.at_level(logging.INFO, logger="netgen"):
+        for target in ("auto", "torch"):
+            layer = AutoLayer(net, r, target)
+            v, P = layer(x)
+            col = layer.column(x, y)
+            (g,) = torch.autograd.grad(v.sum() + P.square().sum() + col.sum(), x)
+            outs[target] = (layer.targets, v, P, col, g)
+    assert outs["auto"][0] == {"cpu": "numba"} and outs["torch"][0] == {"cpu": "torch"}
+    assert "target 'numba'" in caplog.text
+    for a, b in zip(outs["auto"][1:], outs["torch"][1:]):
+        assert (a - b).abs().max().item() < 1e-12
+
+
+def test_helpers_take_target():
+    loss = topk_loss(20, [0.5, 0.5], target="torch", device="cpu")
+    assert loss.layer.targets == {"cpu": "torch"}  # built now, for the given device
+    assert loss(torch.randn(4, 20), torch.randint(0, 20, (4,))).isfinite()
+    assert topk_loss(20, [0.5, 0.5]).layer.targets == {}  # auto: chosen on the first call
+    with pytest.raises(ValueError, match="target 'tpu'"):
+        topk_loss(20, [1.0], target="tpu")
+    with pytest.raises(ValueError, match="target 'tpu'"):
+        DiffTopkNet("bitonic", 8, 3, target="tpu")
+    assert DiffTopkNet("bitonic", 8, 3).layer.targets == {"cpu": "numba"}  # their device="cpu" default
