@@ -17,7 +17,7 @@ shared machine spreads over all of them); the table gives medians.
 * SoftSort rows: ``netgen.relax.baselines.softsort`` (tau 1), same loss.
 * difftopk: splitter_selection for (n, k) executed by its own
   ``execute_sparse_topk`` with logistic_phi (steepness 10, lambda 0.25; its
-  network is built as in benchmarks/torch_vs_difftopk.py), same loss on its
+  network is built by netgen/bench/difftopk_sparse.py), same loss on its
   (B, n, k) output; ``--difftopk-reps`` passes after the others (~4 s each
   at B = 64).
 """
@@ -25,13 +25,11 @@ shared machine spreads over all of them); the table gives medians.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
 
 
 def _layers(n, k, dists):
@@ -50,10 +48,9 @@ def _layers(n, k, dists):
 
 
 def _difftopk(n, k):
-    spec = importlib.util.spec_from_file_location("_torch_vs_difftopk", HERE / "torch_vs_difftopk.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod._difftopk_loader(n, k, "logistic_phi", 10.0, 0.25)
+    from netgen.bench.difftopk_sparse import splitter_selection
+
+    return splitter_selection(n, k, "cpu", steepness=10.0, art_lambda=0.25, distribution="logistic_phi")
 
 
 def main() -> None:
@@ -72,9 +69,9 @@ def main() -> None:
     dists = [d.strip() for d in args.distributions.split(",") if d.strip()]
     bad = [d for d in dists if d not in DISTRIBUTIONS]
     if bad:
-        raise SystemExit(f"unknown distribution(s) {', '.join(bad)}; choose from {', '.join(DISTRIBUTIONS)}")
+        ap.error(f"unknown distribution(s) {', '.join(bad)}; choose from {', '.join(DISTRIBUTIONS)}")
     if args.B < 1 or args.reps < 1:
-        raise SystemExit("--B and --reps must be >= 1")
+        ap.error("--B and --reps must be >= 1")
 
     import numba
     import torch
