@@ -175,21 +175,22 @@ def _fwd_col@@SFX@@(x, y, ca, cb, outs, col, cs, save):
     for blk in numba.prange((B + _W - 1) // _W):
         b0 = blk * _W
         nb = min(_W, B - b0)
-        v = np.zeros((n, _W), dtype=@@NPT@@)  # padding rows (j >= nb) stay 0
-        u = np.zeros((n, _W), dtype=@@NPT@@)
+        # vu[w, 0] = v[w], vu[w, 1] = u[w]: a comparator's four row vectors
+        # lie in two contiguous (2, _W) tiles; padding rows (j >= nb) stay 0
+        vu = np.zeros((n, 2, _W), dtype=@@NPT@@)
         for w0 in range(0, n, _T):  # transposes in tiles of _T wires (L1-sized)
             for j in range(nb):
                 for w in range(w0, min(w0 + _T, n)):
-                    v[w, j] = x[b0 + j, w]
+                    vu[w, 0, j] = x[b0 + j, w]
         for j in range(nb):
-            u[y[b0 + j], j] = @@ONE@@
+            vu[y[b0 + j], 1, j] = @@ONE@@
         pj = np.empty(_W, dtype=@@NPT@@)  # this comparator's p and dp per row
         dpj = np.empty(_W, dtype=@@NPT@@)
         for i in range(size):
-            va = v[ca[i]]
-            vc = v[cb[i]]
-            ua_ = u[ca[i]]
-            uc_ = u[cb[i]]
+            va = vu[ca[i], 0]
+            vc = vu[cb[i], 0]
+            ua_ = vu[ca[i], 1]
+            uc_ = vu[cb[i], 1]
             # two loops with a constant trip count: the swap probabilities
             # (stores only to pj, dpj, so LLVM vectorises it), then the update
             for j in range(_W):
@@ -214,7 +215,7 @@ def _fwd_col@@SFX@@(x, y, ca, cb, outs, col, cs, save):
                     cs[blk, i, 2, j] = dpj[j] * (ua - uc)
         for j in range(nb):
             for r in range(k):
-                col[b0 + j, r] = u[outs[r], j]
+                col[b0 + j, r] = vu[outs[r], 1, j]
 
 
 @numba.njit(parallel=_PARALLEL, cache=_CACHE, error_model="numpy")
@@ -225,16 +226,15 @@ def _bwd_col@@SFX@@(gcol, ca, cb, outs, cs, gx):
     for blk in numba.prange((B + _W - 1) // _W):
         b0 = blk * _W
         nb = min(_W, B - b0)
-        g = np.zeros((n, _W), dtype=@@NPT@@)
-        gu = np.zeros((n, _W), dtype=@@NPT@@)
+        gg = np.zeros((n, 2, _W), dtype=@@NPT@@)  # the adjoints of v and u, interleaved like vu
         for j in range(nb):
             for r in range(k):
-                gu[outs[r], j] += gcol[b0 + j, r]
+                gg[outs[r], 1, j] += gcol[b0 + j, r]
         for i in range(size - 1, -1, -1):
-            ga_ = g[ca[i]]
-            gc_ = g[cb[i]]
-            ua_ = gu[ca[i]]
-            uc_ = gu[cb[i]]
+            ga_ = gg[ca[i], 0]
+            gc_ = gg[cb[i], 0]
+            ua_ = gg[ca[i], 1]
+            uc_ = gg[cb[i], 1]
             s = cs[blk, i]
             for j in range(_W):  # a constant trip count: one vector loop
                 p = s[0, j]
@@ -251,5 +251,5 @@ def _bwd_col@@SFX@@(gcol, ca, cb, outs, cs, gx):
         for w0 in range(0, n, _T):
             for j in range(nb):
                 for w in range(w0, min(w0 + _T, n)):
-                    gx[b0 + j, w] = g[w, j]
+                    gx[b0 + j, w] = gg[w, 0, j]
 '''
