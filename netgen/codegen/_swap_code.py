@@ -77,7 +77,7 @@ def _exp_lines(dst: str, arg: str, L) -> list[str]:
     scale = " * ".join(f"({L(2.0 ** -(2 ** i))} if em & {2 ** i} else {one})" for i in range(7))
     return [
         f"ex = max({arg}, {L(-87.0)})",
-        f"em = int(-ex * {L(1.0 / math.log(2.0))} + {L(0.5)})",
+        f"em = np.int32(-ex * {L(1.0 / math.log(2.0))} + {L(0.5)})",  # int32: converts as a vector
         "fm = np.float32(em)",  # an int times a float32 would be float64
         f"er = ex + fm * {L(0.693359375)} + fm * {L(-2.12194440e-4)}",
         f"{dst} = {poly} * {scale}",
