@@ -14,17 +14,9 @@ next to it is reused). Loss: ``(P * W).sum()`` for the rows,
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
 import time
 from pathlib import Path
-
-
-def _load(path: Path, tag: str):
-    spec = importlib.util.spec_from_file_location(f"_side_{tag}", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def main() -> None:
@@ -46,7 +38,9 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     numba.set_num_threads(args.threads)
-    mods = {"old": _load(args.old, "old"), "new": _load(args.new, "new")}
+    from netgen.codegen.loader import load  # registers each module under its own name (numba's cache needs it)
+
+    mods = {"old": load(args.old), "new": load(args.new)}
     n, k = mods["old"]._N, mods["old"]._K
     if (mods["new"]._N, mods["new"]._K) != (n, k):
         ap.error("the two modules are for different (n, k)")
