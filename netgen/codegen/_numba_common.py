@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import inspect
 import json
-import math
-import textwrap
 from typing import Any
 
 import numpy as np
 
 from ..network import Network
+from ._swap_code import FLOAT_TYPES, lit, swap_code  # noqa: F401  (re-exported for the emitters)
+
 
 def relaxation_of(net: Network, r: Any):
     """Normalise ``r`` (a Relaxation, a dict, or None for the default)."""
@@ -33,9 +33,6 @@ def relaxation_of(net: Network, r: Any):
     if isinstance(r, Relaxation):
         return r
     raise ValueError(f"relaxation must be a Relaxation, a dict or None, got {type(r).__name__}")
-
-
-from ._swap_code import FLOAT_TYPES, lit, swap_code  # noqa: E402,F401  (re-exported for the emitters)
 
 
 # ----------------------------------------------------------------- the plan
