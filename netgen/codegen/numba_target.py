@@ -9,20 +9,13 @@ The emitted module (DESIGN.md section 8 contract) holds:
   adjoint skip structural zeros (after the first cascade of a (5, 10450)
   splitter network only ~100 wires are live and rows stay sparse until the
   sweep reaches that cascade);
-* four kernels, each ``@njit(parallel=True)`` over the batch (``prange``),
-  with the chosen distribution pasted inline:
-
-  - ``_fwd_rows``: values by the forward sweep, saved swap probabilities,
-    P rows by the back-sweep (R <- R M_l from the last layer to the first,
-    touching rows ``clo..chi`` only), and, when a gradient is needed, the
-    differences ``R[r, a] - R[r, b]`` the adjoint needs;
-  - ``_bwd_rows``: the written adjoint: dL/dP pushed forward through the
-    layers (the adjoint of the back-sweep) gives dL/dp per comparator, then
-    one backward sweep of the values' adjoint adds dL/dp * dp/dd;
-  - ``_fwd_col`` / ``_bwd_col``: P[:, y] by pushing e_y forward with the
-    values (O(size) work, O(n) memory per row) and its adjoint; these run
-    ``_W`` = 16 batch rows per ``prange`` step, batch-innermost, so each
-    comparator is a short loop over the rows that LLVM vectorises;
+* four kernels per float type (sources in :mod:`._numba_kernels`, the
+  swap code of the chosen distribution from :mod:`._swap_code` pasted
+  inline): ``_fwd_rows`` / ``_bwd_rows`` (values and P rows, and their
+  written adjoint) and ``_fwd_col`` / ``_bwd_col`` (P[:, y] and its
+  adjoint), each ``@njit(parallel=True)`` over blocks of ``_W`` = 16 batch
+  rows, batch-innermost, so each comparator is short loops over the rows
+  that LLVM vectorises;
 * ``Layer`` (``torch.nn.Module``): ``forward``, ``column``, ``hard``, wrapped
   in ``torch.autograd.Function`` s. Kernels are cached next to the module
   (``cache=True``) when it is a real file.
@@ -33,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..network import Network
+from ._numba_kernels import KERNELS
 from ._numba_common import (
     FLOAT_TYPES,
     lit,
@@ -62,15 +56,13 @@ def emit(net: Network, r: Any = None) -> str:
     }
     kernels = []
     for ft in FLOAT_TYPES:
-        k = _KERNELS
+        k = KERNELS
         for key, val in {
             "@@SFX@@": "_f32" if ft == "float32" else "_f64",
             "@@NPT@@": f"np.{ft}",
             "@@ONE@@": lit(1.0, ft),
             "@@ZERO@@": lit(0.0, ft),
-            "@@SWAP12@@": swap_code(r, 12, ft),
-            "@@SWAP16@@": swap_code(r, 16, ft),
-            "@@K@@": str(net.k),
+            "@@SWAP16@@": swap_code(r, 16, ft, inline_exp=True),
         }.items():
             k = k.replace(key, val)
         kernels.append(k)
@@ -91,211 +83,6 @@ def _doc(net: Network, r) -> str:
         "Layer().forward(x) -> (values (..., k), P (..., k, n)); Layer().column(x, y) -> P[..., :, y];\n"
         'Layer().hard(x) -> exact (values, indices). CPU tensors; float32/float64 (half computed in float32).\n"""'
     )
-
-
-_KERNELS = '''@numba.njit(parallel=_PARALLEL, cache=_CACHE)
-def _fwd_rows@@SFX@@(x, ca, cb, clo, chi, doff, outs, values, P, ps, ds, dps, D, save):
-    B, n = x.shape
-    size = ca.shape[0]
-    k = outs.shape[0]
-    for b in numba.prange(B):
-        v = np.empty(n, dtype=@@NPT@@)
-        for w in range(n):
-            v[w] = x[b, w]
-        for i in range(size):
-            a = ca[i]
-            c = cb[i]
-            xa = v[a]
-            xc = v[c]
-            d = xa - xc
-@@SWAP12@@
-            q = @@ONE@@ - p
-            v[a] = p * xa + q * xc
-            v[c] = q * xa + p * xc
-            ps[b, i] = p
-            if save:
-                ds[b, i] = d
-                dps[b, i] = dp
-        for r in range(k):
-            values[b, r] = v[outs[r]]
-        # back-sweep in wire-major scratch R[w, r] (a comparator touches two
-        # contiguous k-vectors), transposed into P at the end
-        R = np.zeros((n, k), dtype=@@NPT@@)
-        for r in range(k):
-            R[outs[r], r] = @@ONE@@
-        for i in range(size - 1, -1, -1):
-            lo = clo[i]
-            hi = chi[i]
-            if lo >= hi:
-                continue
-            a = ca[i]
-            c = cb[i]
-            p = ps[b, i]
-            q = @@ONE@@ - p
-            o = doff[i] - lo
-            if hi - lo == @@K@@:  # all k rows (the dense part): a fixed, unrolled loop
-                for r in range(@@K@@):
-                    ra = R[a, r]
-                    rc = R[c, r]
-                    if save:
-                        D[b, o + r] = ra - rc
-                    R[a, r] = p * ra + q * rc
-                    R[c, r] = q * ra + p * rc
-            else:
-                for r in range(lo, hi):
-                    ra = R[a, r]
-                    rc = R[c, r]
-                    if save:
-                        D[b, o + r] = ra - rc
-                    R[a, r] = p * ra + q * rc
-                    R[c, r] = q * ra + p * rc
-        for r in range(k):
-            for w in range(n):
-                P[b, r, w] = R[w, r]
-
-
-@numba.njit(parallel=_PARALLEL, cache=_CACHE)
-def _bwd_rows@@SFX@@(gv, gP, has_gP, ca, cb, clo, chi, doff, outs, ps, ds, dps, D, gx):
-    B, n = gx.shape
-    size = ca.shape[0]
-    k = outs.shape[0]
-    for b in numba.prange(B):
-        gpp = np.zeros(size, dtype=@@NPT@@)
-        if has_gP:
-            G = np.empty((n, k), dtype=@@NPT@@)  # wire-major, like R
-            for r in range(k):
-                for w in range(n):
-                    G[w, r] = gP[b, r, w]
-            for i in range(size):
-                lo = clo[i]
-                hi = chi[i]
-                if lo >= hi:
-                    continue
-                a = ca[i]
-                c = cb[i]
-                p = ps[b, i]
-                q = @@ONE@@ - p
-                o = doff[i] - lo
-                acc = @@ZERO@@
-                if hi - lo == @@K@@:
-                    for r in range(@@K@@):
-                        ga = G[a, r]
-                        gc = G[c, r]
-                        acc += (ga - gc) * D[b, o + r]
-                        G[a, r] = p * ga + q * gc
-                        G[c, r] = q * ga + p * gc
-                else:
-                    for r in range(lo, hi):
-                        ga = G[a, r]
-                        gc = G[c, r]
-                        acc += (ga - gc) * D[b, o + r]
-                        G[a, r] = p * ga + q * gc
-                        G[c, r] = q * ga + p * gc
-                gpp[i] = acc
-        g = np.zeros(n, dtype=@@NPT@@)
-        for r in range(k):
-            g[outs[r]] += gv[b, r]
-        for i in range(size - 1, -1, -1):
-            a = ca[i]
-            c = cb[i]
-            p = ps[b, i]
-            q = @@ONE@@ - p
-            ga = g[a]
-            gc = g[c]
-            gd = ((ga - gc) * ds[b, i] + gpp[i]) * dps[b, i]
-            g[a] = p * ga + q * gc + gd
-            g[c] = q * ga + p * gc - gd
-        for w in range(n):
-            gx[b, w] = g[w]
-
-
-@numba.njit(parallel=_PARALLEL, cache=_CACHE, error_model="numpy")
-def _fwd_col@@SFX@@(x, y, ca, cb, outs, col, cs, save):
-    # _W batch rows at a time, batch-innermost (v[w, j]): every comparator is
-    # short loops over j that LLVM vectorises (no exceptions on division:
-    # error_model="numpy"). cs[blk, i, :, j] = (p, dp * d, dp * (u[a] - u[c]))
-    # of row blk * _W + j: all the adjoint needs.
-    B, n = x.shape
-    size = ca.shape[0]
-    k = outs.shape[0]
-    for blk in numba.prange((B + _W - 1) // _W):
-        b0 = blk * _W
-        nb = min(_W, B - b0)
-        v = np.zeros((n, _W), dtype=@@NPT@@)  # padding rows (j >= nb) stay 0
-        u = np.zeros((n, _W), dtype=@@NPT@@)
-        for j in range(nb):
-            for w in range(n):
-                v[w, j] = x[b0 + j, w]
-            u[y[b0 + j], j] = @@ONE@@
-        pj = np.empty(_W, dtype=@@NPT@@)  # this comparator's p and dp per row
-        dpj = np.empty(_W, dtype=@@NPT@@)
-        for i in range(size):
-            va = v[ca[i]]
-            vc = v[cb[i]]
-            ua_ = u[ca[i]]
-            uc_ = u[cb[i]]
-            # two loops with a constant trip count: the swap probabilities
-            # (stores only to pj, dpj, so LLVM vectorises it), then the update
-            for j in range(_W):
-                d = va[j] - vc[j]
-@@SWAP16@@
-                pj[j] = p
-                dpj[j] = dp
-            for j in range(_W):
-                p = pj[j]
-                q = @@ONE@@ - p
-                xa = va[j]
-                xc = vc[j]
-                va[j] = p * xa + q * xc
-                vc[j] = q * xa + p * xc
-                ua = ua_[j]
-                uc = uc_[j]
-                ua_[j] = p * ua + q * uc
-                uc_[j] = q * ua + p * uc
-                if save:
-                    cs[blk, i, 0, j] = p
-                    cs[blk, i, 1, j] = dpj[j] * (xa - xc)
-                    cs[blk, i, 2, j] = dpj[j] * (ua - uc)
-        for j in range(nb):
-            for r in range(k):
-                col[b0 + j, r] = u[outs[r], j]
-
-
-@numba.njit(parallel=_PARALLEL, cache=_CACHE, error_model="numpy")
-def _bwd_col@@SFX@@(gcol, ca, cb, outs, cs, gx):
-    B, n = gx.shape
-    size = ca.shape[0]
-    k = outs.shape[0]
-    for blk in numba.prange((B + _W - 1) // _W):
-        b0 = blk * _W
-        nb = min(_W, B - b0)
-        g = np.zeros((n, _W), dtype=@@NPT@@)
-        gu = np.zeros((n, _W), dtype=@@NPT@@)
-        for j in range(nb):
-            for r in range(k):
-                gu[outs[r], j] += gcol[b0 + j, r]
-        for i in range(size - 1, -1, -1):
-            ga_ = g[ca[i]]
-            gc_ = g[cb[i]]
-            ua_ = gu[ca[i]]
-            uc_ = gu[cb[i]]
-            s = cs[blk, i]
-            for j in range(_W):  # a constant trip count: one vector loop
-                p = s[0, j]
-                q = @@ONE@@ - p
-                ga = ga_[j]
-                gc = gc_[j]
-                ua = ua_[j]
-                uc = uc_[j]
-                gd = (ga - gc) * s[1, j] + (ua - uc) * s[2, j]
-                ga_[j] = p * ga + q * gc + gd
-                gc_[j] = q * ga + p * gc - gd
-                ua_[j] = p * ua + q * uc
-                uc_[j] = q * ua + p * uc
-        for j in range(nb):
-            for w in range(n):
-                gx[b0 + j, w] = g[w, j]
-'''
 
 
 _TEMPLATE = '''@@DOC@@
@@ -322,7 +109,8 @@ _CB = np.ascontiguousarray(_COMPS[:, 1])
 # parallel kernels are cached on disk, next to this file.
 _PARALLEL = os.environ.get("NETGEN_NUMBA_PARALLEL", "1") != "0"
 _CACHE = _PARALLEL and os.path.isfile(globals().get("__file__") or "")
-_W = 16  # batch rows per block in the column kernels (one or two SIMD vectors)
+_W = 16  # batch rows per block in every kernel (one or two SIMD vectors)
+_T = 64  # wires per tile when transposing between (row, wire) and (wire, row)
 
 
 @@KERNELS@@
@@ -339,27 +127,25 @@ def rows_numpy(x, save=True):
     Returns ``values, P, saved`` (``saved`` feeds :func:`rows_backward_numpy`)."""
     B = x.shape[0]
     dt = x.dtype
+    nblk = (B + _W - 1) // _W
     values = np.empty((B, _K), dtype=dt)
     P = np.empty((B, _K, _N), dtype=dt)
-    ps = np.empty((B, _SIZE), dtype=dt)
-    m = _SIZE if save else 0
-    ds = np.empty((B, m), dtype=dt)
-    dps = np.empty((B, m), dtype=dt)
-    D = np.empty((B, _NNZ if save else 0), dtype=dt)
-    _KERNELS[dt][0](x, _CA, _CB, _CLO, _CHI, _DOFF, _OUTPUTS, values, P, ps, ds, dps, D, save)
-    return values, P, (ps, ds, dps, D)
+    ps = np.empty((nblk, _SIZE, _W), dtype=dt)
+    sv = np.empty((nblk, _SIZE if save else 0, 2, _W), dtype=dt)
+    D = np.empty((nblk, _NNZ if save else 0, _W), dtype=dt)
+    _KERNELS[dt][0](x, _CA, _CB, _CLO, _CHI, _DOFF, _OUTPUTS, values, P, ps, sv, D, save)
+    return values, P, (B, ps, sv, D)
 
 
 def rows_backward_numpy(saved, gv, gP):
     """Adjoint of :func:`rows_numpy`: gradient w.r.t. x from the gradients
     of values (B, k) and P (B, k, n) (``gP`` may be None)."""
-    ps, ds, dps, D = saved
-    B = ps.shape[0]
+    B, ps, sv, D = saved
     gx = np.empty((B, _N), dtype=ps.dtype)
     has_gP = gP is not None
     if gP is None:
         gP = np.zeros((B, 0, 0), dtype=ps.dtype)
-    _KERNELS[ps.dtype][1](gv, gP, has_gP, _CA, _CB, _CLO, _CHI, _DOFF, _OUTPUTS, ps, ds, dps, D, gx)
+    _KERNELS[ps.dtype][1](gv, gP, has_gP, _CA, _CB, _CLO, _CHI, _DOFF, _OUTPUTS, ps, sv, D, gx)
     return gx
 
 
@@ -398,8 +184,8 @@ class _Rows(torch.autograd.Function):
     def backward(ctx, gv, gP):
         if gv is None and gP is None:
             return None
-        dt = ctx.saved[0].dtype
-        B = ctx.saved[0].shape[0]
+        B, ps = ctx.saved[:2]
+        dt = ps.dtype
         gvn = np.zeros((B, _K), dtype=dt) if gv is None else _np(gv, _TORCH[dt])
         gPn = None if gP is None else _np(gP, _TORCH[dt])
         return torch.from_numpy(rows_backward_numpy(ctx.saved, gvn, gPn))

@@ -114,6 +114,16 @@ def test_every_distribution_incl_ties_and_extremes(make, dist):
     x[2, ::2] = x[2, 1::2]  # tied pairs
     x[3] = torch.tensor([1e30, -1e30] * 6, dtype=torch.float64) * torch.linspace(1, 2, 12, dtype=torch.float64)
     _check_rows(layer, net, r, x)
+    # float32 kernels (inlined exp / CDF approximations) vs the float32 reference
+    x32 = x.float().requires_grad_(True)
+    v, P = layer(x32)
+    v0, P0 = reference.forward(net, x32, r)
+    torch.testing.assert_close(P, P0, atol=1e-6, rtol=0)
+    torch.testing.assert_close(v, v0, atol=1e-6 * max(1.0, float(v0.detach().abs().max())), rtol=0)
+    gP = torch.randn(P.shape, generator=gen)
+    (g,) = torch.autograd.grad((P * gP).sum(), x32)
+    (g0,) = torch.autograd.grad((P0 * gP).sum(), x32)
+    torch.testing.assert_close(g, g0, atol=1e-5 * max(1.0, float(g0.abs().max())), rtol=0)
     if dist in ("logistic_phi", "optimal"):
         _check_column(layer, net, r, x, torch.tensor([0, 5, 11, 3]))
     if dist != "optimal":  # piecewise: finite differences straddle the knots
