@@ -25,7 +25,7 @@ Hence:
   call that kept the loop scalar; float64 keeps ``math.erf`` (1e-12 against
   the reference);
 * in float32 the CPU kernels compute the exponential inline too
-  (``inline_exp``: range reduction, polynomial, a power of two from selects;
+  (``inline_exp``: range reduction, polynomial, a power of two built from its exponent bits;
   the GPU keeps its fast ``expf``);
 * cauchy in float32 inlines the arctangent (Cephes-style range reduction and
   odd polynomial, ~1 ulp).
@@ -69,12 +69,14 @@ def _exp_lines(dst: str, arg: str, L) -> list[str]:
     loop over batch rows stays one vector loop): arg clamped to -87,
     ``arg = r - m ln2`` with m in 0..126 and |r| <= ln2 / 2 (ln2 split in
     two, the first part exact in m * ln2_hi), ``exp(r)`` by its degree-7
-    Taylor polynomial (truncation 5e-9 relative), ``2^-m`` as a product of
-    selects over the 7 bits of m. ~1-2 ulp; exp(arg) below e^-87 ~ 1.6e-38
-    reads as that value instead of a smaller one or 0."""
-    one = L(1.0)
+    Taylor polynomial (truncation 5e-9 relative), ``2^-m`` built from its
+    bits (exponent field 127 - m, an int32 viewed as float32). ~1-2 ulp;
+    exp(arg) below e^-87 ~ 1.6e-38 reads as that value instead of a smaller
+    one or 0."""
     poly = _horner([1.0 / math.factorial(i) for i in range(8)], "er", L)
-    scale = " * ".join(f"({L(2.0 ** -(2 ** i))} if em & {2 ** i} else {one})" for i in range(7))
+    # 2^-m from its bits: exponent field 127 - m (1..127: a normal float32),
+    # int32 throughout (int64 conversions would not vectorise)
+    scale = "np.int32((np.int32(127) - em) << np.int32(23)).view(np.float32)"
     return [
         f"ex = max({arg}, {L(-87.0)})",
         f"em = np.int32(-ex * {L(1.0 / math.log(2.0))} + {L(0.5)})",  # int32: converts as a vector
