@@ -124,7 +124,7 @@ class _TopK(torch.autograd.Function):
         ctx.set_materialize_grads(False)
         n, B = x.shape
         train = ctx.needs_input_grad[0]
-        v = x.masked_fill(bad, 0.0)  # bad rows (NaN/inf input) run on zeros, reported as NaN
+        v = _zero_rows(x, bad)  # bad rows (NaN/inf input) run on zeros, reported as NaN
         p_all = x.new_empty(_SIZE, B)
         if train:
             d_all = x.new_empty(_SIZE, B)
@@ -159,7 +159,7 @@ class _TopK(torch.autograd.Function):
                 torch.sub(Ra, Rb, out=D_all[s:e])
         if train:
             ctx.save_for_backward(bad, a, b, outs, p_all, d_all, g_all, D_all)
-        return values.masked_fill(bad, math.nan), R.masked_fill_(bad, math.nan)
+        return _nan_rows(values, bad), _nan_rows(R, bad)
 
     @staticmethod
     def backward(ctx, g_values, g_R):
@@ -190,7 +190,7 @@ class _TopK(torch.autograd.Function):
             t = (gp_all[s:e] + (ua - ub) * d_all[s:e]) * g_all[s:e]  # dL/dd
             u.index_copy_(0, al, torch.lerp(ub, ua, p).add_(t))
             u.index_copy_(0, bl, torch.lerp(ua, ub, p).sub_(t))
-        return u.masked_fill_(bad, math.nan), None, None, None, None
+        return _nan_rows(u, bad), None, None, None, None
 
 
 class _Column(torch.autograd.Function):
@@ -201,7 +201,7 @@ class _Column(torch.autograd.Function):
     def forward(ctx, x, y, bad, a, b, outs):
         n, B = x.shape
         train = ctx.needs_input_grad[0]
-        V = torch.stack([x.masked_fill(bad, 0.0), torch.zeros_like(x)], 1)
+        V = torch.stack([x if bad is None else x.masked_fill(bad, 0.0), torch.zeros_like(x)], 1)
         V[y, 1, torch.arange(B, device=x.device)] = 1
         if train:
             p_all = x.new_empty(_SIZE, B)
@@ -222,7 +222,7 @@ class _Column(torch.autograd.Function):
                 g_all[s:e] = g
         if train:
             ctx.save_for_backward(bad, a, b, outs, p_all, d_all, g_all)
-        return V[outs, 1].masked_fill_(bad, math.nan)
+        return _nan_rows(V[outs, 1], bad)
 
     @staticmethod
     def backward(ctx, g_col):
@@ -241,7 +241,17 @@ class _Column(torch.autograd.Function):
             nb[:, 0] -= t
             U.index_copy_(0, al, na)
             U.index_copy_(0, bl, nb)
-        return U[:, 0].masked_fill_(bad, math.nan), None, None, None, None, None
+        return _nan_rows(U[:, 0], bad), None, None, None, None, None
+
+
+def _zero_rows(x, bad):
+    """A copy of x (n, B) with the bad batch rows zeroed."""
+    return x.clone() if bad is None else x.masked_fill(bad, 0.0)
+
+
+def _nan_rows(t, bad):
+    """t (..., B) with the bad batch rows set to NaN, in place."""
+    return t if bad is None else t.masked_fill_(bad, math.nan)
 
 
 def _checked():
@@ -253,7 +263,8 @@ def _checked():
 
 def _prepare(x):
     """Check x (..., n); return it wire-major (n, B) in the compute dtype and
-    the mask of rows with a NaN/inf value (B,)."""
+    the mask of rows with a NaN/inf value (B,), or None where the values were
+    checked (eager CPU: a bad value raises)."""
     if not isinstance(x, torch.Tensor):
         raise ValueError(f"expected a torch.Tensor, got {type(x).__name__}")
     if x.dim() < 1 or x.shape[-1] != _N:
@@ -263,9 +274,11 @@ def _prepare(x):
     cdtype = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
     xt = x.to(cdtype).reshape(-1, _N).t().contiguous()
     bad = ~torch.isfinite(xt).all(0)
-    if xt.device.type == "cpu" and _checked() and bool(bad.any()):
-        what = "NaN" if bool(torch.isnan(xt).any()) else "inf"
-        raise ValueError(f"input contains {what} values; relaxed networks need finite inputs")
+    if xt.device.type == "cpu" and _checked():
+        if bool(bad.any()):
+            what = "NaN" if bool(torch.isnan(xt).any()) else "inf"
+            raise ValueError(f"input contains {what} values; relaxed networks need finite inputs")
+        bad = None  # checked: no row to mask
     return xt, bad
 
 
@@ -307,9 +320,12 @@ class Layer(torch.nn.Module):
             raise ValueError(f"y must have shape {batch} (the batch shape of x), got {tuple(y.shape)}")
         y = y.reshape(-1).long()
         outside = (y < 0) | (y >= _N)
-        if xt.device.type == "cpu" and _checked() and bool(outside.any()):
-            raise ValueError(f"y must lie in 0..{_N - 1}")
-        col = _Column.apply(xt, y.clamp(0, _N - 1), bad | outside, *self._index(xt.device))
+        if bad is None:  # values checked (eager CPU): check y too
+            if bool(outside.any()):
+                raise ValueError(f"y must lie in 0..{_N - 1}")
+        else:
+            bad = bad | outside
+        col = _Column.apply(xt, y.clamp(0, _N - 1), bad, *self._index(xt.device))
         return col.t().reshape(batch + (_K,)).to(x.dtype)
 
     @torch.no_grad()
