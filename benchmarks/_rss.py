@@ -1,5 +1,6 @@
-"""Working-memory measurement for the benchmark scripts (Linux /proc):
-peak RSS minus RSS after loading, with the peak reset after loading."""
+"""Measurement helpers for the benchmark scripts: working memory (Linux
+/proc: peak RSS minus RSS after loading, the peak reset after loading) and
+interleaved timing of several steps in one process."""
 
 
 def status(field: str) -> int:
@@ -35,3 +36,21 @@ def measure(step, reps: int) -> tuple[list[float], int, bool]:
         step()
         times.append(time.perf_counter() - t)
     return times, status("VmHWM") - rss_loaded, peak_reset
+
+
+def interleaved(steps: dict, reps: int, before=None) -> dict:
+    """Median seconds of each ``steps[name]()`` over ``reps`` rounds, one call
+    of every step per round (a shared machine's noise spreads over all of
+    them); ``before()`` runs untimed before each call."""
+    import statistics
+    import time
+
+    times = {name: [] for name in steps}
+    for _ in range(reps):
+        for name, step in steps.items():
+            if before is not None:
+                before()
+            t = time.perf_counter()
+            step()
+            times[name].append(time.perf_counter() - t)
+    return {name: statistics.median(ts) for name, ts in times.items()}

@@ -14,9 +14,9 @@ next to it is reused). Loss: ``(P * W).sum()`` for the rows,
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from pathlib import Path
+
+import _rss  # benchmarks/_rss.py: interleaved timing
 
 
 def main() -> None:
@@ -57,14 +57,7 @@ def main() -> None:
         steps[f"{tag} column"] = lambda L=layer: (L.column(x, y) * w).sum().backward()
     for step in steps.values():  # warm-up (compiles or loads the cached kernels)
         step()
-    times = {name: [] for name in steps}
-    for _ in range(args.reps):
-        for name, step in steps.items():
-            x.grad = None
-            t = time.perf_counter()
-            step()
-            times[name].append(time.perf_counter() - t)
-    med = {name: statistics.median(ts) for name, ts in times.items()}
+    med = _rss.interleaved(steps, args.reps, before=lambda: setattr(x, "grad", None))
     print(f"B = {B}, n = {n}, k = {k}, float32, {args.threads} threads; fwd+bwd, median of {args.reps} "
           f"interleaved passes; old = {args.old}, new = {args.new}")
     for name, m in med.items():

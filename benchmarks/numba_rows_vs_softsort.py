@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import _rss  # benchmarks/_rss.py: interleaved timing
+
 
 
 def _layers(n, k, dists):
@@ -98,14 +100,7 @@ def main() -> None:
     import netgen
 
     print(f"netgen from {Path(netgen.__file__).parent}; loaded and warmed up in {time.perf_counter() - t0:.1f} s")
-    times = {name: [] for name in steps}
-    for _ in range(args.reps):
-        for name, step in steps.items():
-            x.grad = None
-            t = time.perf_counter()
-            step()
-            times[name].append(time.perf_counter() - t)
-    med = {name: statistics.median(ts) * 1e3 for name, ts in times.items()}
+    med = {name: s * 1e3 for name, s in _rss.interleaved(steps, args.reps, lambda: setattr(x, "grad", None)).items()}
 
     dt = None
     if not args.no_difftopk:
