@@ -7,6 +7,7 @@ import io
 import pytest
 import torch
 
+from netgen.bench.difftopk_sparse import SpmmShim
 from netgen.compat import DiffSortNet, DiffTopkNet, original_network
 from netgen.relax import reference as ref
 from netgen.relax.distributions import DIFFTOPK_ART_EPSILON, Relaxation
@@ -31,13 +32,6 @@ def float64_default():
         yield
     finally:
         torch.set_default_dtype(old)
-
-
-class _SpmmShim:  # torch_sparse.spmm (scatter-add of value * matrix[col]), for difftopk's sparse executor
-    @staticmethod
-    def spmm(index, value, m, n, matrix):
-        out = torch.zeros(m, matrix.shape[1], dtype=value.dtype)
-        return out.index_add(0, index[0], value.unsqueeze(1) * matrix[index[1]].to(value.dtype))
 
 
 def x_for(n, seed=0):
@@ -84,7 +78,7 @@ def test_difftopknet_splitter_matches_difftopk_sparse(n):
     net = [[m.double() if m.is_sparse else m for m in layer] for layer in net]
     x = x_for(n, 2)
     saved = getattr(dtf, "torch_sparse", None)
-    dtf.torch_sparse = _SpmmShim
+    dtf.torch_sparse = SpmmShim
     try:
         for dist in DISTS:
             _, tX = dtf.execute_sparse_topk(net, x, 5, 9.0, 0.25, dist)

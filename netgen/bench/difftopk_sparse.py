@@ -21,10 +21,10 @@ import contextlib
 import io
 import types
 
-__all__ = ["splitter_selection"]
+__all__ = ["Recorded", "SpmmShim", "splitter_selection"]
 
 
-class _Recorded:
+class Recorded:
     """Stand-in for a dense 2-D ``np.zeros`` array: records assignments."""
 
     def __init__(self, shape, entries=None):
@@ -39,10 +39,10 @@ class _Recorded:
         r0, r1, _ = rows.indices(self.shape[0])
         c0, c1, _ = cols.indices(self.shape[1])
         kept = {(i - r0, j - c0): v for (i, j), v in self.entries.items() if r0 <= i < r1 and c0 <= j < c1}
-        return _Recorded((r1 - r0, c1 - c0), kept)
+        return Recorded((r1 - r0, c1 - c0), kept)
 
 
-class _SpmmShim:
+class SpmmShim:
     """torch_sparse.spmm(index, value, m, n, matrix): sum over the nonzeros
     of value * matrix[col] into row ``row``, on the device of ``value``."""
 
@@ -66,7 +66,7 @@ def splitter_selection(n: int, k: int, device="cpu", steepness: float = 10.0, ar
         import difftopk.functional as dtf
         import difftopk.networks as dtn
     fake = types.SimpleNamespace(**{a: getattr(np, a) for a in dir(np) if not a.startswith("__")})
-    fake.zeros = lambda shape, *a, **kw: _Recorded(shape) if len(shape) == 2 else np.zeros(shape, *a, **kw)
+    fake.zeros = lambda shape, *a, **kw: Recorded(shape) if len(shape) == 2 else np.zeros(shape, *a, **kw)
     saved, dtn.np = dtn.np, fake
     try:
         with contextlib.redirect_stdout(io.StringIO()):
@@ -84,7 +84,7 @@ def splitter_selection(n: int, k: int, device="cpu", steepness: float = 10.0, ar
     for split_a, split_b, cmin, cmax, *idx in layers:
         net.append([sparse_T(m) for m in (split_a, split_b, cmin, cmax)]
                    + [torch.from_numpy(np.asarray(a)).float().to(device) for a in idx])
-    dtf.torch_sparse = _SpmmShim
+    dtf.torch_sparse = SpmmShim
     dtf.SPARSE_INSTALLED = True
 
     def run(x):

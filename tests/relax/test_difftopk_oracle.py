@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 import torch
 
+from netgen.bench.difftopk_sparse import Recorded, SpmmShim
 from netgen.codegen import write_module
 from netgen.codegen.loader import load
 from netgen.network import Network
@@ -44,36 +45,10 @@ K = 5
 
 
 # --------------------------------------------------------------- scaffolding
-class _SpmmShim:
-    """torch_sparse.spmm(index, value, m, n, matrix): scatter-add of
-    value * matrix[col] into the rows (what torch_sparse computes)."""
-
-    @staticmethod
-    def spmm(index, value, m, n, matrix):
-        out = torch.zeros(m, matrix.shape[1], dtype=value.dtype)
-        return out.index_add(0, index[0], value.unsqueeze(1) * matrix[index[1]].to(value.dtype))
-
-
-class _Recorded:
-    """Stand-in for a dense 2-D np.zeros array: records item assignments."""
-
-    def __init__(self, shape, entries=None):
-        self.shape = tuple(shape)
-        self.entries = {} if entries is None else entries
-
-    def __setitem__(self, key, value):
-        self.entries[tuple(int(i) for i in key)] = float(value)
-
-    def __getitem__(self, key):
-        rows, cols = key
-        r0, r1, _ = rows.indices(self.shape[0])
-        c0, c1, _ = cols.indices(self.shape[1])
-        kept = {(i - r0, j - c0): v for (i, j), v in self.entries.items() if r0 <= i < r1 and c0 <= j < c1}
-        return _Recorded((r1 - r0, c1 - c0), kept)
-
-
+# Recorded (a dense np.zeros stand-in that records assignments) and SpmmShim
+# (torch_sparse.spmm as a scatter-add): netgen/bench/difftopk_sparse.py
 def _entries(m):
-    if isinstance(m, _Recorded):
+    if isinstance(m, Recorded):
         return sorted(m.entries.items())
     m = np.asarray(m)
     return [((int(i), int(j)), float(m[i, j])) for i, j in np.argwhere(m != 0)]
@@ -82,7 +57,7 @@ def _entries(m):
 @contextlib.contextmanager
 def _recording_numpy():
     fake = types.SimpleNamespace(**{k: getattr(np, k) for k in dir(np) if not k.startswith("__")})
-    fake.zeros = lambda shape, *a, **kw: _Recorded(shape) if len(shape) == 2 else np.zeros(shape, *a, **kw)
+    fake.zeros = lambda shape, *a, **kw: Recorded(shape) if len(shape) == 2 else np.zeros(shape, *a, **kw)
     saved = dtn.np
     dtn.np = fake
     try:
@@ -136,7 +111,7 @@ def difftopk_P(layers, x, k, r):
         mats = [_torch_sparse_T(m, x.dtype) for m in (split_a, split_b, combine_min, combine_max)]
         net.append(mats + [torch.from_numpy(np.asarray(a)).float() for a in idx])
     saved = getattr(dtf, "torch_sparse", None)
-    dtf.torch_sparse = _SpmmShim
+    dtf.torch_sparse = SpmmShim
     try:
         _, X = dtf.execute_sparse_topk(net, x, k, r.steepness, r.art_lambda, r.distribution)
     finally:
