@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..network import Network
-from ._numba_kernels import KERNELS
+from ._numba_kernels import FTZ, KERNELS
 from ._numba_common import (
     FLOAT_TYPES,
     lit,
@@ -53,6 +53,7 @@ def emit(net: Network, r: Any = None) -> str:
         "@@NETWORK@@": network_literal(net),
         "@@RELAXATION@@": relaxation_literal(r),
         "@@PLAN@@": plan_source().rstrip(),
+        "@@FTZ@@": FTZ.rstrip(),
     }
     kernels = []
     for ft in FLOAT_TYPES:
@@ -89,6 +90,7 @@ _TEMPLATE = '''@@DOC@@
 
 import math
 import os
+import platform
 
 import numba
 import numpy as np
@@ -113,6 +115,9 @@ _W = 16  # batch rows per block in every kernel (one or two SIMD vectors)
 _T = 64  # wires per tile when transposing between (row, wire) and (wire, row)
 
 
+@@FTZ@@
+
+
 @@KERNELS@@
 
 # ------------------------------------------------------------ host wrappers
@@ -131,7 +136,7 @@ def rows_numpy(x, save=True):
     values = np.empty((B, _K), dtype=dt)
     P = np.empty((B, _K, _N), dtype=dt)
     ps = np.empty((nblk, _SIZE, _W), dtype=dt)
-    sv = np.empty((nblk, _SIZE if save else 0, 2, _W), dtype=dt)
+    sv = np.empty((nblk, _SIZE if save else 1, 2, _W), dtype=dt)  # 1: a scratch slot
     D = np.empty((nblk, _NNZ if save else 0, _W), dtype=dt)
     _KERNELS[dt][0](x, _CA, _CB, _CLO, _CHI, _DOFF, _OUTPUTS, values, P, ps, sv, D, save)
     return values, P, (B, ps, sv, D)
@@ -153,7 +158,7 @@ def column_numpy(x, y, save=True):
     """P[:, y] for (B, n) ``x`` and (B,) int64 ``y``; returns ``col, saved``."""
     B = x.shape[0]
     dt = x.dtype
-    m = _SIZE if save else 0
+    m = _SIZE if save else 1  # 1: a scratch slot
     col = np.empty((B, _K), dtype=dt)
     cs = np.empty(((B + _W - 1) // _W, m, 3, _W), dtype=dt)
     _KERNELS[dt][2](x, y, _CA, _CB, _OUTPUTS, col, cs, save)

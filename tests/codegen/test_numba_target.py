@@ -158,6 +158,41 @@ def test_parallel_module_as_shipped(make):
     assert any(f.endswith(".nbi") and "_fwd_rows" in f for f in cached)
 
 
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_subnormals_flush_to_zero_and_the_mode_is_restored(make, parallel):
+    """A gaussian tail below the smallest normal float32: the swap code run
+    by plain numpy gives a subnormal p; on x86 the kernels run with FTZ|DAZ,
+    so p reads as exactly 0 (P = [1, 0]), nothing subnormal comes out, the
+    rest matches the reference, and the calling thread's float mode is
+    restored afterwards (numpy here still makes subnormals)."""
+    import math
+    import platform
+
+    from netgen.codegen._swap_code import swap_code
+
+    tiny = np.finfo(np.float32).tiny
+    r = Relaxation("gaussian", steepness=1.0)
+    ns = {"math": math, "np": np, "d": np.float32(-13.5)}
+    exec(swap_code(r, 0, "float32", inline_exp=True), ns)
+    assert 0 < ns["p"] < tiny  # without flush-to-zero: a subnormal
+    net = Network.from_layers(2, [[(0, 1)]])
+    mod, layer, net, r = make(net, r, parallel=parallel)
+    x = torch.tensor([[0.0, 13.5]] * 37, requires_grad=True)  # 3 blocks of rows
+    v, P = layer(x)
+    c = layer.column(x, torch.ones(37, dtype=torch.long))
+    v0, P0 = reference.forward(net, x, r)
+    torch.testing.assert_close(P, P0, atol=1e-6, rtol=0)
+    torch.testing.assert_close(v, v0, atol=1e-6, rtol=0)
+    (g,) = torch.autograd.grad((P * torch.randn(P.shape)).sum() + c.sum(), x)
+    assert torch.isfinite(g).all()
+    if platform.machine().lower() in ("x86_64", "amd64"):
+        for t in (P, c, g):
+            assert not ((t != 0) & (t.abs() < tiny)).any()
+        assert (P.flatten(1).sort(dim=1).values[:, 0] == 0).all()  # the swapped-out weight is exactly 0
+    assert np.float32(1e-38) * np.float32(1e-3) != 0  # this thread's float mode is untouched
+
+
 @pytest.mark.parametrize("B", [1, 16, 37])
 def test_column_row_blocks(make, B):
     """The column kernels work on blocks of _W batch rows (a partial last
