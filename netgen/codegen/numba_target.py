@@ -127,25 +127,75 @@ _KERNELS = {
 }
 
 
+# ------------------------------------------------ reused saved-state buffers
+# What a forward saves for backward (ps, sv, D, cs: ~60 MB at B = 64 for a
+# (5, 10450) network) comes from a small pool and goes back to it when autograd
+# frees the graph (_Saved.__del__), so a training loop does not fault in fresh
+# pages every step. At most 2 free arrays per shape, _POOL_SHAPES shapes
+# (the oldest dropped); free_buffers() empties it.
+_POOL = {}
+_POOL_SHAPES = 8
+
+
+def _take(shape, dtype):
+    free = _POOL.get((shape, np.dtype(dtype)))
+    return free.pop() if free else np.empty(shape, dtype=dtype)
+
+
+def _give(*arrays):
+    for a in arrays:
+        key = (a.shape, a.dtype)
+        if key not in _POOL and len(_POOL) >= _POOL_SHAPES:
+            del _POOL[next(iter(_POOL))]
+        free = _POOL.setdefault(key, [])
+        if len(free) < 2:
+            free.append(a)
+
+
+def free_buffers():
+    """Drop the pooled saved-state buffers (memory goes back to the system)."""
+    _POOL.clear()
+
+
+class _Saved:
+    """A forward's saved arrays; back to the pool when autograd frees them."""
+
+    def __init__(self, B, *arrays):
+        self.B = B
+        self.arrays = arrays
+
+    def __del__(self):
+        _give(*self.arrays)
+
+
 def rows_numpy(x, save=True):
     """Forward kernel on a (B, n) float32/float64 C-contiguous array.
-    Returns ``values, P, saved`` (``saved`` feeds :func:`rows_backward_numpy`)."""
+    Returns ``values, P, saved`` (``saved`` feeds :func:`rows_backward_numpy`;
+    None without ``save``)."""
     B = x.shape[0]
     dt = x.dtype
     nblk = (B + _W - 1) // _W
     values = np.empty((B, _K), dtype=dt)
     P = np.empty((B, _K, _N), dtype=dt)
-    ps = np.empty((nblk, _SIZE, _W), dtype=dt)
-    sv = np.empty((nblk, _SIZE if save else 1, 2, _W), dtype=dt)  # 1: a scratch slot
-    D = np.empty((nblk, _NNZ if save else 0, _W), dtype=dt)
+    ps = _take((nblk, _SIZE, _W), dt)
+    if save:
+        sv = _take((nblk, _SIZE, 2, _W), dt)
+        D = _take((nblk, _NNZ, _W), dt)
+    else:  # one scratch slot, overwritten
+        sv = np.empty((nblk, 1, 2, _W), dtype=dt)
+        D = np.empty((nblk, 0, _W), dtype=dt)
     _KERNELS[dt][0](x, _CA, _CB, _CLO, _CHI, _DOFF, _OUTPUTS, values, P, ps, sv, D, save)
-    return values, P, (B, ps, sv, D)
+    if not save:
+        _give(ps)
+        return values, P, None
+    return values, P, _Saved(B, ps, sv, D)
 
 
 def rows_backward_numpy(saved, gv, gP):
     """Adjoint of :func:`rows_numpy`: gradient w.r.t. x from the gradients
     of values (B, k) and P (B, k, n) (``gP`` may be None)."""
-    B, ps, sv, D = saved
+    B = saved.B
+    ps, sv, D = saved.arrays
     gx = np.empty((B, _N), dtype=ps.dtype)
     has_gP = gP is not None
     if gP is None:
@@ -155,18 +205,20 @@ def rows_backward_numpy(saved, gv, gP):
 
 
 def column_numpy(x, y, save=True):
-    """P[:, y] for (B, n) ``x`` and (B,) int64 ``y``; returns ``col, saved``."""
+    """P[:, y] for (B, n) ``x`` and (B,) int64 ``y``; returns ``col, saved``
+    (None without ``save``)."""
     B = x.shape[0]
     dt = x.dtype
-    m = _SIZE if save else 1  # 1: a scratch slot
     col = np.empty((B, _K), dtype=dt)
-    cs = np.empty(((B + _W - 1) // _W, m, 3, _W), dtype=dt)
+    nblk = (B + _W - 1) // _W
+    # without save: one scratch slot, overwritten
+    cs = _take((nblk, _SIZE, 3, _W), dt) if save else np.empty((nblk, 1, 3, _W), dtype=dt)
     _KERNELS[dt][2](x, y, _CA, _CB, _OUTPUTS, col, cs, save)
-    return col, cs
+    return col, (_Saved(B, cs) if save else None)
 
 
 def column_backward_numpy(saved, gcol):
-    cs = saved
+    (cs,) = saved.arrays
     gx = np.empty((gcol.shape[0], _N), dtype=cs.dtype)
     _KERNELS[cs.dtype][3](gcol, _CA, _CB, _OUTPUTS, cs, gx)
     return gx
@@ -189,8 +241,8 @@ class _Rows(torch.autograd.Function):
     def backward(ctx, gv, gP):
         if gv is None and gP is None:
             return None
-        B, ps = ctx.saved[:2]
-        dt = ps.dtype
+        B = ctx.saved.B
+        dt = ctx.saved.arrays[0].dtype
         gvn = np.zeros((B, _K), dtype=dt) if gv is None else _np(gv, _TORCH[dt])
         gPn = None if gP is None else _np(gP, _TORCH[dt])
         return torch.from_numpy(rows_backward_numpy(ctx.saved, gvn, gPn))
@@ -208,7 +260,8 @@ class _Column(torch.autograd.Function):
     def backward(ctx, gcol):
         if gcol is None:
             return None, None
-        return torch.from_numpy(column_backward_numpy(ctx.saved, _np(gcol, _TORCH[ctx.saved.dtype]))), None
+        dt = ctx.saved.arrays[0].dtype
+        return torch.from_numpy(column_backward_numpy(ctx.saved, _np(gcol, _TORCH[dt]))), None
 
 
 _TORCH = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64}

@@ -193,6 +193,36 @@ def test_subnormals_flush_to_zero_and_the_mode_is_restored(make, parallel):
     assert np.float32(1e-38) * np.float32(1e-3) != 0  # this thread's float mode is untouched
 
 
+
+def test_saved_state_buffers_are_pooled_and_never_shared(make):
+    """Saved-state buffers go back to the module's pool when autograd frees a
+    graph and the next forward takes them; two graphs alive at once never
+    share one (both gradients match the reference)."""
+    net = build("splitter", 40, 5)
+    r = Relaxation("cauchy", steepness=9.0)
+    mod, layer, net, r = make(net, r)
+    mod.free_buffers()
+    gen = torch.Generator().manual_seed(12)
+    x1, x2 = (torch.randn(20, 40, generator=gen, dtype=torch.float64).requires_grad_(True) for _ in range(2))
+    y = torch.randint(0, 40, (20,), generator=gen)
+    outs = [(layer(x)[1], layer.column(x, y)) for x in (x1, x2)]  # two graphs alive
+    assert not mod._POOL
+    for x, (P, c) in zip((x1, x2), outs):
+        (g,) = torch.autograd.grad((P * P.detach()).sum() + c.sum(), x)
+        P0 = reference.forward(net, x, r)[1]
+        (g0,) = torch.autograd.grad((P0 * P0.detach()).sum() + reference.column(net, x, y, r).sum(), x)
+        torch.testing.assert_close(g, g0, atol=TOL * max(1.0, float(g0.abs().max())), rtol=0)
+    del outs, P, c
+    pooled = {id(a) for free in mod._POOL.values() for a in free}
+    assert len(pooled) == 8  # ps, sv, D of two rows graphs and cs of two column graphs
+    v, P = layer(x1)
+    assert sum(len(free) for free in mod._POOL.values()) == 5  # ps, sv, D taken from the pool
+    P.sum().backward()
+    del v, P
+    assert {id(a) for free in mod._POOL.values() for a in free} == pooled  # and given back
+    mod.free_buffers()
+    assert not mod._POOL
+
 @pytest.mark.parametrize("B", [1, 16, 37])
 def test_column_row_blocks(make, B):
     """The column kernels work on blocks of _W batch rows (a partial last
