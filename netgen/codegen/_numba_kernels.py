@@ -3,12 +3,16 @@ one template per float type (``@@SFX@@`` _f32/_f64, ``@@NPT@@`` the numpy
 type, ``@@ONE@@``/``@@ZERO@@`` typed literals, ``@@SWAP16@@`` the swap code
 of :mod:`._swap_code` indented into the batch loop).
 
-Every kernel is ``@njit(parallel=True)`` over blocks of ``_W`` = 16 batch
-rows (``prange``), batch-innermost: the state of a wire is a vector of 16
-rows, so each comparator is a few short loops over the rows with a constant
-trip count that LLVM vectorises (the swap probabilities in one loop that
-only stores p and dp/dd, the updates in another); padding rows of a partial
-last block are zeros and never written out.
+Every kernel is ``@njit(parallel=True, fastmath={"contract"})`` over
+blocks of ``_W`` = 16 batch rows (``prange``), batch-innermost: the state of
+a wire is a vector of 16 rows, so each comparator is a few short loops over
+the rows with a constant trip count that LLVM vectorises. Each loop touches
+few arrays and has no branch (LLVM gives up on a loop that needs too many
+runtime alias checks): the swap probabilities and what backward needs in one
+loop, the update of the two wires in another. The update is written
+``t = q (c - a); a + t; c - t`` (= ``p a + q c``, ``q a + p c``: fewer
+operations; ``contract`` lets LLVM fuse multiply-adds). Padding rows of a
+partial last block are zeros and never written out.
 
 * ``_fwd_rows``: values by the forward sweep (saving p; with a gradient
   also dp/dd * d and dp/dd), then P rows by the back-sweep
@@ -72,7 +76,7 @@ else:
         pass
 """
 
-KERNELS = '''@numba.njit(parallel=_PARALLEL, cache=_CACHE, error_model="numpy")
+KERNELS = '''@numba.njit(parallel=_PARALLEL, cache=_CACHE, error_model="numpy", fastmath={"contract"})
 def _fwd_rows@@SFX@@(x, ca, cb, clo, chi, doff, outs, values, P, ps, sv, D, save):
     # _W batch rows per prange step, batch-innermost like the column
     # kernels: v[w, j], and the back-sweep scratch R[w, r, j] (a comparator
@@ -107,12 +111,12 @@ def _fwd_rows@@SFX@@(x, ca, cb, clo, chi, doff, outs, values, P, ps, sv, D, save
                 s[0, j] = dp * d
                 s[1, j] = dp
             for j in range(_W):
-                p = pi[j]
-                q = @@ONE@@ - p
+                q = @@ONE@@ - pi[j]
                 a = va[j]
                 c = vc[j]
-                va[j] = p * a + q * c
-                vc[j] = q * a + p * c
+                t = q * (c - a)
+                va[j] = a + t
+                vc[j] = c - t
         for j in range(nb):
             for r in range(k):
                 values[b0 + j, r] = v[outs[r], j]
@@ -137,12 +141,12 @@ def _fwd_rows@@SFX@@(x, ca, cb, clo, chi, doff, outs, values, P, ps, sv, D, save
                     for j in range(_W):
                         Dr[j] = ra_[j] - rc_[j]
                 for j in range(_W):
-                    p = pi[j]
-                    q = @@ONE@@ - p
+                    q = @@ONE@@ - pi[j]
                     a = ra_[j]
                     c = rc_[j]
-                    ra_[j] = p * a + q * c
-                    rc_[j] = q * a + p * c
+                    t = q * (c - a)
+                    ra_[j] = a + t
+                    rc_[j] = c - t
         for w0 in range(0, n, _T):
             for r in range(k):
                 for j in range(nb):
@@ -151,7 +155,7 @@ def _fwd_rows@@SFX@@(x, ca, cb, clo, chi, doff, outs, values, P, ps, sv, D, save
         _ftz_off(mx)
 
 
-@numba.njit(parallel=_PARALLEL, cache=_CACHE, error_model="numpy")
+@numba.njit(parallel=_PARALLEL, cache=_CACHE, error_model="numpy", fastmath={"contract"})
 def _bwd_rows@@SFX@@(gv, gP, has_gP, ca, cb, clo, chi, doff, outs, ps, sv, D, gx):
     B, n = gx.shape
     size = ca.shape[0]
@@ -185,13 +189,13 @@ def _bwd_rows@@SFX@@(gv, gP, has_gP, ca, cb, clo, chi, doff, outs, ps, sv, D, gx
                     gc_ = Gc[r]
                     Dr = D[blk, o + r]
                     for j in range(_W):
-                        p = pi[j]
-                        q = @@ONE@@ - p
+                        q = @@ONE@@ - pi[j]
                         ga = ga_[j]
                         gc = gc_[j]
                         acc[j] += (ga - gc) * Dr[j]
-                        ga_[j] = p * ga + q * gc
-                        gc_[j] = q * ga + p * gc
+                        t = q * (gc - ga)
+                        ga_[j] = ga + t
+                        gc_[j] = gc - t
                 for j in range(_W):
                     gpp[i, j] = acc[j]
         # the values' adjoint, swept back once, adds dL/dp * dp/dd
@@ -206,13 +210,13 @@ def _bwd_rows@@SFX@@(gv, gP, has_gP, ca, cb, clo, chi, doff, outs, ps, sv, D, gx
             s = sv[blk, i]
             gi = gpp[i]
             for j in range(_W):
-                p = pi[j]
-                q = @@ONE@@ - p
+                q = @@ONE@@ - pi[j]
                 ga = ga_[j]
                 gc = gc_[j]
                 gd = (ga - gc) * s[0, j] + gi[j] * s[1, j]
-                ga_[j] = p * ga + q * gc + gd
-                gc_[j] = q * ga + p * gc - gd
+                t = q * (gc - ga) + gd
+                ga_[j] = ga + t
+                gc_[j] = gc - t
         for w0 in range(0, n, _T):
             for j in range(nb):
                 for w in range(w0, min(w0 + _T, n)):
@@ -220,7 +224,7 @@ def _bwd_rows@@SFX@@(gv, gP, has_gP, ca, cb, clo, chi, doff, outs, ps, sv, D, gx
         _ftz_off(mx)
 
 
-@numba.njit(parallel=_PARALLEL, cache=_CACHE, error_model="numpy")
+@numba.njit(parallel=_PARALLEL, cache=_CACHE, error_model="numpy", fastmath={"contract"})
 def _fwd_col@@SFX@@(x, y, ca, cb, outs, col, cs, save):
     # _W batch rows at a time, batch-innermost: vu[w, :_W] = v[w] and
     # vu[w, _W:] = u[w] of the block's rows, so a comparator's state is two
@@ -256,19 +260,19 @@ def _fwd_col@@SFX@@(x, y, ca, cb, outs, col, cs, save):
                 s[1, j] = dp * d
                 s[2, j] = dp * (ta[_W + j] - tc[_W + j])
             for e in range(2 * _W):
-                p = p2[e]
-                q = @@ONE@@ - p
+                q = @@ONE@@ - p2[e]
                 a = ta[e]
                 c = tc[e]
-                ta[e] = p * a + q * c
-                tc[e] = q * a + p * c
+                t = q * (c - a)
+                ta[e] = a + t
+                tc[e] = c - t
         for j in range(nb):
             for r in range(k):
                 col[b0 + j, r] = vu[outs[r], _W + j]
         _ftz_off(mx)
 
 
-@numba.njit(parallel=_PARALLEL, cache=_CACHE, error_model="numpy")
+@numba.njit(parallel=_PARALLEL, cache=_CACHE, error_model="numpy", fastmath={"contract"})
 def _bwd_col@@SFX@@(gcol, ca, cb, outs, cs, gx):
     B, n = gx.shape
     size = ca.shape[0]
@@ -292,12 +296,12 @@ def _bwd_col@@SFX@@(gcol, ca, cb, outs, cs, gx):
                 p2[_W + j] = s[0, j]
                 g2[j] = (ta[j] - tc[j]) * s[1, j] + (ta[_W + j] - tc[_W + j]) * s[2, j]
             for e in range(2 * _W):
-                p = p2[e]
-                q = @@ONE@@ - p
+                q = @@ONE@@ - p2[e]
                 a = ta[e]
                 c = tc[e]
-                ta[e] = p * a + q * c + g2[e]
-                tc[e] = q * a + p * c - g2[e]
+                t = q * (c - a) + g2[e]
+                ta[e] = a + t
+                tc[e] = c - t
         for w0 in range(0, n, _T):
             for j in range(nb):
                 for w in range(w0, min(w0 + _T, n)):
