@@ -26,10 +26,10 @@ partial last block are zeros and never written out.
   values, and its adjoint.
 """
 
-# Flush-to-zero for the kernels, pasted above them (x86: FTZ and DAZ bits of
-# the MXCSR, set by each kernel on the thread running a block and restored
-# after it; elsewhere a no-op).
-FTZ = """# Subnormal floats (below 1.2e-38 in float32) cost x86 cores a microcode
+# Helpers pasted above the kernels, once: flush-to-zero (x86: FTZ and DAZ
+# bits of the MXCSR, set by each kernel on the thread running a block and
+# restored after it; elsewhere a no-op) and the block transposes.
+HELPERS = """# Subnormal floats (below 1.2e-38 in float32) cost x86 cores a microcode
 # assist per operation, and relaxations with fast-decaying tails make many of
 # them (gaussian: exp(-z^2/2) in p, then products of small p in P and the
 # adjoints; its column path ran 1.8x slower on normal inputs than on inputs
@@ -74,6 +74,27 @@ else:
     @numba.njit(inline="always")
     def _ftz_off(old):
         pass
+
+
+@numba.njit(cache=_CACHE)
+def _load_block(src, b0, nb, dst):
+    # dst[w, j] = src[b0 + j, w] for the block's nb rows, in tiles of _T
+    # wires (L1-sized)
+    n = src.shape[1]
+    for w0 in range(0, n, _T):
+        for j in range(nb):
+            for w in range(w0, min(w0 + _T, n)):
+                dst[w, j] = src[b0 + j, w]
+
+
+@numba.njit(cache=_CACHE)
+def _store_block(src, b0, nb, dst):
+    # dst[b0 + j, w] = src[w, j]: the inverse of _load_block
+    n = dst.shape[1]
+    for w0 in range(0, n, _T):
+        for j in range(nb):
+            for w in range(w0, min(w0 + _T, n)):
+                dst[b0 + j, w] = src[w, j]
 """
 
 KERNELS = '''@numba.njit(parallel=_PARALLEL, cache=_CACHE, error_model="numpy", fastmath={"contract"})
@@ -92,10 +113,7 @@ def _fwd_rows@@SFX@@(x, ca, cb, clo, chi, doff, outs, values, P, ps, sv, D, save
         nb = min(_W, B - b0)
         mx = _ftz_on()  # subnormals read and written as 0 on this thread (see _ftz_on)
         v = np.zeros((n, _W), dtype=@@NPT@@)  # padding rows (j >= nb) stay 0
-        for w0 in range(0, n, _T):  # transposes in tiles of _T wires (L1-sized)
-            for j in range(nb):
-                for w in range(w0, min(w0 + _T, n)):
-                    v[w, j] = x[b0 + j, w]
+        _load_block(x, b0, nb, v)
         pj = ps[blk]
         for i in range(size):
             va = v[ca[i]]
@@ -147,11 +165,8 @@ def _fwd_rows@@SFX@@(x, ca, cb, clo, chi, doff, outs, values, P, ps, sv, D, save
                     t = q * (c - a)
                     ra_[j] = a + t
                     rc_[j] = c - t
-        for w0 in range(0, n, _T):
-            for r in range(k):
-                for j in range(nb):
-                    for w in range(w0, min(w0 + _T, n)):
-                        P[b0 + j, r, w] = R[w, r, j]
+        for r in range(k):
+            _store_block(R[:, r], b0, nb, P[:, r])
         _ftz_off(mx)
 
 
@@ -168,11 +183,8 @@ def _bwd_rows@@SFX@@(gv, gP, has_gP, ca, cb, clo, chi, doff, outs, ps, sv, D, gx
         if has_gP:
             # dL/dP pushed forward through the layers (the back-sweep's adjoint)
             G = np.zeros((n, k, _W), dtype=@@NPT@@)
-            for w0 in range(0, n, _T):
-                for r in range(k):
-                    for j in range(nb):
-                        for w in range(w0, min(w0 + _T, n)):
-                            G[w, r, j] = gP[b0 + j, r, w]
+            for r in range(k):
+                _load_block(gP[:, r], b0, nb, G[:, r])
             acc = np.empty(_W, dtype=@@NPT@@)
             for i in range(size):
                 lo = clo[i]
@@ -217,10 +229,7 @@ def _bwd_rows@@SFX@@(gv, gP, has_gP, ca, cb, clo, chi, doff, outs, ps, sv, D, gx
                 t = q * (gc - ga) + gd
                 ga_[j] = ga + t
                 gc_[j] = gc - t
-        for w0 in range(0, n, _T):
-            for j in range(nb):
-                for w in range(w0, min(w0 + _T, n)):
-                    gx[b0 + j, w] = g[w, j]
+        _store_block(g, b0, nb, gx)
         _ftz_off(mx)
 
 
@@ -240,13 +249,10 @@ def _fwd_col@@SFX@@(x, y, ca, cb, outs, col, cs, save):
         nb = min(_W, B - b0)
         mx = _ftz_on()  # subnormals read and written as 0 on this thread (see _ftz_on)
         vu = np.zeros((n, 2 * _W), dtype=@@NPT@@)  # padding rows (j >= nb) stay 0
-        for w0 in range(0, n, _T):  # transposes in tiles of _T wires (L1-sized)
-            for j in range(nb):
-                for w in range(w0, min(w0 + _T, n)):
-                    vu[w, j] = x[b0 + j, w]
+        _load_block(x, b0, nb, vu)
         for j in range(nb):
             vu[y[b0 + j], _W + j] = @@ONE@@
-        p2 = np.empty(2 * _W, dtype=@@NPT@@)  # each row's p, for its v and its u
+        q2 = np.empty(2 * _W, dtype=@@NPT@@)  # each row's 1 - p, for its v and its u
         for i in range(size):
             ta = vu[ca[i]]
             tc = vu[cb[i]]
@@ -254,16 +260,16 @@ def _fwd_col@@SFX@@(x, y, ca, cb, outs, col, cs, save):
             for j in range(_W):
                 d = ta[j] - tc[j]
 @@SWAP16@@
-                p2[j] = p
-                p2[_W + j] = p
+                q = @@ONE@@ - p
+                q2[j] = q
+                q2[_W + j] = q
                 s[0, j] = p
                 s[1, j] = dp * d
                 s[2, j] = dp * (ta[_W + j] - tc[_W + j])
             for e in range(2 * _W):
-                q = @@ONE@@ - p2[e]
                 a = ta[e]
                 c = tc[e]
-                t = q * (c - a)
+                t = q2[e] * (c - a)
                 ta[e] = a + t
                 tc[e] = c - t
         for j in range(nb):
@@ -285,26 +291,23 @@ def _bwd_col@@SFX@@(gcol, ca, cb, outs, cs, gx):
         for j in range(nb):
             for r in range(k):
                 gg[outs[r], _W + j] += gcol[b0 + j, r]
-        p2 = np.empty(2 * _W, dtype=@@NPT@@)
+        q2 = np.empty(2 * _W, dtype=@@NPT@@)
         g2 = np.zeros(2 * _W, dtype=@@NPT@@)  # dL/dd per row; g2[_W:] stays 0 (u has no such term)
         for i in range(size - 1, -1, -1):
             ta = gg[ca[i]]
             tc = gg[cb[i]]
             s = cs[blk, i]
             for j in range(_W):
-                p2[j] = s[0, j]
-                p2[_W + j] = s[0, j]
+                q = @@ONE@@ - s[0, j]
+                q2[j] = q
+                q2[_W + j] = q
                 g2[j] = (ta[j] - tc[j]) * s[1, j] + (ta[_W + j] - tc[_W + j]) * s[2, j]
             for e in range(2 * _W):
-                q = @@ONE@@ - p2[e]
                 a = ta[e]
                 c = tc[e]
-                t = q * (c - a) + g2[e]
+                t = q2[e] * (c - a) + g2[e]
                 ta[e] = a + t
                 tc[e] = c - t
-        for w0 in range(0, n, _T):
-            for j in range(nb):
-                for w in range(w0, min(w0 + _T, n)):
-                    gx[b0 + j, w] = gg[w, j]
+        _store_block(gg, b0, nb, gx)
         _ftz_off(mx)
 '''

@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..network import Network
-from ._numba_kernels import FTZ, KERNELS
+from ._numba_kernels import HELPERS, KERNELS
 from ._numba_common import (
     FLOAT_TYPES,
     lit,
@@ -53,7 +53,7 @@ def emit(net: Network, r: Any = None) -> str:
         "@@NETWORK@@": network_literal(net),
         "@@RELAXATION@@": relaxation_literal(r),
         "@@PLAN@@": plan_source().rstrip(),
-        "@@FTZ@@": FTZ.rstrip(),
+        "@@HELPERS@@": HELPERS.rstrip(),
     }
     kernels = []
     for ft in FLOAT_TYPES:
@@ -115,7 +115,7 @@ _W = 16  # batch rows per block in every kernel (one or two SIMD vectors)
 _T = 64  # wires per tile when transposing between (row, wire) and (wire, row)
 
 
-@@FTZ@@
+@@HELPERS@@
 
 
 @@KERNELS@@
