@@ -194,18 +194,24 @@ def _dist_lines(dist: str, eps: float, ft: str, L, inline_exp: bool) -> list[str
     raise ValueError(f"unknown distribution {dist!r}")  # pragma: no cover - Relaxation validates
 
 
-def swap_code(r, indent: int, ft: str = "float64", inline_exp: bool = False) -> str:
+def swap_code(r, indent: int, ft: str = "float64", inline_exp: bool = False, steepness: str | None = None) -> str:
     """Scalar code reading ``d`` (of type ``ft``) and defining ``p`` (swap
-    probability) and ``dp`` (dp/dd), all in ``ft`` arithmetic like the
-    reference in that dtype. Uses only ``math``, ``np.float32`` and
+    probability), ``dp`` (dp/dd) and ``dps`` (dp/ds, the derivative with
+    respect to the steepness s: ``f(z) * phi(d)``), all in ``ft`` arithmetic
+    like the reference in that dtype. Uses only ``math``, ``np.float32`` and
     literals, so it runs under njit, cuda.jit and the CUDA simulator.
     ``inline_exp`` (CPU kernels): float32 exponentials without libm calls
-    (:func:`_exp_lines`)."""
+    (:func:`_exp_lines`). ``steepness``: the name of a variable (of type
+    ``ft``) holding s at run time; None bakes ``r.steepness`` in as a
+    literal. Code that does not use ``dps`` pays nothing for it (the
+    compiler drops it)."""
     if ft not in FLOAT_TYPES:
         raise ValueError(f"unknown float type {ft!r}")
+    if steepness is not None and not str(steepness).isidentifier():
+        raise ValueError(f"steepness must name a variable, got {steepness!r}")
     L = lambda v: lit(v, ft)  # noqa: E731
     big = L(np.finfo(ft).max)
-    s = L(r.steepness)
+    s = L(r.steepness) if steepness is None else str(steepness)
     # clamps as min/max (branch-free: the kernels' loops over a block of
     # batch rows vectorise)
     lines = [f"dd = min(max(d, -{big}), {big})"]
@@ -214,8 +220,9 @@ def swap_code(r, indent: int, ft: str = "float64", inline_exp: bool = False) -> 
         lines += _art_lines(float(r.art_lambda), float(r.art_epsilon), ft, L)
         lines.append(f"z = {s} * ph")
     else:
-        lines += [f"dph = {L(1.0)}", f"z = {s} * dd"]
+        lines += [f"dph = {L(1.0)}", "ph = dd", f"z = {s} * dd"]
     lines.append(f"z = min(max(z, -{big}), {big})")
     lines += _dist_lines(r.distribution, float(r.art_epsilon), ft, L, inline_exp)
     lines.append(f"dp = min({s} * f * dph, {big})")
+    lines.append(f"dps = min(max(f * ph, -{big}), {big})")
     return textwrap.indent("\n".join(lines), " " * indent)

@@ -29,8 +29,8 @@ CASES = [Relaxation(d, 7.0) for d in DISTRIBUTIONS] + [
 
 
 def _kernel(r, ft, inline_exp=True):
-    src = "def f(ds, ps, dps):\n    for i in range(ds.shape[0]):\n        d = ds[i]\n"
-    src += swap_code(r, 8, ft, inline_exp) + "\n        ps[i] = p\n        dps[i] = dp\n"
+    src = "def f(ds, out_p, out_dp):\n    for i in range(ds.shape[0]):\n        d = ds[i]\n"
+    src += swap_code(r, 8, ft, inline_exp) + "\n        out_p[i] = p\n        out_dp[i] = dp\n"
     ns = {"math": math, "np": np}
     exec(compile(textwrap.dedent(src), "<swap>", "exec"), ns)
     return numba.njit(ns["f"])
@@ -78,3 +78,41 @@ def test_float32_gaussian_cdf_accuracy():
     far = z < -5
     np.testing.assert_allclose(p[far], exact[far], rtol=5e-6, atol=0)
     assert p[-1] == np.float32(0.5)
+
+
+def _kernel_runtime_s(r, ft):
+    src = "def f(ds, s, out_p, out_dp, out_ds):\n    for i in range(ds.shape[0]):\n        d = ds[i]\n"
+    src += swap_code(r, 8, ft, True, steepness="s") + "\n        out_p[i] = p\n        out_dp[i] = dp\n        out_ds[i] = dps\n"
+    ns = {"math": math, "np": np}
+    exec(compile(textwrap.dedent(src), "<swap>", "exec"), ns)
+    return numba.njit(ns["f"])
+
+
+@pytest.mark.parametrize("r", CASES, ids=lambda r: f"{r.distribution}-{r.art_lambda}-{r.art_epsilon}")
+def test_runtime_steepness_and_dp_ds(r):
+    """With the steepness a run-time variable the code gives the same p and
+    dp/dd as with it baked in, and dp/ds = f(z) phi(d) (checked against a
+    central finite difference of the reference p in float64)."""
+    from netgen.relax import distributions as D
+
+    d = _diffs("float64")
+    d = d[np.abs(d) < 1e6]
+    for s in (0.5, 7.0, 33.0):
+        rs = Relaxation(r.distribution, s, r.art_lambda, r.art_epsilon)
+        p, dp, dps = np.empty_like(d), np.empty_like(d), np.empty_like(d)
+        _kernel_runtime_s(r, "float64")(d, np.float64(s), p, dp, dps)
+        td = torch.from_numpy(d)
+        np.testing.assert_allclose(p, swap_probability(td, rs).numpy(), atol=1e-12, rtol=0)
+        np.testing.assert_allclose(dp, swap_probability_grad(td, rs).numpy(), rtol=1e-12, atol=1e-12 * s)
+        exact = (D._pdf(D._z(td, rs), rs) * D._phi(td, rs)).numpy()
+        np.testing.assert_allclose(dps, exact, rtol=1e-12, atol=1e-15)
+        h = 1e-6 * s
+        up = swap_probability(td, Relaxation(r.distribution, s + h, r.art_lambda, r.art_epsilon)).numpy()
+        dn = swap_probability(td, Relaxation(r.distribution, s - h, r.art_lambda, r.art_epsilon)).numpy()
+        smooth = np.abs(np.abs(d * s) - 0.25) > 1e-3  # optimal's kinks at |z| = 1/4
+        np.testing.assert_allclose(dps[smooth], ((up - dn) / (2 * h))[smooth], rtol=1e-5, atol=1e-7)
+    p32, dp32, dps32 = (np.empty(len(d), np.float32) for _ in range(3))
+    _kernel_runtime_s(r, "float32")(d.astype(np.float32), np.float32(r.steepness), p32, dp32, dps32)
+    p0 = swap_probability(torch.from_numpy(d.astype(np.float32)), r).numpy()
+    np.testing.assert_allclose(p32, p0, atol=1e-6, rtol=0)
+    assert p32.dtype == np.float32 and np.isfinite(dps32).all()
