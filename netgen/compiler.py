@@ -2,79 +2,75 @@
 
 ``netgen build`` and the Python API share this, so a network built from the
 command line and one built in a script are the same value.
+
+* :func:`compile` (old name ``build``): the portfolio's winner, or one named
+  construction, after the passes and with its proof;
+* :func:`compile_network`: passes and proof for a network you already have;
+* :func:`construct`: the network alone (the portfolio's winner, or one
+  construction without passes or proof).
+
+Layering: :mod:`netgen.compiled` (one network through passes and proof) <
+:mod:`netgen.portfolio` (many candidates) < this module.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+import time
+from typing import Callable, Iterable
 
+from .compiled import Compiled, compile_network
+from .construct import construct as construct_kind
+from .construct._common import check_nk
+from .construct.best import check_objective
 from .network import Network
+from .passes.pipeline import DEFAULT_PASSES
+from .portfolio import DEFAULT_OBJECTIVE, choose
 
-
-@dataclass
-class Compiled:
-    network: Network
-    passes: list = field(default_factory=list)  # PassRecord per pass run
-    report: Any = None  # netgen.verify.report.Report, or None when not verified
+__all__ = ["Compiled", "compile", "compile_network", "construct", "build", "DEFAULT_PASSES"]
 
 
 def construct(n: int, k: int | None = None, network: str | None = None, objective: str | None = None) -> Network:
     """Build the network of ``network`` kind (``objective`` picks among the
-    best-known networks for ``best``; default "size"). Default (no
-    ``network``): the portfolio's winner by ``objective`` (default "depth"),
-    already pruned, cleaned, scheduled and proved; see :func:`build`."""
+    best-known networks for ``best``; default "size"), with no passes or
+    proof. Default (no ``network``): the portfolio's winner by ``objective``
+    (default "depth"), already pruned, cleaned, scheduled and proved; see
+    :func:`compile`."""
     if network is None:
-        return build(n, k, objective=objective).network
-    from .construct import build as build_kind
-    from .construct._common import check_nk
-    from .construct.best import check_objective
-
+        return compile(n, k, objective=objective).network
     n, k = check_nk(n, k)
     if objective is not None:
         check_objective(objective)
-    return build_kind(network, n, k, objective or "size")
+    return construct_kind(network, n, k, objective or "size")
 
 
-def build(
+def compile(  # noqa: A001 - netgen.compiler.compile, as torch.compile
     n: int,
     k: int | None = None,
     network: str | None = None,
     *,
     objective: str | None = None,
-    passes: tuple[str, ...] | None = ("prune", "clean", "schedule"),
+    passes: Iterable[str] | None = DEFAULT_PASSES,
     verify: bool = True,
-    log=None,
+    log: Callable[[str], None] | None = None,
 ) -> Compiled:
     """Construct, run the passes and prove, in one call. Without ``network``
-    the portfolio (:mod:`netgen.construct.portfolio`) builds every cheap
-    construction, proves each and keeps the best by ``objective`` ("depth":
-    shallowest then smallest, the default; "size": smallest then
-    shallowest); ``log`` receives one line per candidate."""
+    the portfolio (:mod:`netgen.portfolio`) builds every cheap construction,
+    proves each and keeps the best by ``objective`` ("depth": shallowest
+    then smallest, the default; "size": smallest then shallowest). ``log``
+    receives each step as it is done: one line per candidate, or the
+    construction, each pass and the proof."""
     if network is None:
-        from .construct.portfolio import DEFAULT_OBJECTIVE, choose
-
         compiled, _ = choose(n, k, objective or DEFAULT_OBJECTIVE, passes=passes, verify=verify, log=log)
         return compiled
-    return compile_network(construct(n, k, network, objective), passes=passes, verify=verify)
+    t0 = time.perf_counter()
+    net = construct(n, k, network, objective)
+    seconds = time.perf_counter() - t0
+    if log is not None:
+        log(f"constructed {network} in {seconds:.2f} s: {net!r}")
+    compiled = compile_network(net, passes=passes, verify=verify, log=log)
+    compiled.construct_seconds = seconds
+    return compiled
 
 
-def compile_network(
-    net: Network,
-    *,
-    passes: tuple[str, ...] | None = ("prune", "clean", "schedule"),
-    verify: bool = True,
-) -> Compiled:
-    """Run the passes (None or () keeps the comparators exactly as given) and
-    prove the result."""
-    records: list = []
-    if passes:
-        from .passes.pipeline import optimize
-
-        net, records = optimize(net, passes=tuple(passes))
-    report = None
-    if verify:
-        from .verify import verify as run_verify
-
-        report = run_verify(net)
-    return Compiled(net, records, report)
+#: the old name of :func:`compile`
+build = compile

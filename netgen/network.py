@@ -23,6 +23,9 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from .schedule import asap_levels as asap_layers  # noqa: F401 - the one ASAP implementation, under its old name
+from .schedule import pack
+
 # Refuse networks whose comparator arrays alone would not fit comfortably in
 # memory (and whose wires could not be indexed by int32).
 MAX_WIRES = 1 << 24
@@ -111,11 +114,8 @@ class Network:
         ).reshape(-1, 2)
         n = check_n(n)
         _check_range(n, comps)
-        layer = asap_layers(n, comps)
-        order = np.argsort(layer, kind="stable")
-        counts = np.bincount(layer, minlength=int(layer.max()) + 1 if len(layer) else 0)
-        offsets = np.concatenate([[0], np.cumsum(counts)])
-        return cls.from_arrays(n, comps[order], offsets, outputs, construction)
+        packed = pack(n, comps)
+        return cls.from_arrays(n, packed.comparators, packed.layer_offsets, outputs, construction)
 
     # ------------------------------------------------------------- properties
     @property
@@ -248,18 +248,6 @@ class Network:
 
 
 # ---------------------------------------------------------------------------
-def asap_layers(n: int, comps: np.ndarray) -> np.ndarray:
-    """As-soon-as-possible layer index of each comparator of a flat sequence:
-    one more than the latest layer already used on either of its wires."""
-    ready = np.zeros(n, dtype=np.int64)
-    out = np.empty(len(comps), dtype=np.int64)
-    for i, (a, b) in enumerate(comps.tolist()):
-        l = max(ready[a], ready[b])
-        out[i] = l
-        ready[a] = ready[b] = l + 1
-    return out
-
-
 def check_n(n: Any) -> int:
     """Validate a wire count; ValueError names the problem."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):

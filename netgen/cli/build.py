@@ -10,11 +10,14 @@ from pathlib import Path
 
 import click
 
+from ..codegen import TARGETS as CODE_TARGETS
+from ..construct import ALL_KINDS as KINDS
+from ..construct.best import OBJECTIVES
+from ..passes.pipeline import DEFAULT_PASSES, PASSES
 from .common import BadInput, handle_errors, log
 
-TARGETS = ("json", "torch", "numba", "cuda")
-KINDS = ("splitter", "bitonic", "oddeven", "pairwise", "transposition", "best")
-OBJECTIVES = ("size", "depth")
+# the choices come from the registries: a new construction, target or pass appears here by itself
+TARGETS = ("json", *CODE_TARGETS)
 
 
 @click.command("build")
@@ -26,7 +29,8 @@ OBJECTIVES = ("size", "depth")
 @click.option("--target", type=click.Choice(TARGETS), default="json", show_default=True)
 @click.option("-o", "--output", type=click.Path(), help="json: the file (default stdout); code targets: the folder (default generated/).")
 @click.option("--name", help="Module name for code targets (default: derived from the network).")
-@click.option("--passes/--no-passes", "passes", default=None, help="Run prune, clean, schedule (default: on when constructing, off with --from).")
+@click.option("--passes/--no-passes", "passes", default=None, help=f"Run the passes {', '.join(DEFAULT_PASSES)} (default: on when constructing, off with --from).")
+@click.option("--pass", "only", type=click.Choice(tuple(PASSES)), multiple=True, help="Run only this pass (repeatable, in the order given): " + "; ".join(f"{p.name}: {p.summary}" for p in PASSES.values()) + ".")
 @click.option("--verify/--no-verify", "verify", default=True, show_default=True, help="Prove the network before writing it.")
 @click.option("--distribution", help="Relaxation: logistic, logistic_phi, cauchy, reciprocal, gaussian, optimal.")
 @click.option("--steepness", type=float, help="Relaxation steepness (default tied to depth).")
@@ -34,7 +38,7 @@ OBJECTIVES = ("size", "depth")
 @click.option("--art-epsilon", "art_epsilon", type=float, help="ART tie epsilon; 1e-10 reproduces difftopk/diffsort (default 0: netgen's formula).")
 @click.option("--no-compile", "no_compile", is_flag=True, help="cuda: skip the PTX/cubin compile check.")
 @handle_errors
-def command(n, k, kind, objective, from_file, target, output, name, passes, verify, distribution, steepness, art_lambda, art_epsilon, no_compile):
+def command(n, k, kind, objective, from_file, target, output, name, passes, only, verify, distribution, steepness, art_lambda, art_epsilon, no_compile):
     """Construct, prune, prove and emit a network.
 
     \b
@@ -42,7 +46,8 @@ def command(n, k, kind, objective, from_file, target, output, name, passes, veri
     netgen build --n 16 --k 5 --network splitter -o net.json
     netgen build --from Sort_24_123_12.json --target torch
     """
-    from ..compiler import build, compile_network
+    from .. import compiler
+    from ..portfolio import PortfolioError
 
     if target in ("torch", "cuda"):  # before the (possibly long) build
         from ..extras import require
@@ -55,6 +60,9 @@ def command(n, k, kind, objective, from_file, target, output, name, passes, veri
         from ..relax.distributions import Relaxation
 
         Relaxation(**({"distribution": distribution} if distribution else {}), **{k: v for k, v in options.items() if v is not None})
+    if only and passes is False:
+        raise BadInput("--pass and --no-passes contradict each other")
+    # every step below logs its own time as it finishes; together they make up "done in"
     t0 = time.perf_counter()
     if from_file is not None:
         if n is not None or k is not None or kind is not None or objective is not None:
@@ -63,25 +71,24 @@ def command(n, k, kind, objective, from_file, target, output, name, passes, veri
 
         net = load(from_file)
         log(f"read {net!r} in {time.perf_counter() - t0:.2f} s")
-        compiled = compile_network(net, passes=("prune", "clean", "schedule") if passes else None, verify=verify)
+        chosen = only or (DEFAULT_PASSES if passes else None)
+        compiled = compiler.compile_network(net, passes=chosen, verify=verify, log=log)
     else:
         if n is None:
             raise BadInput("give --n N (and --k K), or --from FILE")
-        passes = True if passes is None else passes
-        compiled = build(n, k, kind, objective=objective, passes=("prune", "clean", "schedule") if passes else None,
-                         verify=verify, log=log)
+        chosen = only or (DEFAULT_PASSES if passes is None or passes else None)
+        try:
+            compiled = compiler.compile(n, k, kind, objective=objective, passes=chosen, verify=verify, log=log)
+        except PortfolioError as e:
+            click.echo(f"netgen: internal error: {e}", err=True)
+            raise SystemExit(1)
         if kind is None:
             c = compiled.network.construction
             what = f"{c.get('kind')}{' (sorter, pruned)' if c.get('from') == 'sorter' else ''}"
             log(f"portfolio chose {what} (best by {objective or 'depth'} among the candidates above)")
-        else:
-            log(f"constructed {kind} in {time.perf_counter() - t0:.2f} s")
     net = compiled.network
-    for rec in compiled.passes:
-        log(f"  pass {rec}")
     report = compiled.report
     if report is not None:
-        log(f"verify: {report} ({report.seconds:.2f} s)")
         if report.status == "counterexample":
             click.echo(f"netgen: error: the network is wrong, nothing written: {report}", err=True)
             raise SystemExit(1)
@@ -99,10 +106,13 @@ def command(n, k, kind, objective, from_file, target, output, name, passes, veri
 def _write_json(net, output):
     from ..io import dumps, save
 
+    t = time.perf_counter()
     if output is None or output == "-":
         click.echo(dumps(net), nl=False)
+        log(f"wrote JSON to stdout in {time.perf_counter() - t:.2f} s")
         return
     save(net, output)
+    log(f"wrote JSON in {time.perf_counter() - t:.2f} s")
     click.echo(f"wrote {output}: n={net.n} k={net.k} depth={net.depth} size={net.size}")
 
 

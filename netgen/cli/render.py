@@ -63,10 +63,10 @@ def _network(file, n, k, kind, objective, passes):
         return load(file)
     if n is None:
         raise BadInput("give a network FILE, or --n N (with --k K and --network KIND)")
-    from ..compiler import build, compile_network, construct
+    from ..compiler import DEFAULT_PASSES, build, compile_network, construct
 
     if kind is None:  # the portfolio proves its candidates while choosing
-        return build(n, k, objective=objective, passes=("prune", "clean", "schedule") if passes else None).network
+        return build(n, k, objective=objective, passes=DEFAULT_PASSES if passes else None).network
     net = construct(n, k, kind, objective)
     if passes:
         net = compile_network(net, verify=False).network

@@ -37,10 +37,11 @@ def measure(n, k, kind, column, clean=True, built=None):
     """One cell; ``built`` maps (n, k, kind, column) to networks the best
     column already built with the same passes (reused, not rebuilt)."""
     from ..compiler import compile_network, construct
+    from ..passes.pipeline import DEFAULT_PASSES, STRUCTURAL_PASSES
 
     net = (built or {}).get((n, k, kind, column)) if clean else None
     if net is None:
-        passes = ("prune", "clean", "schedule") if clean else ("prune", "schedule")
+        passes = DEFAULT_PASSES if clean else STRUCTURAL_PASSES
         net = compile_network(construct(n, k, kind), passes=passes, verify=False).network
     paper = PAPER[n]["sort"] if column == "sort" else PAPER[n][column][k - 1]
     return {"n": n, "k": k, "kind": kind, "column": column, "depth": net.depth, "size": net.size, "paper_depth": paper}
@@ -57,7 +58,7 @@ def best_cells(ns=tuple(PAPER), ks=range(1, 9), built=None):
     network before its never-swapping comparators are removed, which changes
     no output); the second proof ``netgen build`` runs after the passes is
     skipped here, it would double the time at n = 65536."""
-    from ..construct.portfolio import choose
+    from ..portfolio import choose
 
     cell_of = {"splitter": ("splitter", "splitter"), **{f"{s} selection": (s, "sel") for s in SELECTION_KINDS},
                **{f"{s} sorter": (s, "sort") for s in SELECTION_KINDS}}
@@ -69,7 +70,7 @@ def best_cells(ns=tuple(PAPER), ks=range(1, 9), built=None):
                     built[(n, k, *cell_of[c.label])] = c.network
             net = compiled.network
             clean = [r for r in compiled.passes if r.name == "clean"]
-            proof = (f"proved ({clean[0].note.split('fires from ')[-1].rstrip(')')}, by the cleanup)"
+            proof = (f"proved ({clean[0].fires_from}, by the cleanup)"
                      if clean and clean[0].applied else f"not proved ({clean[0].note if clean else 'no cleanup'})")
             paper = PAPER[n]["sort"] if k == n else min(PAPER[n]["sel"][k - 1], PAPER[n]["splitter"][k - 1])
             yield {"n": n, "k": k, "kind": net.construction.get("kind"), "column": "best", "depth": net.depth,

@@ -1,7 +1,10 @@
 """Constructions: sorting networks, Wah-Chen selection networks and splitter
 selection networks, for any n >= 1 and 1 <= k <= n.
 
-``build(kind, n, k)``:
+``construct(kind, n, k)`` builds the network and nothing else: no passes
+(beyond the cone pruning and ASAP packing every construction ends with) and
+no proof; :func:`netgen.compiler.compile` adds those. ``build`` is its old
+name, kept as an alias.
 
 * ``k`` None or ``k == n``: the full sorter of ``kind`` (outputs 0..n-1:
   wire r holds rank r). ``splitter`` needs ``k``; ``k == n`` is allowed and
@@ -23,7 +26,7 @@ packed ASAP, never touches padding wires and has construction record
 from __future__ import annotations
 
 from ..network import Network
-from ._common import MAX_COMPARATORS, check_nk
+from ._common import MAX_COMPARATORS, check_nk, select_top
 from .selection import selection, selection_depth, selection_size_estimate
 from .sorters import sorter, sorter_size_estimate
 from .splitter import splitter_size_estimate, splitter_trace
@@ -31,12 +34,12 @@ from .splitter_tail import shallowest_splitter
 
 #: constructions for any n >= 1
 KINDS = ("splitter", "bitonic", "oddeven", "pairwise", "transposition")
-#: everything ``build`` accepts: the constructions and the shipped best-known networks (2 <= n <= 64)
+#: everything ``construct`` accepts: the constructions and the shipped best-known networks (2 <= n <= 64)
 ALL_KINDS = KINDS + ("best",)
 
 
 def size_estimate(kind: str, n: int, k: int | None = None) -> int:
-    """Roughly how many comparators ``build(kind, n, k)`` creates while
+    """Roughly how many comparators ``construct(kind, n, k)`` creates while
     building (an upper bound for all kinds but splitter)."""
     _check_kind(kind)
     n, k = check_nk(n, k)
@@ -50,7 +53,7 @@ def size_estimate(kind: str, n: int, k: int | None = None) -> int:
     return selection_size_estimate(n, k)
 
 
-def build(kind: str, n: int, k: int | None = None, objective: str = "size") -> Network:
+def construct(kind: str, n: int, k: int | None = None, objective: str = "size") -> Network:
     """Construct the network of ``kind`` (one of :data:`ALL_KINDS`) on n wires
     with k outputs (None: a sorter). ``objective`` ("size" or "depth")
     chooses among the best-known networks for ``best`` and is ignored by the
@@ -69,12 +72,13 @@ def build(kind: str, n: int, k: int | None = None, objective: str = "size") -> N
     if k is None or k == n:
         return sorter(kind, n)
     if kind == "transposition":
-        from ..passes.prune import prune
-        from ..passes.schedule import asap
-
         full = sorter(kind, n)  # checks the size first
-        return asap(prune(full.with_(outputs=full.outputs[:k], construction={"kind": kind, "n": n, "k": k})))
+        return select_top(full, k, {"kind": kind, "n": n, "k": k})
     return selection(kind, n, k)
+
+
+#: the old name of :func:`construct`
+build = construct
 
 
 def _check_kind(kind: object) -> None:
@@ -85,6 +89,7 @@ def _check_kind(kind: object) -> None:
 __all__ = [
     "KINDS",
     "ALL_KINDS",
+    "construct",
     "build",
     "size_estimate",
     "selection_depth",

@@ -13,8 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..network import Network, check_n
-from ..passes.prune import cone_mask
-from ..passes.schedule import layered
+from ..schedule import offsets_of, pack
 
 # Refuse constructions whose comparator arrays (int64 while building) would
 # not fit comfortably in memory: ~2^25 comparators is ~0.5 GB per copy.
@@ -90,8 +89,7 @@ def unpad(
     return chunks, outs, moves
 
 
-def chunk_offsets(sizes) -> np.ndarray:
-    return np.concatenate([[0], np.cumsum(np.asarray(sizes, dtype=np.int64))])
+chunk_offsets = offsets_of
 
 
 def finish(
@@ -106,8 +104,13 @@ def finish(
     comps = np.concatenate(chunks) if len(chunks) else np.zeros((0, 2), np.int64)
     offsets = chunk_offsets([len(c) for c in chunks])
     outs = [int(w) for w in outputs]
-    if prune and len(comps):
-        keep = cone_mask(n, comps, outs, offsets)
-        comps = comps[keep]
-        offsets = chunk_offsets(keep)[offsets]  # kept comparators before each chunk boundary
-    return layered(n, comps, outs, construction, offsets)
+    packed = pack(n, comps, offsets, outs if prune else None)
+    return Network.from_arrays(n, packed.comparators, packed.layer_offsets, outs, construction)
+
+
+def select_top(net: Network, k: int, construction: dict[str, Any]) -> Network:
+    """``net`` (a sorter) cut to its top ``k`` outputs: cone-pruned to them,
+    packed ASAP, with the given construction record."""
+    outs = list(net.outputs[:k])
+    packed = pack(net.n, net.comparators, net.layer_offsets, outs)
+    return Network.from_arrays(net.n, packed.comparators, packed.layer_offsets, outs, construction)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from ..network import Network
-from ._common import check_nk
+from ._common import check_nk, select_top
 
 DATA = ("data", "sorters-dobbelaere")
 OBJECTIVES = ("size", "depth")
@@ -105,12 +105,8 @@ def best(n: int, k: int | None = None, objective: str = "size") -> Network:
     entries = entries_for(n)
     if k is None or k == n:
         return best_sorter(n, objective)
-    from ..passes.prune import prune
-    from ..passes.schedule import asap
-
     pruned = []
     for entry in entries:
         sorter = load_entry(entry)
-        construction = {**sorter.construction, "k": k}
-        pruned.append(asap(prune(sorter.with_(outputs=sorter.outputs[:k], construction=construction))))
+        pruned.append(select_top(sorter, k, {**sorter.construction, "k": k}))
     return min(pruned, key=objective_key(objective))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..network import Network
-from ..passes.prune import cone_mask
+from ..schedule import cone_mask
 from ._common import ceil_lg, finish, refuse_if_too_large, unpad
 from .sorters import MERGE_TOP, SORTER_LAYERS
 

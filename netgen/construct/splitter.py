@@ -31,8 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..network import Network
-from ..passes.prune import cone_mask
-from ..passes.schedule import asap_levels
+from ..schedule import pack
 from ._common import ceil_lg, chunk_offsets, refuse_if_too_large
 
 
@@ -170,19 +169,11 @@ def splitter_trace(n: int, k: int) -> SplitterTrace:
         return np.zeros((0, 2) if width else 0, dtype)
 
     comps = cat(comps, width=2)
-    offsets = chunk_offsets(cat(runs))
-    kept = cone_mask(n, comps, outputs, offsets) if len(comps) else np.zeros(0, bool)
-    level = asap_levels(n, comps[kept], chunk_offsets(kept)[offsets])
+    packed = pack(n, comps, chunk_offsets(cat(runs)), outputs)  # cone-prune, then ASAP
     layer = np.full(len(comps), -1, dtype=np.int64)
-    layer[kept] = level
-    order = np.argsort(level, kind="stable")
-    counts = np.bincount(level, minlength=int(level.max()) + 1) if len(level) else np.zeros(0, np.int64)
+    layer[packed.kept] = packed.level
     net = Network.from_arrays(
-        n,
-        comps[kept][order],
-        np.concatenate([[0], np.cumsum(counts)]),
-        outputs.tolist(),
-        {"kind": "splitter", "n": n, "k": k},
+        n, packed.comparators, packed.layer_offsets, outputs.tolist(), {"kind": "splitter", "n": n, "k": k}
     )
     return SplitterTrace(
         n,
@@ -194,7 +185,7 @@ def splitter_trace(n: int, k: int) -> SplitterTrace:
         cat(c_ranks),
         np.concatenate([[0], np.cumsum(cat(c_ncomps))]),
         comps,
-        kept,
+        packed.kept,
         layer,
         outputs,
         net,

@@ -7,9 +7,9 @@ from click.testing import CliRunner
 
 from netgen import io
 from netgen.cli import main
+from netgen import portfolio
 from netgen.compiler import build, compile_network, construct
-from netgen.construct import portfolio
-from netgen.construct.portfolio import choose
+from netgen.portfolio import choose
 
 
 def _key(net, objective):

@@ -2,9 +2,10 @@ import numpy as np
 import pytest
 from pass_oracles import brute_force_fires
 
+from netgen.compiled import verifier_fires
 from netgen.construct import build
 from netgen.network import Network
-from netgen.passes import PassRecord, optimize
+from netgen.passes import DEFAULT_PASSES, PASSES, PassRecord, optimize
 
 
 def _brute(net):
@@ -52,14 +53,64 @@ def test_cleaned_small_networks_still_correct():
         assert np.array_equal(net.select(x), -np.sort(-x, axis=1)[:, :k])
 
 
-def test_default_analyzer_skips_wide_sorters_quickly():
-    out, recs = optimize(build("oddeven", 100))
+def test_verifier_analysis_skips_wide_sorters_quickly():
+    out, recs = optimize(build("oddeven", 100), fires=verifier_fires)
     assert not recs[1].applied and "sorter with n = 100" in recs[1].note, recs[1].note
+    assert recs[1].skipped.startswith("not analyzable") and recs[1].fires_from == ""
 
 
-def test_default_analyzer_cleans_sorters_up_to_64_wires():
-    out, recs = optimize(build("oddeven", 40))
+def test_verifier_analysis_cleans_sorters_up_to_64_wires():
+    out, recs = optimize(build("oddeven", 40), fires=verifier_fires)
     assert recs[1].applied and "reachable states" in recs[1].note, recs[1].note
+    assert recs[1].fires_from.startswith("reachable states") and recs[1].skipped == ""
+
+
+def test_without_an_analysis_the_cleanup_says_so():
+    net = build("oddeven", 12, 3)
+    out, recs = optimize(net)
+    assert [r.applied for r in recs] == [True, False, True]
+    assert "no firing analysis given" in recs[1].note
+    assert out.construction["passes"] == ["prune", "schedule"]
+
+
+def test_records_carry_fields_and_render_the_note_from_them():
+    net = Network.from_layers(3, [[(0, 1)], [(0, 1)], [(1, 2)]], outputs=[0])
+    _, recs = optimize(net, fires=_brute)
+    clean = recs[1]
+    assert (clean.removed, clean.fires_from, clean.skipped) == (1, "brute force", "")
+    assert clean.note == "removed 1 never-swapping comparator (fires from brute force)"
+    d = clean.to_dict()
+    assert (d["removed"], d["fires_from"], d["applied"], d["note"]) == (1, "brute force", True, clean.note)
+    # a record rebuilt from its fields says the same: nothing lives only in the text
+    again = PassRecord(**{k: d[k] for k in ("name", "size_before", "depth_before", "size_after", "depth_after",
+                                             "seconds", "skipped", "fires_from")})
+    assert again.note == clean.note and again.removed == 1
+    assert recs[0].note == "" and recs[0].removed == 1
+
+
+def test_the_registry_drives_optimize(monkeypatch):
+    assert DEFAULT_PASSES == ("prune", "clean", "schedule") == tuple(PASSES)
+    assert all(p.name == name and p.summary for name, p in PASSES.items())
+    # a pass added to the registry runs without touching optimize
+    from netgen.passes import pipeline
+
+    calls = []
+
+    def reverse(net, fires):
+        calls.append(net.size)
+        return pipeline.Outcome(net.with_(outputs=net.outputs[::-1]))
+
+    monkeypatch.setitem(pipeline.PASSES, "reverse", pipeline.Pass("reverse", "test pass", reverse))
+    net = build("oddeven", 8, 3)
+    out, recs = optimize(net, passes=("reverse",))
+    assert calls == [net.size] and out.outputs == net.outputs[::-1] and recs[0].name == "reverse"
+    assert out.construction["passes"] == ["reverse"]
+
+
+def test_log_receives_each_record_as_it_runs():
+    seen = []
+    _, recs = optimize(build("oddeven", 8, 3), fires=_brute, log=seen.append)
+    assert seen == recs
 
 
 def test_splitter_5_10450_with_the_verifier():
@@ -69,9 +120,9 @@ def test_splitter_5_10450_with_the_verifier():
     pytest.importorskip("netgen.verify.reachable")
     from netgen.construct.splitter import splitter
 
-    out, recs = optimize(splitter(10450, 5))
+    out, recs = optimize(splitter(10450, 5), fires=verifier_fires)
     assert recs[1].applied, recs[1].note
     assert (out.depth, out.size) == (25, 31_359)
-    out, recs = optimize(build("splitter", 10450, 5))
+    out, recs = optimize(build("splitter", 10450, 5), fires=verifier_fires)
     assert recs[1].applied, recs[1].note
     assert (out.depth, out.size) == (23, 31_356)

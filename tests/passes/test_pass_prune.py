@@ -54,12 +54,29 @@ def test_large_network_is_fast():
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_numpy_and_compiled_paths_agree(seed):
-    from netgen.passes.prune import cone_mask
+def test_numpy_interpreted_and_compiled_paths_agree(seed, monkeypatch):
+    from netgen import schedule
 
     rng = np.random.default_rng(seed)
     net = random_network(rng, 20, 300, k=3)
-    per_layer = cone_mask(net.n, net.comparators, net.outputs, net.layer_offsets)
-    compiled = cone_mask(net.n, net.comparators, net.outputs)  # no chunks: the numba loop
-    assert np.array_equal(per_layer, compiled)
+    per_layer = schedule.cone_mask(net.n, net.comparators, net.outputs, net.layer_offsets)
+    interpreted = schedule.cone_mask(net.n, net.comparators, net.outputs)  # no chunks: the loop, interpreted
+    monkeypatch.setattr(schedule, "MIN_COMPILED", 0)
+    compiled = schedule.cone_mask(net.n, net.comparators, net.outputs)  # the same loop, compiled
+    assert np.array_equal(per_layer, interpreted) and np.array_equal(per_layer, compiled)
     assert 0 < per_layer.sum() < net.size
+
+
+def test_prune_then_pack_is_prune_then_asap():
+    from netgen import schedule
+    from netgen.passes import asap
+
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        net = random_network(rng, 12, 80, k=int(rng.integers(1, 12)))
+        for chunks in (net.layer_offsets, None):
+            packed = schedule.pack(net.n, net.comparators, chunks, net.outputs)
+            want = asap(prune(net))
+            assert np.array_equal(packed.comparators, want.comparators)
+            assert np.array_equal(packed.layer_offsets, want.layer_offsets)
+            assert packed.kept.sum() == want.size

@@ -60,12 +60,30 @@ def test_large_network_is_fast():
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_numpy_and_compiled_paths_agree(seed):
-    from netgen.passes.schedule import asap_levels
+def test_numpy_interpreted_and_compiled_paths_agree(seed, monkeypatch):
+    from netgen import schedule
 
     rng = np.random.default_rng(seed)
     net = random_network(rng, 20, 300)
-    per_layer = asap_levels(net.n, net.comparators, net.layer_offsets)
-    compiled = asap_levels(net.n, net.comparators)  # no chunks: the numba loop
-    assert np.array_equal(per_layer, compiled)
+    per_layer = schedule.asap_levels(net.n, net.comparators, net.layer_offsets)  # one numpy step per layer
+    interpreted = schedule.asap_levels(net.n, net.comparators)  # no chunks, short: the loop, interpreted
+    monkeypatch.setattr(schedule, "MIN_COMPILED", 0)
+    compiled = schedule.asap_levels(net.n, net.comparators)  # the same loop, compiled by numba
+    assert schedule._asap_loop in schedule._COMPILED
+    assert np.array_equal(per_layer, interpreted) and np.array_equal(per_layer, compiled)
     assert np.array_equal(per_layer, net.layer_of())  # from_comparators packs ASAP too
+
+
+def test_one_asap_implementation():
+    """The IR, the pass and the constructions all pack with netgen.schedule."""
+    from netgen import network, schedule
+    from netgen.passes import schedule as pass_schedule
+
+    assert network.asap_layers is schedule.asap_levels is pass_schedule.asap_levels
+    rng = np.random.default_rng(7)
+    comps = rng.integers(0, 9, (200, 2))
+    comps = comps[comps[:, 0] != comps[:, 1]]
+    packed = schedule.pack(9, comps)
+    net = Network.from_comparators(9, comps)
+    assert np.array_equal(net.comparators, packed.comparators) and np.array_equal(net.layer_offsets, packed.layer_offsets)
+    assert asap(Network.from_arrays(9, comps, np.arange(len(comps) + 1))) == net

@@ -5,7 +5,7 @@ Candidates for k < n: the pruned best-known sorter (n <= 64), the splitter
 network, the Wah-Chen selection networks (bitonic, oddeven, pairwise) and
 the Batcher sorters cone-pruned to the top k; for k = n the best-known sorter
 (n <= 64) and the Batcher sorters. Each candidate runs the same passes and
-proof as ``netgen build --network KIND``.
+proof as ``netgen build --network KIND`` (:func:`netgen.compiled.compile_network`).
 
 Large candidates are skipped before they are built when their formulas say
 they cannot win: a candidate whose estimated comparator count is above
@@ -24,14 +24,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable, Iterable
 
-from ..network import Network
-from ._common import MAX_COMPARATORS, ceil_lg, check_nk
-from .best import N_MAX, N_MIN, best, check_objective, objective_key
-from .selection import selection_depth, selection_size_estimate
-from .sorters import sorter_size_estimate
-from .splitter import splitter_size_estimate
+from .compiled import Compiled, compile_network
+from .construct import construct
+from .construct._common import MAX_COMPARATORS, ceil_lg, check_nk, select_top
+from .construct.best import N_MAX, N_MIN, best, check_objective, objective_key
+from .construct.selection import selection_depth, selection_size_estimate
+from .construct.sorters import sorter, sorter_size_estimate
+from .construct.splitter import splitter_size_estimate
+from .network import Network
+from .passes.pipeline import DEFAULT_PASSES
 
 #: candidates estimated below this many comparators are always built and proved
 CHEAP = 4096
@@ -41,13 +44,18 @@ BATCHER = ("bitonic", "oddeven", "pairwise")
 DEFAULT_OBJECTIVE = "depth"
 
 
+class PortfolioError(RuntimeError):
+    """The portfolio failed where it never should (a bug in netgen, not bad
+    input): ``netgen build`` reports it as an internal error, exit code 1."""
+
+
 @dataclass
 class Candidate:
     label: str  # e.g. "splitter", "oddeven selection", "best (SorterHunter, pruned)"
     est_depth: int | None  # formula before cleanup (None: not known before building)
     est_size: int
     make: Callable[[], Network]
-    compiled: Any = None  # netgen.compiler.Compiled once built
+    compiled: Compiled | None = None  # once built
     skipped: str = ""  # why it was not built
     seconds: float = 0.0
 
@@ -60,13 +68,12 @@ class Candidate:
             return f"{self.label}: skipped ({self.skipped})"
         net, report = self.compiled.network, self.compiled.report
         proof = "not verified" if report is None else str(report)
-        return f"{self.label}: depth {net.depth}, size {net.size}, {proof} ({self.seconds:.2f} s)"
+        return (f"{self.label}: depth {net.depth}, size {net.size}, {proof} "
+                f"({self.seconds:.2f} s: {self.compiled.steps()})")
 
 
 def candidates(n: int, k: int, objective: str = DEFAULT_OBJECTIVE) -> list[Candidate]:
     """The portfolio at (n, k), most likely winners first."""
-    from . import build
-
     out = []
     if N_MIN <= n <= N_MAX:
         out.append(Candidate("best (SorterHunter" + (", pruned)" if k < n else ")"), None, n * n,
@@ -74,29 +81,23 @@ def candidates(n: int, k: int, objective: str = DEFAULT_OBJECTIVE) -> list[Candi
     L = ceil_lg(n)
     sorter_depth = L * (L + 1) // 2
     if k < n:
-        out.append(Candidate("splitter", None, splitter_size_estimate(n, k), lambda: build("splitter", n, k)))
+        out.append(Candidate("splitter", None, splitter_size_estimate(n, k), lambda: construct("splitter", n, k)))
         for kind in BATCHER:
             out.append(Candidate(f"{kind} selection", selection_depth(n, k), selection_size_estimate(n, k),
-                                 lambda kind=kind: build(kind, n, k)))
+                                 lambda kind=kind: construct(kind, n, k)))
         for kind in BATCHER:
             out.append(Candidate(f"{kind} sorter, pruned", sorter_depth, sorter_size_estimate(kind, n),
                                  lambda kind=kind: _pruned_sorter(kind, n, k)))
     else:
         for kind in BATCHER:
             out.append(Candidate(f"{kind} sorter", sorter_depth, sorter_size_estimate(kind, n),
-                                 lambda kind=kind: build(kind, n, n)))
+                                 lambda kind=kind: construct(kind, n, n)))
     return [c for c in out if c.est_size <= MAX_COMPARATORS]
 
 
 def _pruned_sorter(kind: str, n: int, k: int) -> Network:
     """The full ``kind`` sorter cone-pruned to its top k outputs."""
-    from ..passes.prune import prune
-    from ..passes.schedule import asap
-    from .sorters import sorter
-
-    full = sorter(kind, n)
-    construction = {"kind": kind, "n": n, "k": k, "from": "sorter"}
-    return asap(prune(full.with_(outputs=full.outputs[:k], construction=construction)))
+    return select_top(sorter(kind, n), k, {"kind": kind, "n": n, "k": k, "from": "sorter"})
 
 
 def _cannot_win(c: Candidate, best_net: Network | None, objective: str) -> str:
@@ -117,18 +118,18 @@ def choose(
     k: int | None = None,
     objective: str = DEFAULT_OBJECTIVE,
     *,
-    passes: tuple[str, ...] | None = ("prune", "clean", "schedule"),
+    passes: Iterable[str] | None = DEFAULT_PASSES,
     verify: bool = True,
     log: Callable[[str], None] | None = None,
-):
+) -> tuple[Compiled, list[Candidate]]:
     """Build, prove and compare the portfolio; return ``(compiled, candidates)``
-    where ``compiled`` is the winner's :class:`netgen.compiler.Compiled`.
+    where ``compiled`` is the winner's :class:`netgen.compiled.Compiled`.
     Proved candidates beat sampled ones; a candidate with a counterexample
     is reported and never chosen. Sorters on more than 64 wires have no
     complete method: there only the winner is verified (by sampling), not
-    every candidate."""
-    from ..compiler import compile_network
-
+    every candidate. ``log`` gets one line per candidate (with the time of
+    each of its steps) as it is done, and one for a winner-only proof.
+    :class:`PortfolioError` when no candidate survives (a bug, not bad input)."""
     check_objective(objective)
     n, k = check_nk(n, k)
     k = n if k is None else k
@@ -145,7 +146,10 @@ def choose(
         if c.skipped:
             continue
         t0 = time.perf_counter()
-        c.compiled = compile_network(c.make(), passes=passes, verify=each)
+        net = c.make()
+        built = time.perf_counter()
+        c.compiled = compile_network(net, passes=passes, verify=each)
+        c.compiled.construct_seconds = built - t0
         c.seconds = time.perf_counter() - t0
         if log is not None:
             log(f"  candidate {c.describe()}")
@@ -157,12 +161,19 @@ def choose(
         for c in cands:
             if c.skipped:
                 log(f"  candidate {c.describe()}")
-    if winner is None:  # pragma: no cover - every construction proved wrong
-        raise ValueError(f"no candidate network for n = {n}, k = {k} passed verification")
+    if winner is None:
+        raise PortfolioError(
+            f"no candidate network for n = {n}, k = {k} passed verification: "
+            + "; ".join(c.describe() for c in cands)
+        )
     if verify and not each:
-        from ..verify import verify as run_verify
+        t0 = time.perf_counter()
+        from .verify import verify as run_verify
 
         winner.compiled.report = run_verify(winner.network)
+        winner.compiled.verify_seconds = time.perf_counter() - t0
+        if log is not None:
+            log(f"verify (the winner only): {winner.compiled.report} ({winner.compiled.verify_seconds:.2f} s)")
     return winner.compiled, cands
 
 
