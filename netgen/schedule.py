@@ -31,10 +31,10 @@ import numpy as np
 # one numpy step per chunk (~10 us a chunk).
 MAX_NUMPY_CHUNKS = 4096
 # Chunk-less sequences shorter than this run the loop in the interpreter
-# (~0.3 us a comparator); longer ones compile it: importing numba and loading
-# the cached loop costs ~0.9 s once (then a few ns a comparator), which pays
-# off from ~3e6 comparators (benchmarks/schedule_paths.py).
-MIN_COMPILED = 2_000_000
+# (0.2-3 us a comparator); longer ones compile it: importing numba and
+# loading the cached loop costs 0.9-1.7 s once (then a few ns a comparator),
+# which paid off between 1e5 and 1e6 comparators (benchmarks/schedule_paths.py).
+MIN_COMPILED = 500_000
 
 
 def _asap_loop(comps, ready, out):
@@ -78,6 +78,10 @@ def _run(loop, comps: np.ndarray, state: np.ndarray, out: np.ndarray) -> np.ndar
         fn = _COMPILED[loop] = numba.njit(cache=True)(loop)
     if fn is not None:
         return fn(comps, state, out)
+    return _interpreted(loop, comps, state, out)
+
+
+def _interpreted(loop, comps: np.ndarray, state: np.ndarray, out: np.ndarray) -> np.ndarray:
     return np.asarray(loop(comps.tolist(), state.tolist(), out.tolist()), dtype=out.dtype)
 
 

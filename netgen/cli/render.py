@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import click
 
+from ..construct import ALL_KINDS as KINDS
+from ..construct.best import OBJECTIVES
 from .common import BadInput, handle_errors, log
-
-KINDS = ("splitter", "bitonic", "oddeven", "pairwise", "transposition", "best")
 
 
 @click.command("render")
@@ -15,7 +15,7 @@ KINDS = ("splitter", "bitonic", "oddeven", "pairwise", "transposition", "best")
 @click.option("--n", "n", type=int, help="Construct a network with N wires instead of reading FILE.")
 @click.option("--k", "k", type=int, help="Outputs (top-k) of the constructed network; omitted: a full sorter.")
 @click.option("--network", "kind", type=click.Choice(KINDS), help="Construction (default as in netgen build: the portfolio's best).")
-@click.option("--objective", type=click.Choice(("size", "depth")), help="As in netgen build: what the portfolio or --network best minimises first.")
+@click.option("--objective", type=click.Choice(OBJECTIVES), help="As in netgen build: what the portfolio or --network best minimises first.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="Output file; the suffix picks the format: .svg, .png, .pdf, or .dot (DAG source).")
 @click.option("--dag", is_flag=True, help="Draw the comparator DAG laid out by graphviz dot (needs the dot binary).")

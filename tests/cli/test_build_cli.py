@@ -155,3 +155,83 @@ def test_table_best_column_is_proved_and_no_worse_than_any_cell():
         assert b["proof"].startswith("proved"), b
         assert b["depth"] <= c["depth"], (b, c)
     assert best[8]["depth"] == 9 < best[8]["paper_depth"] and best[8]["kind"] == "best"
+
+
+def _times(log):
+    """Seconds of every step line of a build log, and the total."""
+    import re
+
+    steps, total = [], None
+    for line in log.splitlines():
+        if line.startswith("done in"):
+            total = float(re.search(r"done in ([0-9.]+) s", line).group(1))
+        elif line.startswith("  candidate") and "skipped" not in line:
+            steps.append(float(re.search(r"\(([0-9.]+) s: ", line).group(1)))
+        elif re.search(r"(^constructed .* in |^read .* in |^  pass |^verify|^wrote JSON)", line):
+            steps.append(float(re.findall(r"([0-9.]+) s\b", line)[0]))
+    return steps, total
+
+
+@pytest.mark.parametrize("args", [["--n", "40", "--k", "3"], ["--n", "70"],
+                                  ["--n", "300", "--k", "4", "--network", "splitter"]])
+def test_build_log_step_times_add_up_to_the_total(tmp_path, args):
+    r = run("build", *args, "-o", str(tmp_path / "n.json"))
+    assert r.exit_code == 0, r.output
+    steps, total = _times(r.stderr)
+    assert total is not None and len(steps) >= 2, r.stderr
+    # each step is measured once, one after the other: never more than the total
+    # (up to the rounding of each printed time), and little time goes unaccounted
+    assert sum(steps) <= total + 0.005 * len(steps), r.stderr
+    assert total - sum(steps) <= 0.1 + 0.1 * total, r.stderr
+
+
+def test_build_log_prints_each_step_where_it_runs(tmp_path):
+    r = run("build", "--n", "16", "--k", "5", "-o", str(tmp_path / "a.json"))
+    lines = r.stderr.splitlines()
+    chose = next(i for i, line in enumerate(lines) if line.startswith("portfolio chose"))
+    # the portfolio's passes and proofs are inside its candidate lines, nothing is repeated after the choice
+    assert not any(line.lstrip().startswith(("pass ", "verify")) for line in lines), r.stderr
+    for line in lines[:chose]:
+        if "skipped" not in line:
+            assert "prune" in line and "clean" in line and "schedule" in line and "verify" in line, line
+    r = run("build", "--n", "16", "--k", "5", "--network", "splitter", "-o", str(tmp_path / "b.json"))
+    lines = [line.split()[0] for line in r.stderr.splitlines()]
+    assert lines == ["constructed", "pass", "pass", "pass", "verify:", "wrote", "done"], r.stderr
+
+
+def test_cli_choices_come_from_the_registries():
+    from netgen.cli import build
+    from netgen.codegen import TARGETS
+    from netgen.construct import ALL_KINDS
+    from netgen.passes import PASSES
+
+    params = {p.name: p for p in build.command.params}
+    assert tuple(params["kind"].type.choices) == ALL_KINDS
+    assert tuple(params["only"].type.choices) == tuple(PASSES)
+    assert tuple(params["target"].type.choices) == ("json", *TARGETS)
+
+
+def test_build_with_chosen_passes_runs_only_those(tmp_path):
+    out = tmp_path / "n.json"
+    r = run("build", "--n", "20", "--k", "3", "--network", "transposition", "--pass", "schedule", "-o", str(out))
+    assert r.exit_code == 0, r.output
+    assert io.load(out).construction["passes"] == ["schedule"]
+    assert [line for line in r.stderr.splitlines() if line.startswith("  pass")][0].startswith("  pass schedule")
+    r = run("build", "--n", "20", "--k", "3", "--pass", "fold")
+    assert r.exit_code == 2 and "fold" in r.output
+
+
+def test_an_internal_portfolio_failure_is_exit_1_with_a_clear_message(monkeypatch, tmp_path):
+    from netgen import portfolio
+    from netgen.compiled import Compiled
+    from netgen.verify.report import Report
+
+    def everything_wrong(net, passes=None, verify=True):
+        return Compiled(net, [], Report("counterexample", "test", 0.0, counterexample=[0] * net.n))
+
+    monkeypatch.setattr(portfolio, "compile_network", everything_wrong)
+    out = tmp_path / "n.json"
+    r = run("build", "--n", "12", "--k", "3", "-o", str(out))
+    assert r.exit_code == 1, r.output
+    assert "netgen: internal error: no candidate network for n = 12, k = 3 passed verification" in r.stderr
+    assert "Traceback" not in r.output and not out.exists()

@@ -87,3 +87,37 @@ def test_sorters_above_64_wires_sample_only_the_winner():
     assert len(built) == 3 and compiled.report.status == "sampled"
     assert [c.compiled.report is None for c in built].count(True) == 2
     assert compiled is min(built, key=lambda c: _key(c.network, "depth")).compiled
+
+
+def test_no_surviving_candidate_is_an_internal_error_not_bad_input(monkeypatch):
+    from netgen.compiled import Compiled
+    from netgen.verify.report import Report
+
+    def everything_wrong(net, passes=None, verify=True):
+        return Compiled(net, [], Report("counterexample", "test", 0.0, counterexample=[0] * net.n))
+
+    monkeypatch.setattr(portfolio, "compile_network", everything_wrong)
+    with pytest.raises(portfolio.PortfolioError, match="no candidate network for n = 12, k = 3") as e:
+        choose(12, 3)
+    assert not isinstance(e.value, ValueError)
+
+
+def test_candidate_lines_carry_each_step_time():
+    lines = []
+    compiled, cands = choose(16, 5, log=lines.append)
+    built = [c for c in cands if c.compiled is not None]
+    for c in built:
+        steps = c.compiled.steps()
+        assert steps.startswith("construct ") and "prune" in steps and "clean" in steps and steps.endswith(
+            f"verify {c.compiled.verify_seconds:.2f}")
+        # measured once each, one after the other
+        assert c.compiled.seconds <= c.seconds + 1e-6
+    assert len(lines) == len(cands)
+
+
+def test_old_and_new_names():
+    from netgen import compiler
+    from netgen import construct as construct_pkg
+
+    assert construct_pkg.build is construct_pkg.construct and compiler.build is compiler.compile
+    assert compiler.compile(16, 5, "splitter").network == compile_network(construct_pkg.construct("splitter", 16, 5)).network
