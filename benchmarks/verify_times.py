@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from netgen import io  # noqa: E402
+from netgen.compiled import verifier_fires  # noqa: E402
 from netgen.construct import build  # noqa: E402
 from netgen.construct.best import data_dir  # noqa: E402
 from netgen.passes.pipeline import optimize  # noqa: E402
@@ -72,7 +73,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         cases = [("splitter", 10450, 5)] + [(kind, 1024, 5) for kind in ("bitonic", "oddeven", "pairwise", "splitter")]
         for kind, n, k in cases:
-            net, _ = optimize(build(kind, n, k))
+            net, _ = optimize(build(kind, n, k), fires=verifier_fires)
             path = os.path.join(tmp, f"{kind}_{n}_{k}.json")
             io.save(net, path)
             wall, d = cli_time(path)

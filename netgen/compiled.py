@@ -37,12 +37,16 @@ class Compiled:
         return self.construct_seconds + sum(r.seconds for r in self.passes) + self.verify_seconds
 
     def steps(self) -> str:
-        """``construct 0.01, prune 0.00, ..., verify 0.40``: each step's time."""
-        parts = [("construct", self.construct_seconds)] if self.construct_seconds else []
-        parts += [(r.name, r.seconds) for r in self.passes]
+        """``construct 0.01, prune 0.00, clean 0.87 (-2), schedule 0.00,
+        verify 0.40``: each step's seconds, with the comparators a pass
+        removed or why it was skipped."""
+        parts = [f"construct {self.construct_seconds:.2f}"] if self.construct_seconds else []
+        for r in self.passes:
+            what = " (skipped)" if r.skipped else f" (-{r.removed})" if r.removed else ""
+            parts.append(f"{r.name} {r.seconds:.2f}{what}")
         if self.report is not None:
-            parts.append(("verify", self.verify_seconds))
-        return ", ".join(f"{name} {s:.2f}" for name, s in parts)
+            parts.append(f"verify {self.verify_seconds:.2f}")
+        return ", ".join(parts)
 
 
 def verifier_fires(net: Network) -> tuple[np.ndarray | None, str]:

@@ -8,7 +8,8 @@ from click.testing import CliRunner
 from netgen import io
 from netgen.cli import main
 from netgen import portfolio
-from netgen.compiler import build, compile_network, construct
+from netgen import compiler
+from netgen.compiler import compile_network, construct
 from netgen.portfolio import choose
 
 
@@ -32,7 +33,7 @@ def test_winner_is_the_best_of_the_proved_candidates(n, k, objective):
 
 
 def test_16_8_is_shallower_than_the_splitter_and_the_selection_networks():
-    net = build(16, 8).network
+    net = compiler.compile(16, 8).network
     assert net.depth <= 9 and net.construction["kind"] == "best"
     r = CliRunner().invoke(main, ["build", "--n", "16", "--k", "8"])
     assert r.exit_code == 0
@@ -64,7 +65,7 @@ def test_large_candidates_that_cannot_win_are_not_built(monkeypatch):
 
 
 def test_objective_size_prefers_fewer_comparators():
-    d, s = build(16, 8, objective="depth").network, build(16, 8, objective="size").network
+    d, s = compiler.compile(16, 8, objective="depth").network, compiler.compile(16, 8, objective="size").network
     assert d.depth < s.depth and s.size < d.size
 
 
@@ -116,7 +117,6 @@ def test_candidate_lines_carry_each_step_time():
 
 
 def test_old_and_new_names():
-    from netgen import compiler
     from netgen import construct as construct_pkg
 
     assert construct_pkg.build is construct_pkg.construct and compiler.build is compiler.compile

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from pass_oracles import brute_force_fires, random_network, relevant_inputs
 
-from netgen.construct import build
+from netgen.construct import construct
 from netgen.network import Network
 from netgen.passes import remove_never_swapping
 
@@ -27,7 +27,7 @@ def test_repeated_comparator_is_removed():
     [("splitter", 16, 5, 2), ("pairwise", 16, 5, 4), ("oddeven", 16, 5, 3), ("bitonic", 13, 5, 2), ("transposition", 9, 2, 0)],
 )
 def test_selection_networks_lose_comparators_and_stay_correct(kind, n, k, lost):
-    net = build(kind, n, k)
+    net = construct(kind, n, k)
     fires = brute_force_fires(net)
     out = remove_never_swapping(net, fires)
     assert out.size == net.size - lost
@@ -47,7 +47,7 @@ def test_random_networks_keep_their_behaviour(seed):
 
 
 def test_bad_masks():
-    net = build("oddeven", 8)
+    net = construct("oddeven", 8)
     with pytest.raises(ValueError, match="one entry per comparator"):
         remove_never_swapping(net, np.ones(net.size + 1, dtype=bool))
     with pytest.raises(ValueError, match="boolean"):

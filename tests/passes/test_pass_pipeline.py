@@ -3,7 +3,7 @@ import pytest
 from pass_oracles import brute_force_fires
 
 from netgen.compiled import verifier_fires
-from netgen.construct import build
+from netgen.construct import construct
 from netgen.network import Network
 from netgen.passes import DEFAULT_PASSES, PASSES, PassRecord, optimize
 
@@ -28,7 +28,7 @@ def test_records_and_construction():
 
 
 def test_clean_skipped_when_not_analyzable():
-    net = build("oddeven", 10, 3)
+    net = construct("oddeven", 10, 3)
     out, recs = optimize(net, fires=lambda n: (None, "not analyzable (test)"))
     assert recs[1].name == "clean" and not recs[1].applied
     assert recs[1].note == "skipped, not analyzable (test)"
@@ -37,7 +37,7 @@ def test_clean_skipped_when_not_analyzable():
 
 
 def test_subset_and_order_of_passes():
-    net = build("splitter", 16, 5)
+    net = construct("splitter", 16, 5)
     out, recs = optimize(net, passes=("schedule",))
     assert [r.name for r in recs] == ["schedule"] and out.construction["passes"] == ["schedule"]
     out2, _ = optimize(out, passes=("prune",))
@@ -48,25 +48,25 @@ def test_subset_and_order_of_passes():
 
 def test_cleaned_small_networks_still_correct():
     for kind, n, k in [("splitter", 14, 4), ("bitonic", 13, 5), ("transposition", 10, 3)]:
-        net, _ = optimize(build(kind, n, k), fires=_brute)
+        net, _ = optimize(construct(kind, n, k), fires=_brute)
         x = np.random.default_rng(n).standard_normal((200, n))
         assert np.array_equal(net.select(x), -np.sort(-x, axis=1)[:, :k])
 
 
 def test_verifier_analysis_skips_wide_sorters_quickly():
-    out, recs = optimize(build("oddeven", 100), fires=verifier_fires)
+    out, recs = optimize(construct("oddeven", 100), fires=verifier_fires)
     assert not recs[1].applied and "sorter with n = 100" in recs[1].note, recs[1].note
     assert recs[1].skipped.startswith("not analyzable") and recs[1].fires_from == ""
 
 
 def test_verifier_analysis_cleans_sorters_up_to_64_wires():
-    out, recs = optimize(build("oddeven", 40), fires=verifier_fires)
+    out, recs = optimize(construct("oddeven", 40), fires=verifier_fires)
     assert recs[1].applied and "reachable states" in recs[1].note, recs[1].note
     assert recs[1].fires_from.startswith("reachable states") and recs[1].skipped == ""
 
 
 def test_without_an_analysis_the_cleanup_says_so():
-    net = build("oddeven", 12, 3)
+    net = construct("oddeven", 12, 3)
     out, recs = optimize(net)
     assert [r.applied for r in recs] == [True, False, True]
     assert "no firing analysis given" in recs[1].note
@@ -101,7 +101,7 @@ def test_the_registry_drives_optimize(monkeypatch):
         return pipeline.Outcome(net.with_(outputs=net.outputs[::-1]))
 
     monkeypatch.setitem(pipeline.PASSES, "reverse", pipeline.Pass("reverse", "test pass", reverse))
-    net = build("oddeven", 8, 3)
+    net = construct("oddeven", 8, 3)
     out, recs = optimize(net, passes=("reverse",))
     assert calls == [net.size] and out.outputs == net.outputs[::-1] and recs[0].name == "reverse"
     assert out.construction["passes"] == ["reverse"]
@@ -109,13 +109,13 @@ def test_the_registry_drives_optimize(monkeypatch):
 
 def test_log_receives_each_record_as_it_runs():
     seen = []
-    _, recs = optimize(build("oddeven", 8, 3), fires=_brute, log=seen.append)
+    _, recs = optimize(construct("oddeven", 8, 3), fires=_brute, log=seen.append)
     assert seen == recs
 
 
 def test_splitter_5_10450_with_the_verifier():
     """DESIGN.md section 4: cleanup gives the paper's construction 25 layers
-    and 31,359 comparators; the splitter-tail network that build() now
+    and 31,359 comparators; the splitter-tail network that construct() now
     returns (issue 12) ends with 23 layers and 31,356 comparators."""
     pytest.importorskip("netgen.verify.reachable")
     from netgen.construct.splitter import splitter
@@ -123,6 +123,6 @@ def test_splitter_5_10450_with_the_verifier():
     out, recs = optimize(splitter(10450, 5), fires=verifier_fires)
     assert recs[1].applied, recs[1].note
     assert (out.depth, out.size) == (25, 31_359)
-    out, recs = optimize(build("splitter", 10450, 5), fires=verifier_fires)
+    out, recs = optimize(construct("splitter", 10450, 5), fires=verifier_fires)
     assert recs[1].applied, recs[1].note
     assert (out.depth, out.size) == (23, 31_356)

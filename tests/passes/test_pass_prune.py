@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from pass_oracles import random_network
 
-from netgen.construct import build
+from netgen.construct import construct
 from netgen.network import Network
 from netgen.passes import prune
 
@@ -33,9 +33,9 @@ def test_matches_networkx_reachability_and_keeps_behaviour(seed):
 
 
 def test_sorter_is_untouched_and_transposition_top1_shrinks():
-    net = build("oddeven", 16)
+    net = construct("oddeven", 16)
     assert prune(net) is net
-    full = build("transposition", 12)
+    full = construct("transposition", 12)
     top1 = prune(full.with_(outputs=(0,)))
     assert top1.size < full.size
     x = np.random.default_rng(0).standard_normal((100, 12))
@@ -45,7 +45,7 @@ def test_sorter_is_untouched_and_transposition_top1_shrinks():
 def test_large_network_is_fast():
     import time
 
-    net = build("bitonic", 65536, 8)
+    net = construct("bitonic", 65536, 8)
     wider = net.with_(outputs=net.outputs[:1])  # top-1: most of it goes
     t = time.perf_counter()
     out = prune(wider)

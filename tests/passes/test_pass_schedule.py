@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from pass_oracles import random_network, wire_orders
 
-from netgen.construct import build
+from netgen.construct import construct
 from netgen.network import Network
 from netgen.passes import asap
 
@@ -50,13 +50,13 @@ def test_keeps_outputs_and_construction():
 def test_large_network_is_fast():
     import time
 
-    net = build("oddeven", 65536, 8)
+    net = construct("oddeven", 65536, 8)
     # the same comparators, one per layer (~3e5 layers)
     deep = Network.from_arrays(net.n, net.comparators, np.arange(net.size + 1), net.outputs, net.construction)
     t = time.perf_counter()
     out = asap(deep)
     assert time.perf_counter() - t < 10
-    assert out == net  # build() already returns ASAP layers
+    assert out == net  # construct() already returns ASAP layers
 
 
 @pytest.mark.parametrize("seed", range(5))
