@@ -23,7 +23,7 @@ from .construct import construct as construct_kind
 from .construct._common import check_nk
 from .construct.best import check_objective
 from .network import Network
-from .passes.pipeline import DEFAULT_PASSES
+from .passes.pipeline import DEFAULT_PASSES, check_passes
 from .portfolio import DEFAULT_OBJECTIVE, choose
 
 __all__ = ["Compiled", "compile", "compile_network", "construct", "build", "DEFAULT_PASSES"]
@@ -59,6 +59,7 @@ def compile(  # noqa: A001 - netgen.compiler.compile, as torch.compile
     then smallest, the default; "size": smallest then shallowest). ``log``
     receives each step as it is done: one line per candidate, or the
     construction, each pass and the proof."""
+    passes = check_passes(passes) if passes else None  # before a (possibly long) construction
     if network is None:
         compiled, _ = choose(n, k, objective or DEFAULT_OBJECTIVE, passes=passes, verify=verify, log=log)
         return compiled

@@ -34,7 +34,7 @@ from .construct.selection import selection_depth, selection_size_estimate
 from .construct.sorters import sorter, sorter_size_estimate
 from .construct.splitter import splitter_size_estimate
 from .network import Network
-from .passes.pipeline import DEFAULT_PASSES
+from .passes.pipeline import DEFAULT_PASSES, check_passes
 
 #: candidates estimated below this many comparators are always built and proved
 CHEAP = 4096
@@ -131,6 +131,7 @@ def choose(
     each of its steps) as it is done, and one for a winner-only proof.
     :class:`PortfolioError` when no candidate survives (a bug, not bad input)."""
     check_objective(objective)
+    passes = check_passes(passes) if passes else None
     n, k = check_nk(n, k)
     k = n if k is None else k
     key = objective_key(objective)

@@ -121,3 +121,11 @@ def test_old_and_new_names():
 
     assert construct_pkg.build is construct_pkg.construct and compiler.build is compiler.compile
     assert compiler.compile(16, 5, "splitter").network == compile_network(construct_pkg.construct("splitter", 16, 5)).network
+
+
+def test_unknown_pass_is_refused_before_anything_is_built(monkeypatch):
+    monkeypatch.setattr(portfolio, "candidates", lambda *a: pytest.fail("built before checking the passes"))
+    for call in (lambda: choose(100, 3, passes=("prune", "fold")),
+                 lambda: compiler.compile(100, 3, "splitter", passes=("fold",))):
+        with pytest.raises(ValueError, match="unknown pass 'fold'"):
+            call()
