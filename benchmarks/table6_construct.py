@@ -17,6 +17,7 @@ import tracemalloc
 
 from netgen.construct import build
 from netgen.passes import optimize
+from netgen.passes.pipeline import STRUCTURAL_PASSES
 
 def timing(repeats: int) -> None:
     print(f"build('kind', 65536, 8): median of {repeats} runs, peak traced memory of one run")
@@ -40,7 +41,7 @@ def timing(repeats: int) -> None:
         print(f"  sorter {kind:<13} n={n}: {time.perf_counter() - t:6.3f} s  depth {net.depth} size {net.size}")
     net = build("bitonic", 65536, 8)
     t = time.perf_counter()
-    opt, recs = optimize(net, passes=("prune", "schedule"))
+    opt, recs = optimize(net, passes=STRUCTURAL_PASSES)
     print(f"  prune + schedule on bitonic (8, 65536): {time.perf_counter() - t:.3f} s")
 
 
