@@ -371,7 +371,7 @@ def emit(net: Network, r: Relaxation) -> str:
         "line with netgen.codegen.lines). Do not edit: rebuild with `netgen build --target torch`."
     )
     L.comment(
-        f"Network: kind={kind} n={net.n} k={net.k} depth={net.depth} size={net.size} key={net.key()}"
+        f"Network: kind={literal(kind)} n={net.n} k={net.k} depth={net.depth} size={net.size} key={net.key()}"
     )
     L.comment("Relaxation: " + " ".join(f"{k}={v!r}" for k, v in rd.items()))
     L.comment("Needs only torch. Same file for the same inputs (byte-stable).")
