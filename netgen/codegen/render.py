@@ -151,7 +151,12 @@ class TorchSource(SourceRenderer):
     _FUNCS = {"exp": "torch.exp", "atan": "torch.atan", "erf": "torch.erf", "sqrt": "torch.sqrt",
               "sigmoid": "torch.sigmoid", "copysign": "torch.copysign", "where": "torch.where"}
 
+    def __init__(self, env: dict[str, str], reserved=()) -> None:
+        super().__init__({**env, "-big": "-big"}, reserved)
+
     def rewrite(self, e: E) -> E:
+        if e.op == "neg" and e.args[0].op == "big":
+            return E("var", ("-big",))  # a leaf: never bound to a temporary
         if e.op == "sigmoid":
             return e
         if e.op == "min" and self._scalar(e.args[1]) and e.args[0].op == "max" and self._scalar(e.args[0].args[1]):
@@ -167,7 +172,7 @@ class TorchSource(SourceRenderer):
 
     @staticmethod
     def _scalar(e: E) -> bool:
-        return e.op in ("const", "big") or (e.op == "neg" and e.args[0].op == "big")
+        return e.op in ("const", "big") or e == E("var", ("-big",)) or (e.op == "neg" and e.args[0].op == "big")
 
     def node(self, e: E, args: list[str]) -> tuple[str, bool]:
         op = e.op
@@ -180,8 +185,8 @@ class TorchSource(SourceRenderer):
         if op == "clamp":
             return f"{args[0]}.clamp({args[1]}, {args[2]})", True
         if op in ("min", "max"):
-            if self._scalar(e.args[1]):
-                return f"{args[0]}.clamp_{op}({args[1]})", True
+            if self._scalar(e.args[1]):  # max(x, c) = x.clamp_min(c)
+                return f"{args[0]}.clamp_{'max' if op == 'min' else 'min'}({args[1]})", True
             return f"torch.{'minimum' if op == 'min' else 'maximum'}({args[0]}, {args[1]})", True
         return f"{self._FUNCS[op]}({', '.join(args)})", True
 
