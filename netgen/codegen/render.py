@@ -26,7 +26,7 @@ import re
 
 import numpy as np
 
-from ..relax.expr import BIG, LOWERINGS, E, abs_, const, exp, maximum, sqrt, where
+from ..relax.expr import LOWERINGS, E, abs_, const, exp, maximum, sqrt, where
 from .literals import Namespace, literal
 
 __all__ = ["SourceRenderer", "TorchSource", "ScalarSource", "scalar_literal"]
