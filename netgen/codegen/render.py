@@ -46,6 +46,7 @@ class SourceRenderer:
     prefix = ""
 
     def __init__(self, env: dict[str, str], reserved=()) -> None:
+        self.raw: list[str] = []
         self.env = dict(env)
         self.names = Namespace(set(reserved) | set(self.env.values()))
         self.lines: list[str] = []
@@ -127,8 +128,10 @@ class SourceRenderer:
             return self.leaf(e), True
         if e in self._bound:
             return self._bound[e], True
-        args = [_wrap(*self._src(c, uses)) if isinstance(c, E) else repr(c) for c in e.args]
-        name = self.statement(e, args)
+        pairs = [self._src(c, uses) if isinstance(c, E) else (repr(c), True) for c in e.args]
+        args = [_wrap(*p) for p in pairs]
+        self.raw = [text for text, _ in pairs]  # unparenthesised, for call arguments
+        name = self.statement(e, self.raw)
         if name is None:
             text, atomic = self.node(e, args)
             if uses.get(e, 0) <= 1:
@@ -183,12 +186,12 @@ class TorchSource(SourceRenderer):
         if op == "abs":
             return f"{args[0]}.abs()", True
         if op == "clamp":
-            return f"{args[0]}.clamp({args[1]}, {args[2]})", True
+            return f"{args[0]}.clamp({self.raw[1]}, {self.raw[2]})", True
         if op in ("min", "max"):
             if self._scalar(e.args[1]):  # max(x, c) = x.clamp_min(c)
-                return f"{args[0]}.clamp_{'max' if op == 'min' else 'min'}({args[1]})", True
-            return f"torch.{'minimum' if op == 'min' else 'maximum'}({args[0]}, {args[1]})", True
-        return f"{self._FUNCS[op]}({', '.join(args)})", True
+                return f"{args[0]}.clamp_{'max' if op == 'min' else 'min'}({self.raw[1]})", True
+            return f"torch.{'minimum' if op == 'min' else 'maximum'}({', '.join(self.raw)})", True
+        return f"{self._FUNCS[op]}({', '.join(self.raw)})", True
 
 
 # ------------------------------------------------------------------ scalar
@@ -303,7 +306,7 @@ class ScalarSource(SourceRenderer):
             return f"-{args[0]}", False
         if op == "where":
             return f"{args[1]} if {args[0]} else {args[2]}", False
-        return f"{self._FUNCS[op]}({', '.join(args)})", True
+        return f"{self._FUNCS[op]}({', '.join(self.raw)})", True
 
     def statement(self, e: E, args: list[str]) -> str | None:
         if not (self.inline_exp and e.op == "exp" and _nonpositive(e.args[0])):
