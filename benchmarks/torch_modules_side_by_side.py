@@ -2,7 +2,11 @@
 this one) timed side by side: values+P and column, forward+backward,
 interleaved passes in one process, medians and the ratios.
 
-    python benchmarks/torch_modules_side_by_side.py OLD.py NEW.py [--B 64] [--reps 15] [--threads 1]
+    python benchmarks/torch_modules_side_by_side.py OLD.py NEW.py [--B 64] [--reps 15] [--threads 1] [--clock cpu]
+
+``--clock cpu`` times with the process's CPU time (``time.process_time``)
+instead of the wall clock: with one thread on a machine shared with other
+busy processes, time spent waiting for a core is then not counted.
 
 Build the two modules with ``netgen.codegen.write_module`` (or ``netgen
 build --target torch``) from the two checkouts for the same network and
@@ -16,7 +20,8 @@ import argparse
 import platform
 from pathlib import Path
 
-import _rss  # benchmarks/_rss.py: interleaved timing
+import statistics
+import time
 
 
 def cpu_model() -> str:
@@ -36,6 +41,7 @@ def main() -> None:
     ap.add_argument("--B", type=int, default=64)
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     args = ap.parse_args()
     for p in (args.old, args.new):
         if not p.is_file():
@@ -70,9 +76,17 @@ def main() -> None:
         steps[f"{tag} column"] = lambda L=layer: (L.column(x, y) * w).sum().backward()
     for step in steps.values():  # warm-up
         step()
-    med = _rss.interleaved(steps, args.reps, before=lambda: setattr(x, "grad", None))
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
+    times = {name: [] for name in steps}
+    for _ in range(args.reps):  # one call of every step per round, in turn
+        for name, step in steps.items():
+            x.grad = None
+            t = clock()
+            step()
+            times[name].append(clock() - t)
+    med = {name: statistics.median(ts) for name, ts in times.items()}
     print(f"{cpu_model()}; torch {torch.__version__}, {args.threads} thread(s)")
-    print(f"B = {B}, n = {n}, k = {k}, float32; fwd+bwd, median of {args.reps} interleaved passes; "
+    print(f"B = {B}, n = {n}, k = {k}, float32; fwd+bwd, {args.clock} clock, median of {args.reps} interleaved passes; "
           f"old = {args.old.name}, new = {args.new.name}")
     for name, m in med.items():
         print(f"{name:<12} {m * 1e3:>9.2f} ms")
