@@ -22,12 +22,17 @@ def test_steepness_value_accepts_numbers_and_tensors():
             common.steepness_value(bad)
 
 
-def test_check_overflow_names_both_numbers():
+def test_check_values_names_both_numbers():
     xt = torch.tensor([[1e38], [-1e38]], dtype=torch.float32)
     with pytest.raises(ValueError, match=r"steepness 10\.0 times the input range .*e\+38 overflows torch.float32"):
-        common.check_overflow(xt, 10.0)
-    common.check_overflow(xt.double(), 10.0)
-    common.check_overflow(xt, torch.tensor(1.0))
+        common.check_values(xt, 10.0)
+    common.check_values(xt.double(), 10.0)
+    common.check_values(xt, torch.tensor(1.0))
+    for bad, word in ((float("nan"), "NaN"), (float("inf"), "inf"), (-float("inf"), "inf")):
+        x = torch.zeros(3, 2)
+        x[1, 1] = bad
+        with pytest.raises(ValueError, match=f"input contains {word} values"):
+            common.check_values(x, 1.0)
 
 
 def test_hard_network_never_writes_to_its_input():

@@ -28,7 +28,7 @@ import torch
 from .common import (
     check_input,
     check_labels,
-    check_overflow,
+    check_values,
     hard_network,
     refuse_second_order,
     refuse_transforms,
@@ -279,14 +279,10 @@ def _prepare(x, s):
     xt = x.to(cdtype).reshape(-1, _N).t().contiguous()
     if isinstance(s, torch.Tensor):
         s = s.to(device=xt.device, dtype=cdtype)
-    bad = ~torch.isfinite(xt).all(0)
     if xt.device.type == "cpu" and _checked():
-        if bool(bad.any()):
-            what = "NaN" if bool(torch.isnan(xt).any()) else "inf"
-            raise ValueError(f"input contains {what} values; relaxed networks need finite inputs")
-        check_overflow(xt, s)
-        bad = None  # checked: no row to mask
-    return xt, bad, s
+        check_values(xt, s)  # NaN/inf values or an overflowing steepness raise
+        return xt, None, s  # checked: no row to mask
+    return xt, ~torch.isfinite(xt).all(0), s
 
 
 class Layer(torch.nn.Module):
