@@ -129,8 +129,10 @@ def network_literal(net: Network) -> str:
 
 
 def _py_literal(v: Any) -> str:
-    # JSON is valid Python for the values we emit except true/false/null
-    return repr(json.loads(json.dumps(v, sort_keys=True)))
+    # the one literal writer (netgen.codegen.literals): exact, never pastes text
+    from .literals import literal
+
+    return literal(json.loads(json.dumps(v, sort_keys=True)))
 
 
 def relaxation_literal(r) -> str:

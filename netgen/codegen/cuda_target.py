@@ -114,9 +114,11 @@ def _ops_namespace(net: Network, r) -> str:
 
 
 def _doc(net: Network, r) -> str:
+    from .literals import docstring  # network text reaches the module only as a literal
+
     kind = net.construction.get("kind", "custom")
-    return (
-        f'"""netgen generated module (target cuda): {kind} network, n={net.n}, k={net.k}, '
+    return docstring(
+        f"netgen generated module (target cuda): {kind} network, n={net.n}, k={net.k}, "
         f"depth={net.depth}, size={net.size};\n"
         f"relaxation {r.distribution}, steepness={r.steepness!r}, art_lambda={r.art_lambda!r}, "
         f"art_epsilon={r.art_epsilon!r}.\n\n"
@@ -125,7 +127,7 @@ def _doc(net: Network, r) -> str:
         "torch.library custom ops (torch.compile and CUDA graphs see single ops). Importing needs\n"
         "no GPU; using Layer does. Rows of x with NaN/inf (or y out of range) give NaN in that row.\n"
         "Layer().forward(x) -> (values (..., k), P (..., k, n)); Layer().column(x, y) -> P[..., :, y];\n"
-        'Layer().hard(x) -> exact (values, indices).\n"""'
+        "Layer().hard(x) -> exact (values, indices)."
     )
 
 

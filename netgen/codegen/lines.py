@@ -7,7 +7,8 @@ the builder tracks indentation, so the output is plain, PEP 8-shaped code).
         L("return x + 1")
     L.render()  ->  "def f(x):\\n    return x + 1\\n"
 
-Also: :func:`literal` (byte-stable Python literals) and :func:`blob_lines`
+Also: :func:`literal` (re-exported from :mod:`.literals`, the one literal
+writer) and :func:`blob_lines`
 (compact base64/zlib storage of integer arrays, so a network with 10^6
 comparators emits a few MB of text, not tens of MB of list literals).
 """
@@ -15,13 +16,14 @@ comparators emits a few MB of text, not tens of MB of list literals).
 from __future__ import annotations
 
 import base64
-import math
 import textwrap
 import zlib
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Iterator
 
 import numpy as np
+
+from .literals import literal  # noqa: F401  (the one literal writer; kept importable here)
 
 __all__ = ["Lines", "literal", "blob_lines", "pack_int32", "pack_comparators"]
 
@@ -79,31 +81,6 @@ class Lines:
         while out and out[-1] == "":
             out.pop()
         return "\n".join(out) + "\n"
-
-
-def literal(value: Any) -> str:
-    """A Python literal for JSON-like ``value`` (None, bool, int, float, str,
-    list, tuple, dict with str keys), deterministic (dict keys in given order,
-    floats via repr, which round-trips exactly)."""
-    if value is None or isinstance(value, bool):
-        return repr(value)
-    if isinstance(value, (int, np.integer)):
-        return repr(int(value))
-    if isinstance(value, (float, np.floating)):
-        v = float(value)
-        if not math.isfinite(v):
-            return f"float({repr(str(v))})"
-        return repr(v)
-    if isinstance(value, str):
-        return repr(value)
-    if isinstance(value, (list, tuple)):
-        inner = ", ".join(literal(v) for v in value)
-        if isinstance(value, tuple):
-            return "(" + inner + ("," if len(value) == 1 else "") + ")"
-        return "[" + inner + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{literal(str(k))}: {literal(v)}" for k, v in value.items()) + "}"
-    raise ValueError(f"cannot write {type(value).__name__} as a literal")
 
 
 def pack_int32(*arrays: np.ndarray) -> bytes:

@@ -74,15 +74,17 @@ def emit(net: Network, r: Any = None) -> str:
 
 
 def _doc(net: Network, r) -> str:
+    from .literals import docstring  # network text reaches the module only as a literal
+
     kind = net.construction.get("kind", "custom")
-    return (
-        f'"""netgen generated module (target numba): {kind} network, n={net.n}, k={net.k}, '
+    return docstring(
+        f"netgen generated module (target numba): {kind} network, n={net.n}, k={net.k}, "
         f"depth={net.depth}, size={net.size};\n"
         f"relaxation {r.distribution}, steepness={r.steepness!r}, art_lambda={r.art_lambda!r}, "
         f"art_epsilon={r.art_epsilon!r}.\n\n"
         "Generated code: do not edit. Rebuild with `netgen build ... --target numba`.\n"
         "Layer().forward(x) -> (values (..., k), P (..., k, n)); Layer().column(x, y) -> P[..., :, y];\n"
-        'Layer().hard(x) -> exact (values, indices). CPU tensors; float32/float64 (half computed in float32).\n"""'
+        "Layer().hard(x) -> exact (values, indices). CPU tensors; float32/float64 (half computed in float32)."
     )
 
 

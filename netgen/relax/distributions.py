@@ -53,30 +53,30 @@ formula of DESIGN.md section 6.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from . import formulas as F
+from .expr import evaluate, var
+from .formulas import ART_TIE_FLOOR  # noqa: F401  (re-exported)
+
 if TYPE_CHECKING:  # pragma: no cover
     from ..network import Network
 
-DISTRIBUTIONS = ("logistic", "logistic_phi", "cauchy", "reciprocal", "gaussian", "optimal")
+#: every distribution defined in netgen.relax.formulas, in definition order
+DISTRIBUTIONS = tuple(F.REGISTRY)
 
 #: Default distribution: Cauchy is monotonic with heavy tails, so gradients
 #: reach comparators far from a tie even in deep networks (the monotonic
 #: differentiable sorting networks paper, and difftopk's default).
 DEFAULT_DISTRIBUTION = "cauchy"
 
-#: |d| below this is treated as this in ART's derivative (see module doc).
-ART_TIE_FLOOR = 1e-10
-
 #: The epsilon diffsort/difftopk put inside ART and ``optimal``.
 DIFFTOPK_ART_EPSILON = 1e-10
-
-_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
-_INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ class Relaxation:
 
     @property
     def uses_art(self) -> bool:
-        return self.distribution == "logistic_phi" and self.art_lambda != 0.0
+        return F.REGISTRY[self.distribution].art and self.art_lambda != 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """``{"distribution", "steepness", "art_lambda", "art_epsilon"}``."""
@@ -148,6 +148,8 @@ def default_relaxation(net: "Network", distribution: str | None = None) -> Relax
 
 
 # --------------------------------------------------------------- the formulas
+# Defined once, as expressions, in netgen.relax.formulas; evaluated here with
+# torch tensor ops (the same expressions are rendered into every target).
 def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
     if not dtype.is_floating_point:
         raise ValueError(f"relaxations need floating-point inputs, got {dtype}")
@@ -159,58 +161,30 @@ def _clamp_finite(t: torch.Tensor) -> torch.Tensor:
     return t.clamp(-big, big)
 
 
+@functools.lru_cache(maxsize=64)
+def _program(r: Relaxation):
+    return F.swap_exprs(r)
+
+
+def _one(e, name: str, t: torch.Tensor) -> torch.Tensor:
+    return evaluate({"out": e}, {name: t}, t.dtype)["out"]
+
+
 def _phi(d: torch.Tensor, r: Relaxation) -> torch.Tensor:
-    if not r.uses_art:
-        return d
-    lam = r.art_lambda
-    if r.art_epsilon > 0:
-        return d / (d.abs() + r.art_epsilon) ** lam
-    return torch.sign(d) * d.abs() ** (1.0 - lam)
+    return _one(F.phi_exprs(r, var("d"))[0], "d", d)
 
 
 def _dphi(d: torch.Tensor, r: Relaxation) -> torch.Tensor:
-    if not r.uses_art:
-        return torch.ones_like(d)
-    lam = r.art_lambda
-    ad = d.abs()
-    if r.art_epsilon > 0:
-        e = r.art_epsilon
-        return ((1.0 - lam) * ad + e) / (ad + e) ** (lam + 1.0)
-    return (1.0 - lam) * ad.clamp_min(ART_TIE_FLOOR) ** (-lam)
+    dph = F.phi_exprs(r, var("d"))[1]
+    return torch.ones_like(d) if dph.is_const(1.0) else _one(dph, "d", d)
 
 
 def _cdf(z: torch.Tensor, r: Relaxation) -> torch.Tensor:
-    dist = r.distribution
-    if dist in ("logistic", "logistic_phi"):
-        return torch.sigmoid(z)
-    if dist == "cauchy":
-        return 0.5 + torch.atan(z) / math.pi
-    if dist == "reciprocal":
-        return 0.5 * (z / (2.0 + z.abs()) + 1.0)
-    if dist == "gaussian":
-        return 0.5 * (1.0 + torch.erf(z * _INV_SQRT_2))
-    if dist == "optimal":
-        az = z.abs()
-        tail = 1.0 / (16.0 * (az.clamp_min(0.25) + r.art_epsilon))  # 1/(16|z|) on the tails
-        return torch.where(az <= 0.25, z + 0.5, torch.where(z > 0, 1.0 - tail, tail))
-    raise ValueError(f"unknown distribution {dist!r}")  # pragma: no cover
+    return _one(F.REGISTRY[r.distribution].formulas(var("z"), r.art_epsilon)[0], "z", z)
 
 
 def _pdf(z: torch.Tensor, r: Relaxation) -> torch.Tensor:
-    dist = r.distribution
-    if dist in ("logistic", "logistic_phi"):
-        return torch.sigmoid(z) * torch.sigmoid(-z)
-    if dist == "cauchy":
-        return 1.0 / (math.pi * (1.0 + z * z))
-    if dist == "reciprocal":
-        return 1.0 / (2.0 + z.abs()) ** 2
-    if dist == "gaussian":
-        return torch.exp(-0.5 * z * z) * _INV_SQRT_2PI
-    if dist == "optimal":
-        az = z.abs()
-        tail = 1.0 / (16.0 * (az.clamp_min(0.25) + r.art_epsilon) ** 2)
-        return torch.where(az <= 0.25, torch.ones_like(z), tail)
-    raise ValueError(f"unknown distribution {dist!r}")  # pragma: no cover
+    return _one(F.REGISTRY[r.distribution].formulas(var("z"), r.art_epsilon)[1], "z", z)
 
 
 def _z(d: torch.Tensor, r: Relaxation) -> torch.Tensor:
@@ -223,15 +197,21 @@ def swap_probability(d: torch.Tensor, r: Relaxation) -> torch.Tensor:
     Plain tensor math: use :func:`netgen.relax.reference.swap_prob` for a
     version with the documented (finite) derivative under autograd."""
     cd = _compute_dtype(d.dtype)
-    dd = _clamp_finite(d.to(cd))
-    return _cdf(_z(dd, r), r).to(d.dtype)
+    return _one(_program(r)["p"], "d", d.to(cd)).to(d.dtype)
 
 
 def swap_probability_grad(d: torch.Tensor, r: Relaxation) -> torch.Tensor:
     """dp/dd = s * f(s * phi(d)) * phi'(d); finite everywhere, including at
     ties under ART (see the module doc for the tie rule)."""
     cd = _compute_dtype(d.dtype)
-    dd = _clamp_finite(d.to(cd))
-    g = r.steepness * _pdf(_z(dd, r), r) * _dphi(dd, r)
+    g = _one(_program(r)["dp"], "d", d.to(cd))
     big = torch.finfo(d.dtype).max  # clamp to the *output* dtype's range (half!)
+    return g.clamp(-big, big).to(d.dtype)
+
+
+def swap_probability_grad_steepness(d: torch.Tensor, r: Relaxation) -> torch.Tensor:
+    """dp/ds = f(s * phi(d)) * phi(d) (the steepness derivative)."""
+    cd = _compute_dtype(d.dtype)
+    g = _one(_program(r)["dps"], "d", d.to(cd))
+    big = torch.finfo(d.dtype).max
     return g.clamp(-big, big).to(d.dtype)

@@ -111,3 +111,25 @@ def test_bad_rows_under_compile():
     torch._dynamo.reset()
     out = run(torch.compile(f, fullgraph=True, backend="aot_eager"), x)
     check_bad_rows(out, clean, [1])
+
+
+def test_learned_steepness_under_compile():
+    """A steepness nn.Parameter: fullgraph compile gives the same loss and
+    the same gradients for x and s as eager."""
+    mod = torch_layer(12, 3)
+    layer = mod.Layer(steepness=torch.nn.Parameter(torch.tensor(4.0)))
+    x, W, w, y = inputs(12, 3)
+
+    def f(t):
+        v, P = layer(t)
+        return (P * W).sum() + v.square().sum() + (layer.column(t, y) * w).sum()
+
+    grads = []
+    for fn in (f, torch.compile(f, fullgraph=True, backend="aot_eager")):
+        torch._dynamo.reset()
+        xx = x.clone().requires_grad_()
+        layer.steepness.grad = None
+        fn(xx).backward()
+        grads.append((xx.grad, layer.steepness.grad.clone()))
+    assert close(grads[1][0], grads[0][0], 1e-5) and close(grads[1][1], grads[0][1], 1e-5)
+    assert grads[0][1].abs().item() > 0

@@ -1,0 +1,170 @@
+"""Runtime pieces every generated torch-facing module can carry: argument
+checks with one wording, the steepness rule, the refusals (second order,
+torch.func) and the exact network ``hard``.
+
+Real code: imported, linted and tested here, and copied into generated
+modules by source extraction (:func:`netgen.codegen.runtime.assemble`), so
+a generated module needs torch only. Everything takes what it needs as
+arguments (no module constants), so any target can adopt it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+__all__ = [
+    "PARTS", "steepness_value", "refuse_transforms", "check_input", "check_labels",
+    "check_values", "refuse_second_order", "hard_network",
+]
+
+
+def steepness_value(s):
+    """The steepness to compute with: a float, or a 1-element tensor kept as
+    a 0-d tensor (then a gradient can reach it). Must be a real number,
+    finite and > 0 (ValueError); a tensor on a GPU, or any tensor under
+    torch.compile, is not inspected (that would synchronise)."""
+    if isinstance(s, torch.Tensor):
+        if s.numel() != 1 or s.is_complex() or s.dtype == torch.bool:
+            raise ValueError(f"steepness must be a real number or a 1-element tensor, got shape {tuple(s.shape)} "
+                             f"{s.dtype}")
+        s = s.reshape(())
+        if s.device.type == "cpu" and not torch.compiler.is_compiling():
+            v = float(s.detach())
+            if not (math.isfinite(v) and v > 0):
+                raise ValueError(f"steepness must be finite and > 0, got {v!r}")
+        return s
+    if type(s).__name__ in ("bool", "bool_") or not hasattr(s, "__float__"):
+        raise ValueError(f"steepness must be a real number or a 1-element tensor, got {type(s).__name__}")
+    v = float(s)
+    if not (math.isfinite(v) and v > 0):
+        raise ValueError(f"steepness must be finite and > 0, got {v!r}")
+    return v
+
+
+def refuse_transforms():
+    """torch.func transforms (vmap, grad, jacrev, jvp, ...) cannot see
+    through the written kernels: refuse at the call."""
+    if torch._C._are_functorch_transforms_active():
+        raise ValueError(
+            "netgen: torch.func transforms (vmap, grad, jacrev, jvp, ...) are not supported by generated "
+            "layers; call the layer on a batch instead of vmap, use torch.autograd for gradients, or "
+            "netgen.relax.reference (plain autograd) for transforms"
+        )
+
+
+def check_input(x, n):
+    """x must be a floating tensor of shape (..., n)."""
+    if not isinstance(x, torch.Tensor):
+        raise ValueError(f"expected a torch.Tensor, got {type(x).__name__}")
+    if x.dim() < 1 or x.shape[-1] != n:
+        raise ValueError(f"input must have shape (..., {n}), got {tuple(x.shape)}")
+    if not x.dtype.is_floating_point:
+        raise ValueError(f"input must be floating point, got {x.dtype}")
+
+
+def check_labels(y, batch, n, device, checked):
+    """Class indices y of shape ``batch``, flattened to int64 on ``device``;
+    returns ``(y, outside)``: with ``checked`` an index outside 0..n-1
+    raises and ``outside`` is None, else ``outside`` masks those rows."""
+    y = torch.as_tensor(y, device=device)
+    if y.dtype.is_floating_point or y.dtype == torch.bool or y.is_complex():
+        raise ValueError(f"y must hold integer indices, got {y.dtype}")
+    if tuple(y.shape) != tuple(batch):
+        raise ValueError(f"y must have shape {tuple(batch)} (the batch shape of x), got {tuple(y.shape)}")
+    y = y.reshape(-1).long()
+    outside = (y < 0) | (y >= n)
+    if checked:
+        if bool(outside.any()):
+            raise ValueError(f"y must lie in 0..{n - 1}")
+        return y, None
+    return y, outside
+
+
+def check_values(xt, s):
+    """Eager CPU check of ``xt`` (wires x batch, compute dtype): NaN or inf
+    values, or ``s * (max(x) - min(x))`` over a batch row not finite in that
+    dtype (the relaxation would overflow), raise ValueError. One reduction
+    and one host read in the common case (the span is NaN or inf whenever a
+    value is)."""
+    if xt.numel() == 0:
+        return
+    span = float((xt.amax(0) - xt.amin(0)).max().detach())
+    sv = float(s.detach()) if isinstance(s, torch.Tensor) else float(s)
+    if span * sv <= torch.finfo(xt.dtype).max:
+        return
+    if bool(torch.isnan(xt).any()):
+        raise ValueError("input contains NaN values; relaxed networks need finite inputs")
+    if bool(torch.isinf(xt).any()):
+        raise ValueError("input contains inf values; relaxed networks need finite inputs")
+    raise ValueError(
+        f"steepness {sv!r} times the input range {span!r} overflows {xt.dtype}; "
+        "scale the inputs or lower the steepness"
+    )
+
+
+class _SecondOrder(torch.autograd.Function):
+    """Identity on gradients (after a dummy input that needs a gradient, so
+    the outputs are part of the graph) whose own backward refuses."""
+
+    @staticmethod
+    def forward(ctx, dummy, *grads):
+        return tuple(g.clone() for g in grads)
+
+    @staticmethod
+    def backward(ctx, *unused):
+        raise RuntimeError(
+            "netgen: second-order gradients through a generated layer are not supported (its backward is "
+            "written out and once-differentiable); use netgen.relax.reference (plain autograd, fully "
+            "differentiable) for gradient penalties, Hessians or double backward"
+        )
+
+
+def refuse_second_order(grads):
+    """``grads`` as computed; when autograd is recording (create_graph=True)
+    they get a node that raises on a second backward, never a silently
+    missing term."""
+    if not torch.is_grad_enabled():
+        return grads
+    live = [i for i, g in enumerate(grads) if isinstance(g, torch.Tensor)]
+    if not live:
+        return grads
+    out = list(grads)
+    dummy = torch.zeros((), device=grads[live[0]].device, requires_grad=True)
+    wrapped = _SecondOrder.apply(dummy, *[grads[i] for i in live])
+    for i, g in zip(live, wrapped):
+        out[i] = g
+    return tuple(out)
+
+
+@torch.no_grad()
+def hard_network(x, n, a, b, offsets, outs):
+    """The exact network on x (..., n): values (..., k) and the input
+    indices they came from (int64); a comparator swaps only on a strict
+    inequality. Works on a copy: never writes to ``x``."""
+    if not isinstance(x, torch.Tensor) or x.dim() < 1 or x.shape[-1] != n:
+        raise ValueError(f"input must be a tensor of shape (..., {n})")
+    if x.dtype.is_floating_point and bool(torch.isnan(x).any()):
+        raise ValueError("input contains NaN values; the exact network needs ordered inputs")
+    batch = tuple(x.shape[:-1])
+    k = outs.shape[0]
+    v = x.reshape(-1, n).t().clone(memory_format=torch.contiguous_format)  # always a copy
+    a, b, outs = a.to(v.device), b.to(v.device), outs.to(v.device)
+    idx = torch.arange(n, device=v.device).unsqueeze(1).expand(v.shape).contiguous()
+    for l in range(len(offsets) - 1):
+        s, e = offsets[l], offsets[l + 1]
+        al, bl = a[s:e], b[s:e]
+        va, vb = v.index_select(0, al), v.index_select(0, bl)
+        ia, ib = idx.index_select(0, al), idx.index_select(0, bl)
+        swap = vb > va
+        v.index_copy_(0, al, torch.where(swap, vb, va))
+        v.index_copy_(0, bl, torch.where(swap, va, vb))
+        idx.index_copy_(0, al, torch.where(swap, ib, ia))
+        idx.index_copy_(0, bl, torch.where(swap, ia, ib))
+    return v[outs].t().reshape(batch + (k,)), idx[outs].t().reshape(batch + (k,))
+
+
+#: what a generated module copies from this file, in order
+PARTS = (steepness_value, refuse_transforms, check_input, check_labels, check_values, _SecondOrder,
+         refuse_second_order, hard_network)
