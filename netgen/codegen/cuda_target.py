@@ -72,14 +72,17 @@ THREADS = 256
 SAVE_D_RATIO = 4
 
 
-def emit(net: Network, r: Any = None, *, shared_limit: int = SHARED_LIMIT, threads: int = THREADS) -> str:
+def emit(net: Network, r: Any = None, *, shared_limit: int = SHARED_LIMIT, threads: int = THREADS,
+         save_d_ratio: float = SAVE_D_RATIO) -> str:
     """Full source of the generated CUDA module; deterministic.
     ``shared_limit``: the most dynamic shared memory (bytes) a block may ask
     for; a kernel whose smallest wire-array use (n floats, 2 n for the
     column) fits gets a shared-memory variant besides its global-scratch
     one (the launcher picks per launch from what that launch needs and the
     device's limit). ``threads``: the block size, a multiple of 32 from 32
-    to 1024 (tests use 32 or 64 so that layers are wider than the block)."""
+    to 1024 (tests use 32 or 64 so that layers are wider than the block).
+    ``save_d_ratio``: keep D from the forward where nnz <= this * k * n,
+    else recompute the back-sweep in the backward (0: always recompute)."""
     if not isinstance(net, Network):
         raise ValueError(f"expected a Network, got {type(net).__name__}")
     threads = int(threads)
@@ -112,7 +115,7 @@ def emit(net: Network, r: Any = None, *, shared_limit: int = SHARED_LIMIT, threa
         "PLAN": plan_source().rstrip(),
         "THREADS": repr(threads),
         "SHARED_LIMIT": repr(shared_limit),
-        "SAVE_D_RATIO": repr(SAVE_D_RATIO),
+        "SAVE_D_RATIO": repr(float(save_d_ratio)),
         "KERNEL_ARGS": "KERNEL_ARGS = {\n" + "".join(f"    {k!r}: {v!r},\n" for k, v in KERNEL_ARGS.items()) + "}",
         "KERNELS": "\n\n".join(kernels).rstrip(),
         "KERNEL_TABLE": "KERNELS = {\n" + "\n".join(table) + "\n}",
