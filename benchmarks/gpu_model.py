@@ -106,15 +106,16 @@ def build(label, pkg_root, cache, n, k):
     env = dict(os.environ, PYTHONPATH=str(pkg_root))
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     cache.mkdir(parents=True, exist_ok=True)
-    tmp = cache / f"emit_{label}.py"
-    subprocess.run([sys.executable, "-c", _EMIT, str(tmp), str(n), str(k)], check=True, env=env)
+    tmp = (cache / f"emit_{label}.py").resolve()
+    # cwd: ``python -c`` and ``-m`` put the working directory first on sys.path
+    subprocess.run([sys.executable, "-c", _EMIT, str(tmp), str(n), str(k)], check=True, env=env, cwd=pkg_root)
     out = cache / f"{label}_{hashlib.sha256(tmp.read_bytes()).hexdigest()[:12]}"
     if not (out / "compile.json").exists():
         out.mkdir(parents=True, exist_ok=True)
         shutil.copy(tmp, out / "module.py")
         print(f"[{label}] compiling the ({k}, {n}) module's kernels (cached in {out}) ...", file=sys.stderr,
               flush=True)
-        subprocess.run([sys.executable, "-c", _COMPILE, str(out)], check=True, env=env)
+        subprocess.run([sys.executable, "-c", _COMPILE, str(out)], check=True, env=env, cwd=pkg_root)
     return json.loads((out / "compile.json").read_text())
 
 
@@ -228,12 +229,12 @@ class Structure:
         one block per (row, rank))."""
         return int(sum(bool(((self.clo[ix] <= r) & (r < self.chi[ix])).any()) for _, ix in self.groups()))
 
-    def chain(self, pair_ranks=False, narrow_warp=False):
-        """Dependent cycles of one block sweeping all layers."""
+    def chain(self, pair_ranks=False, narrow_warp=False, threads=256):
+        """Dependent cycles of one block of ``threads`` sweeping all layers."""
         cyc = 0
         for l, w in enumerate(self.widths):
             s, e = self.offs[l], self.offs[l + 1]
-            it = math.ceil(w / self.threads)
+            it = math.ceil(w / threads)
             cyc += it * LAT_ITER + (int(self.m[s:e].max()) * LAT_PAIR * it if pair_ranks and w else 0)
             cyc += LAT_WARP if narrow_warp and w <= 32 else LAT_SYNC
         return cyc
@@ -270,12 +271,14 @@ def kernels(which, st, sx, isz=4):
         out["fwd"] = dict(
             blocks=1, shared=k * n * isz, regs=sx["fwd"]["regs"], cpc=(v["comp"], bs["comp"]), ppc=bs["pair"],
             warp_instr=wi * v["comp"] + wi * bs["comp"] + wp * bs["pair"],
-            chain=st.chain(narrow_warp=True) + st.chain(pair_ranks=True, narrow_warp=True),
+            threads=1024, chain=st.chain(narrow_warp=True, threads=1024)
+            + st.chain(pair_ranks=True, narrow_warp=True, threads=1024),
             dram=isz * (n + S + k * n + nnz + k), l2=(4 + 12 + isz) * S + isz * S)
         out["bwd"] = dict(
             blocks=1, shared=k * n * isz, regs=sx["bwd"]["regs"], cpc=(g["comp"], gv["comp"]), ppc=g["pair"],
             warp_instr=wi * g["comp"] + wp * g["pair"] + wi * gv["comp"],
-            chain=st.chain(pair_ranks=True, narrow_warp=True) + st.chain(narrow_warp=True),
+            threads=1024, chain=st.chain(pair_ranks=True, narrow_warp=True, threads=1024)
+            + st.chain(narrow_warp=True, threads=1024),
             dram=isz * (k * n + S + nnz + S + n), l2=(12 + isz) * S + (4 + 2 * isz) * S)
         for name in ("fwd_col", "bwd_col"):
             c = _phase(sx[name], "plain", -1)
@@ -311,8 +314,9 @@ def kernels(which, st, sx, isz=4):
     return out
 
 
-def estimate(kern, B, threads=256):
+def estimate(kern, B):
     """(issue, chain, dram, l2 fast, l2 slow) in ms for a batch of B rows."""
+    threads = kern.get("threads", 256)
     grid = B * kern["blocks"]
     occ = occupancy(kern["shared"], kern["regs"], threads)
     waves = math.ceil(grid / (occ * SMS))
@@ -360,7 +364,7 @@ def main(argv=None) -> int:
           f"warp-instr/cycle/SM, DRAM 3 TB/s, L2 2.6-4.4 TB/s); SASS from cuobjdump: "
           f"{'yes' if have_sass else 'NO (fixed counts used)'}; calibration c = {c:.2f} "
           f"({nm} at B = {Bc}: {ms} ms measured at e46262c)")
-    print(f"{'kernels':8s} {'kernel':9s} {'grid/row':>8s} {'smem KB':>7s} {'regs':>4s} {'blk/SM':>6s} "
+    print(f"{'kernels':8s} {'kernel':9s} {'grid/row':>8s} {'thr':>4s} {'smem KB':>7s} {'regs':>4s} {'blk/SM':>6s} "
           f"{'SASS/comp':>11s} {'/pair':>5s} {'DRAM KB/row':>11s} {'L2 KB/row':>9s} " +
           " ".join(f"{'B=' + str(B) + ' ms':>14s}" for B in args.B))
     rows = []
@@ -383,7 +387,8 @@ def main(argv=None) -> int:
             e = estimate(kern, args.B[0])
             cpc = "/".join(f"{v:.0f}" for v in kern["cpc"])
             ppc = f"{kern['ppc']:.0f}" if kern["ppc"] else "-"
-            print(f"{label:8s} {nm:9s} {kern['blocks']:8d} {kern['shared'] / 1024:7.1f} {kern['regs']:4d} "
+            print(f"{label:8s} {nm:9s} {kern['blocks']:8d} {kern.get('threads', 256):4d} "
+                  f"{kern['shared'] / 1024:7.1f} {kern['regs']:4d} "
                   f"{e['occ']:6d} {cpc:>11s} {ppc:>5s} {kern['dram'] / 1024:11.0f} {kern['l2'] / 1024:9.0f} " +
                   " ".join(f"{lo:6.3f}-{hi:<6.3f}{b[0]}" for _, lo, hi, b in cells))
     print("(bound: i issue, c dependent chain, D DRAM, L leading to L2; estimates include the calibration c)")

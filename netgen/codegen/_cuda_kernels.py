@@ -7,9 +7,12 @@ Four kernels, one launch per direction (docs/cuda-kernels.md has the
 design, the choices and their estimates):
 
 * ``_fwd`` (one block per batch row): the values sweep (v, n floats),
-  saving each comparator's difference d = x - y; then, when P is asked for
+  saving each comparator's difference d = x - y and swap probability p (the
+  swap code runs once per comparator and row here, and once more in the
+  values' adjoint: p is stored because the swap code costs more issue slots
+  than 8 bytes of traffic per comparator); then, when P is asked for
   (``do_P``), the back-sweep of **all k ranks of the row at once**: R is k x
-  n floats, wire-major (``R[w * k + r]``), each comparator's wires, d and p
+  n floats, wire-major (``R[w * k + r]``), each comparator's wires and p
   read once and applied to the ranks ``clo[i] <= r < chi[i]`` of the
   build-time plan; saves ``D[b, doff[i] + r - clo[i]] = R[r, a] - R[r, c]``
   when ``save_D``; writes P once, coalesced. ``do_P`` false is the
@@ -56,8 +59,9 @@ import textwrap
 #: int32 vector, "bool" a flag. Launchers, signatures, the packing and the
 #: compile check use these. The last argument is the wire-array scratch.
 KERNEL_ARGS = {
-    "fwd": ("f2", "f1", "w1", "w1", "u1", "w1", "w1", "u1", "w1", "f2", "f2", "b1", "f2", "f2", "bool", "bool", "f2"),
-    "bwd": ("f1", "w1", "w1", "u1", "w1", "w1", "u1", "w1", "f2", "f2", "f2", "f2", "f2", "b1", "f2", "f1",
+    "fwd": ("f2", "f1", "w1", "w1", "u1", "w1", "w1", "u1", "w1", "f2", "f2", "f2", "b1", "f2", "f2", "bool",
+            "bool", "f2"),
+    "bwd": ("f1", "w1", "w1", "u1", "w1", "w1", "u1", "w1", "f2", "f2", "f2", "f2", "f2", "f2", "b1", "f2", "f1",
             "bool", "bool", "bool", "bool", "f2"),
     "fwd_col": ("f2", "i1", "f1", "w1", "w1", "u1", "w1", "f2", "f2", "f2", "b1", "bool", "f2"),
     "bwd_col": ("f1", "w1", "w1", "u1", "w1", "f2", "f2", "f2", "b1", "f2", "f1", "bool", "f2"),
@@ -160,8 +164,7 @@ def _backsweep(swap: str, save: str) -> str:
         "if lo < hi:\n"
         "    a = wa[i] * k\n"
         "    c = wb[i] * k\n"
-        "    d = ds[b, i]\n"
-        + textwrap.indent(swap, "    ") + "\n"
+        "    p = ps[b, i]\n"
         "    q = ONE - p\n"
         "    j = doff[i]\n"
         "    for r in range(lo, hi):\n"
@@ -194,10 +197,12 @@ def _fwd(swap: str) -> str:
         "q = ONE - p\n"
         "sm[a] = p * xa + q * xc\n"
         "sm[c] = q * xa + p * xc\n"
-        "ds[b, i] = d"
+        "ds[b, i] = d\n"
+        "ps[b, i] = p"
     )
     return (
-        "def _fwd@SFX@(x, sv, wa, wb, offs, clo, chi, doff, outs, values, ds, bad, P, D, do_P, save_D, scratch):\n"
+        "def _fwd@SFX@(x, sv, wa, wb, offs, clo, chi, doff, outs, values, ds, ps, bad, P, D, do_P, save_D,"
+        " scratch):\n"
         + textwrap.indent(
             _PROLOGUE + "\n"
             "n = np.uint32(x.shape[1])\n"
@@ -228,8 +233,7 @@ def _bwd(swap: str) -> str:
         "if lo < hi:\n"
         "    a = wa[i] * k\n"
         "    c = wb[i] * k\n"
-        "    d = ds[b, i]\n"
-        + textwrap.indent(swap, "    ") + "\n"
+        "    p = ps[b, i]\n"
         "    q = ONE - p\n"
         "    j = doff[i]\n"
         "    for r in range(lo, hi):\n"
@@ -257,7 +261,7 @@ def _bwd(swap: str) -> str:
         "sm[c] = q * ga + p * gc - gd"
     )
     return (
-        "def _bwd@SFX@(sv, wa, wb, offs, clo, chi, doff, outs, gv, gP, ds, D, gp, bad, gx, gs,"
+        "def _bwd@SFX@(sv, wa, wb, offs, clo, chi, doff, outs, gv, gP, ds, ps, D, gp, bad, gx, gs,"
         " has_gv, has_gP, recompute, want_gs, scratch):\n"
         + textwrap.indent(
             _PROLOGUE + "\n"

@@ -45,10 +45,11 @@ WORKSPACE = int(os.environ.get("NETGEN_CUDA_WORKSPACE_MB", "2048")) * 2**20
 LOG = logging.getLogger("netgen")
 _PATH = ["fast"]  # the self-check's reference run sets "numba"
 _HANDLES = {}  # (device index, dtype, kernel name, variant) -> cuda.core kernel handle
-_CONFIGS = {}  # (grid, shared bytes) -> cuda.core LaunchConfig
+_CONFIGS = {}  # (grid, threads, shared bytes) -> cuda.core LaunchConfig
 _STREAMS = {}  # torch stream handle -> cuda.core Stream
 _PACKS = {}  # argument shapes -> (packed words, data-pointer slots)
 _VARIANTS = {}  # (kernel, rows of n floats) -> the variant last launched (for tests)
+_MAXTHREADS = {}  # (device index, dtype, kernel, variant) -> the compiled kernel's thread limit
 
 
 if SIMULATED:
@@ -123,7 +124,21 @@ def _handle(device_index, dtype, name, variant):
             attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
             driver.cuKernelSetAttribute(attr, limit, cufunc.handle, cufunc.device.id)
         h = _HANDLES[key] = cufunc.kernel
+        _MAXTHREADS[key] = int(getattr(getattr(cufunc, "attrs", None), "maxthreads", 1024) or 1024)
     return h
+
+
+def _block(variant, shared_bytes, limit=1024):
+    """Threads per block: where shared memory limits an SM to few blocks
+    (the rows with P: one; the column: two), blocks get more threads so an
+    SM keeps ~2048 threads' worth of warps to hide latencies: 2048 / blocks
+    per SM, at most BIG_THREADS and the compiled kernel's limit, at least
+    THREADS."""
+    if variant != "shared":
+        return THREADS
+    per_sm = max(1, SM_SHARED // (shared_bytes + 1024))
+    nt = min(BIG_THREADS, int(limit), 2048 // per_sm) // 32 * 32
+    return max(THREADS, nt)
 
 
 def _abi(args):
@@ -216,22 +231,24 @@ def _launch(name, like, blocks, args, rows):
     kern = KERNELS[(dt, name, variant)]
     via_numba = VIA_NUMBA or _PATH[0] == "numba"
     if SIMULATED:
+        nt = _block(variant, shared_bytes)
         if via_numba:
-            kern[blocks, THREADS, 0, shared_bytes](*(a.numpy() if isinstance(a, torch.Tensor) else a for a in args))
+            kern[blocks, nt, 0, shared_bytes](*(a.numpy() if isinstance(a, torch.Tensor) else a for a in args))
         else:
-            kern[blocks, THREADS, 0, shared_bytes](*_sim_unpack(name, dt, _pack(args)))
+            kern[blocks, nt, 0, shared_bytes](*_sim_unpack(name, dt, _pack(args)))
         return
     stream = torch.cuda.current_stream(dev)
+    handle = _handle(stream.device_index, dt, name, variant)
+    nt = _block(variant, shared_bytes, _MAXTHREADS[(stream.device_index, dt, name, variant)])
     if via_numba:
-        kern[blocks, THREADS, cuda.external_stream(stream.cuda_stream), shared_bytes](
+        kern[blocks, nt, cuda.external_stream(stream.cuda_stream), shared_bytes](
             *(cuda.as_cuda_array(a) if isinstance(a, torch.Tensor) else a for a in args))
         return
-    handle = _handle(stream.device_index, dt, name, variant)
     from cuda.core import LaunchConfig, Stream, launch
 
-    config = _CONFIGS.get((blocks, shared_bytes))
+    config = _CONFIGS.get((blocks, nt, shared_bytes))
     if config is None:
-        config = _CONFIGS[(blocks, shared_bytes)] = LaunchConfig(grid=blocks, block=THREADS, shmem_size=shared_bytes)
+        config = _CONFIGS[(blocks, nt, shared_bytes)] = LaunchConfig(grid=blocks, block=nt, shmem_size=shared_bytes)
     core_stream = _STREAMS.get(stream.cuda_stream)
     if core_stream is None:
         core_stream = _STREAMS[stream.cuda_stream] = Stream.from_handle(stream.cuda_stream)
@@ -282,14 +299,16 @@ OPS_NAMESPACE = @@OPS@@
 
 
 def _rows_forward(x: torch.Tensor, s: torch.Tensor, want_P: bool,
-                  save: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+                  save: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                                       torch.Tensor]:
     """values (B, k), P (B, k, n; (0,) when not want_P) and what backward
-    needs: ds (B, size), the comparators' differences (p, dp/dd, dp/ds are
-    recomputed from them), D (B, nnz) where SAVE_D and save (else 1 x 1),
-    the back-sweep's row differences, and bad (B,) int32."""
+    needs: ds and ps (B, size), the comparators' differences and swap
+    probabilities (the sweeps over ranks read p; the values' adjoint
+    recomputes dp/dd and dp/ds from d), D (B, nnz) where SAVE_D and save
+    (else 1 x 1), the back-sweep's row differences, and bad (B,) int32."""
     B = x.shape[0]
     t = _tables(x.device)
-    values, ds = x.new_empty((B, _K)), x.new_empty((B, _SIZE))
+    values, ds, ps = x.new_empty((B, _K)), x.new_empty((B, _SIZE)), x.new_empty((B, _SIZE))
     P = x.new_empty((B, _K, _N) if want_P else (0,))
     keep_D = want_P and save and SAVE_D
     D = x.new_empty((B, max(_NNZ, 1)) if keep_D else (1, 1))
@@ -299,13 +318,14 @@ def _rows_forward(x: torch.Tensor, s: torch.Tensor, want_P: bool,
     P2 = P.view(B, _K * _N) if want_P else x.new_empty((1, 1))
     for b0, b1 in _chunks(B, rows * _N * x.element_size() if glob else 0):
         _launch("fwd", x, b1 - b0, (x[b0:b1], s, t["wa"], t["wb"], t["offs"], t["clo"], t["chi"], t["doff"],
-                                    t["outs"], values[b0:b1], ds[b0:b1], bad[b0:b1],
+                                    t["outs"], values[b0:b1], ds[b0:b1], ps[b0:b1], bad[b0:b1],
                                     P2[b0:b1] if want_P else P2, D[b0:b1] if keep_D else D, want_P, keep_D), rows)
-    return values, P, ds, D, bad
+    return values, P, ds, ps, D, bad
 
 
 def _rows_backward(gv: torch.Tensor | None, gP: torch.Tensor | None, s: torch.Tensor, ds: torch.Tensor,
-                   D: torch.Tensor, bad: torch.Tensor, want_gs: bool) -> tuple[torch.Tensor, torch.Tensor]:
+                   ps: torch.Tensor, D: torch.Tensor, bad: torch.Tensor,
+                   want_gs: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """dL/dx (B, n) from dL/dvalues and dL/dP (either may be None), and the
     rows' shares of dL/ds (B,) when want_gs (else a 1-element dummy)."""
     B = ds.shape[0]
@@ -329,7 +349,8 @@ def _rows_backward(gv: torch.Tensor | None, gP: torch.Tensor | None, s: torch.Te
     for b0, b1 in chunks:
         Dc = Dr[: b1 - b0] if recompute else (D[b0:b1] if has_gP else D)
         _launch("bwd", ds, b1 - b0, (s, t["wa"], t["wb"], t["offs"], t["clo"], t["chi"], t["doff"], t["outs"],
-                                     gv[b0:b1] if has_gv else gv, gP2[b0:b1] if has_gP else gP2, ds[b0:b1], Dc,
+                                     gv[b0:b1] if has_gv else gv, gP2[b0:b1] if has_gP else gP2, ds[b0:b1],
+                                     ps[b0:b1], Dc,
                                      gp[b0:b1] if has_gP else gp, bad[b0:b1], gx[b0:b1],
                                      gs[b0:b1] if want_gs else gs, has_gv, has_gP, recompute, want_gs), rows)
     return gx, gs
@@ -370,11 +391,11 @@ def _column_backward(gcol: torch.Tensor, s: torch.Tensor, ds: torch.Tensor, dus:
 def _rows_fake(x, s, want_P, save):
     B = x.shape[0]
     return (x.new_empty((B, _K)), x.new_empty((B, _K, _N) if want_P else (0,)), x.new_empty((B, _SIZE)),
-            x.new_empty((B, max(_NNZ, 1)) if want_P and save and SAVE_D else (1, 1)),
+            x.new_empty((B, _SIZE)), x.new_empty((B, max(_NNZ, 1)) if want_P and save and SAVE_D else (1, 1)),
             x.new_empty((B,), dtype=torch.int32))
 
 
-def _rows_backward_fake(gv, gP, s, ds, D, bad, want_gs):
+def _rows_backward_fake(gv, gP, s, ds, ps, D, bad, want_gs):
     return ds.new_empty((ds.shape[0], _N)), ds.new_empty((ds.shape[0],) if want_gs else (1,))
 
 
@@ -424,11 +445,11 @@ def _rows_setup(ctx, inputs, output):
 
 
 def _rows_grad(ctx, gv, gP, *unused):
-    x, s, ds, D, bad = ctx.saved_tensors
+    x, s, ds, ps, D, bad = ctx.saved_tensors
     if gv is None and gP is None:
         return None, None, None, None
     want_gs = bool(ctx.needs_input_grad[1])
-    gx, gs = _op("rows_backward")(gv, gP, s, ds, D, bad, want_gs)
+    gx, gs = _op("rows_backward")(gv, gP, s, ds, ps, D, bad, want_gs)
     return _guard(gx, x, s), (_guard(gs.sum().reshape(s.shape), x, s) if want_gs else None), None, None
 
 
@@ -494,10 +515,10 @@ def self_check(device, dtype=torch.float32):
     s = torch.full((1,), float(RELAXATION["steepness"]), dtype=cdt, device=device)
 
     def case():
-        v, P, ds, D, bad = _rows_forward(x, s, True, True)
-        gx, gs = _rows_backward(gv, gP, s, ds, D, bad, True)
-        v1, _, ds1, D1, bad1 = _rows_forward(x, s, False, True)
-        gx1, gs1 = _rows_backward(gv, None, s, ds1, D1, bad1, True)
+        v, P, ds, ps, D, bad = _rows_forward(x, s, True, True)
+        gx, gs = _rows_backward(gv, gP, s, ds, ps, D, bad, True)
+        v1, _, ds1, ps1, D1, bad1 = _rows_forward(x, s, False, True)
+        gx1, gs1 = _rows_backward(gv, None, s, ds1, ps1, D1, bad1, True)
         col, cd, cdu, cbad = _column_forward(x, y, s, True)
         gxc, gsc = _column_backward(gc, s, cd, cdu, cbad, True)
         return {"values": v, "P": P, "dL/dx": gx, "dL/ds": gs, "values only": v1, "dL/dx values only": gx1,

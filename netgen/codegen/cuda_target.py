@@ -67,13 +67,16 @@ TARGET = "cuda"
 #: opt-in limit (the launcher also caps it by the device's own limit)
 SHARED_LIMIT = 227 * 1024
 THREADS = 256
+#: threads per block where a block's shared memory leaves one block per SM
+#: (the rows with P at k n floats): 32 warps hide the latencies of one row
+BIG_THREADS = 1024
 #: keep D (B x nnz) from the forward where nnz <= SAVE_D_RATIO * k * n;
 #: above it the backward recomputes the back-sweep (docs/cuda-kernels.md)
 SAVE_D_RATIO = 4
 
 
 def emit(net: Network, r: Any = None, *, shared_limit: int = SHARED_LIMIT, threads: int = THREADS,
-         save_d_ratio: float = SAVE_D_RATIO) -> str:
+         save_d_ratio: float = SAVE_D_RATIO, big_threads: int = BIG_THREADS) -> str:
     """Full source of the generated CUDA module; deterministic.
     ``shared_limit``: the most dynamic shared memory (bytes) a block may ask
     for; a kernel whose smallest wire-array use (n floats, 2 n for the
@@ -81,13 +84,16 @@ def emit(net: Network, r: Any = None, *, shared_limit: int = SHARED_LIMIT, threa
     one (the launcher picks per launch from what that launch needs and the
     device's limit). ``threads``: the block size, a multiple of 32 from 32
     to 1024 (tests use 32 or 64 so that layers are wider than the block).
-    ``save_d_ratio``: keep D from the forward where nnz <= this * k * n,
+    ``big_threads``: the largest block size of launches whose shared memory
+    leaves few blocks per SM (default 1024: the rows with P run one block of
+    1024 threads per SM). ``save_d_ratio``: keep D from the forward where nnz <= this * k * n,
     else recompute the back-sweep in the backward (0: always recompute)."""
     if not isinstance(net, Network):
         raise ValueError(f"expected a Network, got {type(net).__name__}")
-    threads = int(threads)
-    if threads % 32 or not 32 <= threads <= 1024:
-        raise ValueError(f"threads must be a multiple of 32 from 32 to 1024, got {threads}")
+    threads, big_threads = int(threads), int(big_threads)
+    for name, v in (("threads", threads), ("big_threads", big_threads)):
+        if v % 32 or not 32 <= v <= 1024:
+            raise ValueError(f"{name} must be a multiple of 32 from 32 to 1024, got {v}")
     shared_limit = int(shared_limit)
     if shared_limit < 0:
         raise ValueError(f"shared_limit must be >= 0, got {shared_limit}")
@@ -114,6 +120,7 @@ def emit(net: Network, r: Any = None, *, shared_limit: int = SHARED_LIMIT, threa
         "RELAXATION": relaxation_literal(r),
         "PLAN": plan_source().rstrip(),
         "THREADS": repr(threads),
+        "BIG_THREADS": repr(big_threads),
         "SHARED_LIMIT": repr(shared_limit),
         "SAVE_D_RATIO": repr(float(save_d_ratio)),
         "KERNEL_ARGS": "KERNEL_ARGS = {\n" + "".join(f"    {k!r}: {v!r},\n" for k, v in KERNEL_ARGS.items()) + "}",
@@ -287,6 +294,10 @@ TABLES = {
     "doff": _DOFF.astype(np.uint32),
 }
 THREADS = @@THREADS@@
+#: the most threads per block of a launch whose shared memory leaves few
+#: blocks per SM (SM_SHARED bytes per SM; see _block), capped by the kernel's limit
+BIG_THREADS = @@BIG_THREADS@@
+SM_SHARED = 228 * 1024
 #: dynamic shared memory a block may ask for (bytes; also capped by the device)
 SHARED_LIMIT = @@SHARED_LIMIT@@
 #: the forward keeps D (B x nnz) for the backward where nnz <= SAVE_D_RATIO k n;
