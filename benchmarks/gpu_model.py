@@ -144,11 +144,15 @@ def sass(cubin):
 
 
 def loop_costs(ins, rcp_per_comp):
-    """From the SASS: the comparator loops (innermost loops holding the
-    swap code's MUFU.RCP), each as (instructions per comparator, per rank
-    pair or None, per skipped comparator). A loop body's comparators are
-    counted by its MUFU.RCP (``rcp_per_comp`` divisions per swap code),
-    rank pairs by shared loads (two each) or global loads."""
+    """From the SASS: the comparator loops, each as instructions per
+    comparator (``comp``), per rank pair (``pair``, None for a loop without
+    a rank loop), ranks handled by unrolled code outside the rank loop
+    (``unrolled``) and instructions up to the first branch (``skip``).
+    Comparator loops are the innermost loops holding the swap code's
+    MUFU.RCP (their comparators counted by MUFU.RCP, ``rcp_per_comp`` per
+    swap code) and loops without the swap code whose nested loops are leaf
+    loops with shared loads (the rank sweeps that read p); rank pairs are
+    counted by shared loads (two per pair) or, failing those, global loads."""
     addr = [a for a, _ in ins]
     idx = {a: i for i, a in enumerate(addr)}
     loops = []
@@ -165,24 +169,33 @@ def loop_costs(ins, rcp_per_comp):
     def nested(lp):
         return [o for o in loops if o != lp and lp[0] <= o[0] and o[1] <= lp[1]]
 
+    def outermost(lps):
+        return [o for o in lps if not any(p != o and p[0] <= o[0] and o[1] <= p[1] for p in lps)]
+
     out = []
     for lp in loops:
-        if count(*lp, r"MUFU\.RCP") == 0:
-            continue
         inner = nested(lp)
-        if any(count(*o, r"MUFU\.RCP") for o in inner):
-            continue  # not innermost
-        body = lp[1] - lp[0] + 1 - sum(o[1] - o[0] + 1 for o in inner if not any(o != p and p[0] <= o[0] and
-                                                                              o[1] <= p[1] for p in inner))
-        comps = max(1.0, count(*lp, r"MUFU\.RCP") / rcp_per_comp)
+        rcp = count(*lp, r"MUFU\.RCP")
+        if rcp:
+            if any(count(*o, r"MUFU\.RCP") for o in inner):
+                continue  # not innermost
+            comps = max(1.0, rcp / rcp_per_comp)
+        else:
+            if not inner or any(nested(o) for o in inner) or not any(count(*o, r"\bLDS\b") >= 2 for o in inner):
+                continue
+            comps = 1.0
+        top = outermost(inner)
+        body = lp[1] - lp[0] + 1 - sum(o[1] - o[0] + 1 for o in top)
         pair = None
         for o in inner:
-            lds = count(*o, r"\bLDS\b")
-            ldg = count(*o, r"\bLDG\b")
+            lds, ldg = count(*o, r"\bLDS\b"), count(*o, r"\bLDG\b")
             per = (o[1] - o[0] + 1) / max(1.0, lds / 2 if lds else ldg)
             pair = per if pair is None else max(pair, per)
+        lds_out = count(*lp, r"\bLDS\b") - sum(count(*o, r"\bLDS\b") for o in top)
         first_branch = next((j for j in range(lp[0], lp[1]) if re.search(r"\bBRA\b", ins[j][1])), lp[0])
-        out.append({"at": ins[lp[0]][0], "comp": body / comps, "pair": pair, "skip": first_branch - lp[0] + 4})
+        out.append({"at": ins[lp[0]][0], "rcp": bool(rcp), "comp": body / comps, "pair": pair,
+                    "unrolled": lds_out // 2 if pair is not None and not rcp else 0,
+                    "skip": first_branch - lp[0] + 4})
     return out
 
 
@@ -220,9 +233,10 @@ class Structure:
     def warp_iters(self):
         return int(sum(math.ceil(w / 32) for w in self.widths))
 
-    def warp_pairs(self):
-        """Sum over warps of the largest rank count among its lanes."""
-        return int(sum(self.m[ix].max() for _, ix in self.groups()))
+    def warp_pairs(self, unrolled=0):
+        """Sum over warps of the largest rank count among its lanes (less the
+        ranks the compiler's unrolled code handles before the rank loop)."""
+        return int(sum(max(0, int(self.m[ix].max()) - unrolled) for _, ix in self.groups()))
 
     def warp_active(self, r):
         """Warps in which some lane's comparator touches rank r (old kernels:
@@ -240,6 +254,14 @@ class Structure:
         return cyc
 
 
+def block_threads(shared, regs, base=256, big=1024):
+    """Threads per block as the generated launcher picks them (``_block``):
+    ~2048 threads per SM over the blocks that shared memory allows, within
+    the registers."""
+    per_sm = max(1, SMEM_SM // (shared + SMEM_RESERVED))
+    return max(base, min(big, 2048 // per_sm, REGS_SM // max(1, regs) // per_sm) // 32 * 32)
+
+
 def occupancy(shared, regs, threads=256):
     by_smem = SMEM_SM // (shared + SMEM_RESERVED) if shared else BLOCKS_SM
     by_regs = REGS_SM // (math.ceil(regs / 8) * 8 * threads)
@@ -251,10 +273,11 @@ def _phase(sx, kind, idx=-1):
     without (``"plain"``), in address order; fallback constants otherwise."""
     cands = [lp for lp in sx["loops"] if (lp["pair"] is not None) == (kind == "pairs")]
     if not cands:
-        return dict(FALLBACK, fallback=True)
+        return dict(FALLBACK, fallback=True, unrolled=0)
     lp = cands[idx] if -len(cands) <= idx < len(cands) else cands[-1]
     return {"comp": lp["comp"], "pair": lp["pair"] if lp["pair"] is not None else FALLBACK["pair"],
-            "skip": lp["skip"], "inner": lp["pair"] if lp["pair"] is not None else FALLBACK["inner"]}
+            "skip": lp["skip"], "inner": lp["pair"] if lp["pair"] is not None else FALLBACK["inner"],
+            "unrolled": lp.get("unrolled", 0)}
 
 
 def kernels(which, st, sx, isz=4):
@@ -270,20 +293,27 @@ def kernels(which, st, sx, isz=4):
         gv = _phase(sx["bwd"], "plain", -1)
         out["fwd"] = dict(
             blocks=1, shared=k * n * isz, regs=sx["fwd"]["regs"], cpc=(v["comp"], bs["comp"]), ppc=bs["pair"],
-            warp_instr=wi * v["comp"] + wi * bs["comp"] + wp * bs["pair"],
-            threads=1024, chain=st.chain(narrow_warp=True, threads=1024)
-            + st.chain(pair_ranks=True, narrow_warp=True, threads=1024),
-            dram=isz * (n + S + k * n + nnz + k), l2=(4 + 12 + isz) * S + isz * S)
+            warp_instr=wi * v["comp"] + wi * bs["comp"] + st.warp_pairs(bs["unrolled"]) * bs["pair"],
+            threads=block_threads(k * n * isz, sx["fwd"]["regs"]))
+        t = out["fwd"]["threads"]
+        out["fwd"]["chain"] = st.chain(narrow_warp=True, threads=t) + st.chain(pair_ranks=True, narrow_warp=True,
+                                                                               threads=t)
+        out["fwd"].update(
+            dram=isz * (n + 2 * S + k * n + nnz + k), l2=(4 + 12 + isz) * S + isz * S)
         out["bwd"] = dict(
             blocks=1, shared=k * n * isz, regs=sx["bwd"]["regs"], cpc=(g["comp"], gv["comp"]), ppc=g["pair"],
-            warp_instr=wi * g["comp"] + wp * g["pair"] + wi * gv["comp"],
-            threads=1024, chain=st.chain(pair_ranks=True, narrow_warp=True, threads=1024)
-            + st.chain(narrow_warp=True, threads=1024),
-            dram=isz * (k * n + S + nnz + S + n), l2=(12 + isz) * S + (4 + 2 * isz) * S)
+            warp_instr=wi * g["comp"] + st.warp_pairs(g["unrolled"]) * g["pair"] + wi * gv["comp"],
+            threads=block_threads(k * n * isz, sx["bwd"]["regs"]))
+        t = out["bwd"]["threads"]
+        out["bwd"]["chain"] = st.chain(pair_ranks=True, narrow_warp=True, threads=t) + st.chain(narrow_warp=True,
+                                                                                              threads=t)
+        out["bwd"].update(
+            dram=isz * (k * n + 2 * S + nnz + S + n), l2=(12 + isz) * S + (4 + 2 * isz) * S)
         for name in ("fwd_col", "bwd_col"):
             c = _phase(sx[name], "plain", -1)
+            t = block_threads(2 * n * isz, sx[name]["regs"])
             out[name] = dict(blocks=1, shared=2 * n * isz, regs=sx[name]["regs"], cpc=(c["comp"],), ppc=None,
-                             warp_instr=wi * c["comp"], chain=st.chain(narrow_warp=True),
+                             threads=t, warp_instr=wi * c["comp"], chain=st.chain(narrow_warp=True, threads=t),
                              dram=isz * (n + 2 * S + k) if name == "fwd_col" else isz * (2 * S + k + n),
                              l2=(4 + 2 * isz) * S)
         return out

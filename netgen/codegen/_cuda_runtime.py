@@ -124,20 +124,22 @@ def _handle(device_index, dtype, name, variant):
             attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
             driver.cuKernelSetAttribute(attr, limit, cufunc.handle, cufunc.device.id)
         h = _HANDLES[key] = cufunc.kernel
-        _MAXTHREADS[key] = int(getattr(getattr(cufunc, "attrs", None), "maxthreads", 1024) or 1024)
+        attrs = getattr(cufunc, "attrs", None)
+        _MAXTHREADS[key] = (int(getattr(attrs, "maxthreads", 1024) or 1024), int(getattr(attrs, "regs", 32) or 32))
     return h
 
 
-def _block(variant, shared_bytes, limit=1024):
+def _block(variant, shared_bytes, limit=1024, regs=32):
     """Threads per block: where shared memory limits an SM to few blocks
     (the rows with P: one; the column: two), blocks get more threads so an
     SM keeps ~2048 threads' worth of warps to hide latencies: 2048 / blocks
     per SM, at most BIG_THREADS and the compiled kernel's limit, at least
-    THREADS."""
+    THREADS, and no more than the SM's 65,536 registers allow for that many
+    blocks (``regs`` per thread)."""
     if variant != "shared":
         return THREADS
     per_sm = max(1, SM_SHARED // (shared_bytes + 1024))
-    nt = min(BIG_THREADS, int(limit), 2048 // per_sm) // 32 * 32
+    nt = min(BIG_THREADS, int(limit), 2048 // per_sm, 65536 // max(1, regs) // per_sm) // 32 * 32
     return max(THREADS, nt)
 
 
@@ -239,7 +241,7 @@ def _launch(name, like, blocks, args, rows):
         return
     stream = torch.cuda.current_stream(dev)
     handle = _handle(stream.device_index, dt, name, variant)
-    nt = _block(variant, shared_bytes, _MAXTHREADS[(stream.device_index, dt, name, variant)])
+    nt = _block(variant, shared_bytes, *_MAXTHREADS[(stream.device_index, dt, name, variant)])
     if via_numba:
         kern[blocks, nt, cuda.external_stream(stream.cuda_stream), shared_bytes](
             *(cuda.as_cuda_array(a) if isinstance(a, torch.Tensor) else a for a in args))
