@@ -272,6 +272,12 @@ def _phase(sx, kind, idx=-1):
     """Pick a phase's SASS costs: loops with rank pairs (``"pairs"``) or
     without (``"plain"``), in address order; fallback constants otherwise."""
     cands = [lp for lp in sx["loops"] if (lp["pair"] is not None) == (kind == "pairs")]
+    if kind == "pairs" and any(not lp["rcp"] for lp in cands):
+        # rank sweeps that read p (no swap code): the costliest copy (the
+        # compiler duplicates the loop per flag, e.g. saving D or not)
+        cands = [max((lp for lp in cands if not lp["rcp"]), key=lambda lp: lp["comp"] + 4 * lp["pair"])]
+    elif kind == "plain":
+        cands = [lp for lp in cands if lp["rcp"]]  # the swap code's loops
     if not cands:
         return dict(FALLBACK, fallback=True, unrolled=0)
     lp = cands[idx] if -len(cands) <= idx < len(cands) else cands[-1]
@@ -442,10 +448,11 @@ def main(argv=None) -> int:
             print(f"  {path:6s} {label:8s} " + "  ".join(cells) + f"   DRAM {dram / 1e6:.2f} MB/row (estimate)")
         tg = targets[path]
         print(f"  {path:6s} target   " + "  ".join(f"B={B}: {t}" for B, t in zip(args.B, tg * 2)))
-    kept_new = 4 * (st.size + (st.nnz if st.nnz <= 4 * st.k * st.n else 0)) + 4
+    kept_new = 4 * (2 * st.size + (st.nnz if st.nnz <= 4 * st.k * st.n else 0)) + 4
     kept_old = 4 * (st.size + st.nnz) + 4
     print(f"\nkept for the rows backward per row (float32): {args.old} {kept_old / 1e6:.2f} MB (d, D; C of "
-          f"{4 * st.nnz / 1e6:.2f} MB more in the backward), {head} {kept_new / 1e6:.2f} MB (d, D; no C)")
+          f"{4 * st.nnz / 1e6:.2f} MB more allocated in the backward), {head} {kept_new / 1e6:.2f} MB (d, p, D; "
+          f"dL/dp of {4 * st.size / 1e6:.2f} MB in the backward)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"calibration": c, "sass": have_sass, "rows": rows}, f, indent=1)
