@@ -14,7 +14,7 @@ prints, per kernel and B: grid, dynamic shared memory, registers,
 occupancy, SASS instructions per comparator (and per (comparator, rank)
 pair), DRAM and L2 bytes per row, and an estimated time:
 
-    t = c * max(issue, chain, DRAM, L2)
+    t = max(c * issue, c * chain, DRAM, L2)
     issue = warp-instructions / (1.9 per cycle per SM * 132 SMs * 1.98 GHz)
     chain = waves * per-block dependent latency (layers in order; a layer
             of w comparators costs ceil(w / threads) iterations of
@@ -29,8 +29,9 @@ comparator body plus the largest rank count among its lanes times the pair
 body (divergent lanes wait). ``c`` calibrates the model on the one H100
 measurement of a kernel whose structure is unchanged since (e46262c's
 ``_fwd_vals``, 0.16 ms at B = 500, one block per row, values in shared
-memory; the review's figures are in docs/cuda-kernels.md) and is applied
-to every row. Not modelled: launch and host costs (~20-130 us per launch
+memory, issue-bound; the review's figures are in docs/cuda-kernels.md) and
+scales the issue and chain terms of every kernel (bandwidths are taken as
+they are). Not modelled: launch and host costs (~20-130 us per launch
 on the VM that measured them), cache conflicts, tail effects inside a wave.
 """
 
@@ -410,9 +411,9 @@ def main(argv=None) -> int:
             cells = []
             for B in args.B:
                 e = estimate(kern, B)
-                lo = c * max(e["issue"], e["chain"], e["dram"], e["l2"][0])
-                hi = c * max(e["issue"], e["chain"], e["dram"], e["l2"][1])
-                bound = max(("issue", e["issue"]), ("chain", e["chain"]), ("DRAM", e["dram"]),
+                lo = max(c * e["issue"], c * e["chain"], e["dram"], e["l2"][0])
+                hi = max(c * e["issue"], c * e["chain"], e["dram"], e["l2"][1])
+                bound = max(("issue", c * e["issue"]), ("chain", c * e["chain"]), ("DRAM", e["dram"]),
                             ("L2", e["l2"][1]), key=lambda t: t[1])[0]
                 cells.append((B, lo, hi, bound))
                 rows.append({"kernels": which, "commit": label, "kernel": nm, "B": B, "estimate_ms": [lo, hi],
@@ -427,7 +428,7 @@ def main(argv=None) -> int:
                   f"{kern['shared'] / 1024:7.1f} {kern['regs']:4d} "
                   f"{e['occ']:6d} {cpc:>11s} {ppc:>5s} {kern['dram'] / 1024:11.0f} {kern['l2'] / 1024:9.0f} " +
                   " ".join(f"{lo:6.3f}-{hi:<6.3f}{b[0]}" for _, lo, hi, b in cells))
-    print("(bound: i issue, c dependent chain, D DRAM, L leading to L2; estimates include the calibration c)")
+    print("(bound: i issue, c dependent chain, D DRAM, L L2; issue and chain scaled by the calibration c)")
     print("\nfwd+bwd, ESTIMATES (ms):")
     paths = {"old": {"rows": ("fwd_vals", "fwd_P", "bwd_P", "bwd_vals"), "column": ("fwd_col", "bwd_col")},
              "new": {"rows": ("fwd", "bwd"), "column": ("fwd_col", "bwd_col")}}
