@@ -229,3 +229,42 @@ def test_imports_without_gpu_and_says_a_device_is_needed(tmp_path):
         layer.column(x, torch.tensor([0, 1]))
     with pytest.raises(RuntimeError, match="needs a CUDA device"):
         layer.values(x)
+
+
+CHUNKED = r'''
+import json, torch
+from netgen.codegen.cuda_target import emit
+from netgen.codegen.loader import load
+from netgen.construct import build
+from netgen.relax import reference
+from netgen.relax.distributions import Relaxation
+import sys
+net, r = build("bitonic", 8, 8), Relaxation("cauchy", 5.0)
+open(sys.argv[1], "w").write(emit(net, r, threads=32, shared_limit=0, save_d_ratio=0))
+m = load(sys.argv[1])
+calls = []
+orig = m._launch
+m._launch = lambda name, like, blocks, args, rows: (calls.append([name, blocks]), orig(name, like, blocks, args, rows))[1]
+x = torch.randn(3, 8, dtype=torch.float64, requires_grad=True)
+v, P = m.Layer()(x)
+gv, gP = torch.randn_like(v), torch.randn_like(P)
+(g,) = torch.autograd.grad((v * gv).sum() + (P * gP).sum(), x)
+v0, P0 = reference.forward(net, x, r)
+(g0,) = torch.autograd.grad((v0 * gv).sum() + (P0 * gP).sum(), x)
+err = max(float((a - b).abs().max()) for a, b in ((v, v0), (P, P0), (g, g0)))
+print(json.dumps({"calls": calls, "err": err, "save_d": bool(m.SAVE_D)}))
+'''
+
+
+def test_global_scratch_in_chunks_and_recomputed_back_sweep(tmp_path):
+    """NETGEN_CUDA_WORKSPACE_MB=0: every global-scratch launch takes one row
+    at a time; with D not kept the backward recomputes the back-sweep per
+    chunk; results equal the reference."""
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", NETGEN_CUDA_WORKSPACE_MB="0", NETGEN_CUDA_SELFCHECK="0")
+    proc = subprocess.run([sys.executable, "-c", CHUNKED, str(tmp_path / "m.py")], capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["save_d"] is False
+    assert out["calls"] == [["fwd", 1]] * 3 + [["bwd", 1]] * 3
+    assert out["err"] <= 1e-12
