@@ -2,7 +2,7 @@
 
 Same semantics and module contract as the numba CPU target
 (:mod:`netgen.codegen.numba_target`), laid out for a GPU. The generated
-module is assembled from three parts, one file each:
+module is assembled from four parts, one file each:
 
 * :mod:`netgen.codegen._cuda_kernels`: the kernel sources (one thread block
   per batch row; all k ranks of the row's P back-sweep in that block; the
@@ -12,9 +12,10 @@ module is assembled from three parts, one file each:
   the GPU);
 * :mod:`netgen.codegen._cuda_runtime`: the launcher (cached ``cuda.core``
   kernel handles, Numba's kernel ABI packed from torch tensors and cached
-  per shape, torch's current stream, a once-per-process self-check of that
-  packing against Numba's dispatcher) and the ``torch.library`` custom ops
-  and ``Layer``;
+  per shape, torch's current stream);
+* :mod:`netgen.codegen._cuda_layer`: the ``torch.library`` custom ops, a
+  once-per-process self-check of the launch packing against Numba's
+  dispatcher, and ``Layer``;
 * this file: the header (network, relaxation, compact tables, the
   numpy-2.5 shim) and :func:`emit`, plus :func:`compile_check`, which
   compiles every kernel to PTX for a given compute capability and assembles
@@ -49,6 +50,7 @@ from typing import Any
 
 from ..network import Network
 from ._cuda_kernels import KERNEL_ARGS, MIN_ROWS, kernel_sources
+from ._cuda_layer import LAYER
 from ._cuda_runtime import RUNTIME
 from ._numba_common import (
     FLOAT_TYPES,
@@ -128,7 +130,7 @@ def emit(net: Network, r: Any = None, *, shared_limit: int = SHARED_LIMIT, threa
         "KERNEL_TABLE": "KERNELS = {\n" + "\n".join(table) + "\n}",
         "OPS": repr(_ops_namespace(net, r)),
     }
-    return _fill(_HEADER + RUNTIME, subs)
+    return _fill(_HEADER + RUNTIME + LAYER, subs)
 
 
 _PLACEHOLDER = re.compile(r"@@([A-Z_]+)@@")
@@ -147,7 +149,7 @@ def _ops_namespace(net: Network, r) -> str:
     """``netgen_cuda_<hash>``: the torch.library namespace of the module's
     ops, one per (network, relaxation, kernel code)."""
     h = hashlib.sha256()
-    for part in (network_literal(net), relaxation_literal(r), repr(KERNEL_ARGS), RUNTIME,
+    for part in (network_literal(net), relaxation_literal(r), repr(KERNEL_ARGS), RUNTIME, LAYER,
                  "".join(kernel_sources("float32", "shared", swap_code(r, 0, "float32", steepness="s"), lit).values())):
         h.update(part.encode())
     return f"netgen_cuda_{h.hexdigest()[:12]}"
