@@ -194,7 +194,8 @@ def loop_costs(ins, rcp_per_comp):
             pair = per if pair is None else max(pair, per)
         lds_out = count(*lp, r"\bLDS\b") - sum(count(*o, r"\bLDS\b") for o in top)
         first_branch = next((j for j in range(lp[0], lp[1]) if re.search(r"\bBRA\b", ins[j][1])), lp[0])
-        out.append({"at": ins[lp[0]][0], "rcp": bool(rcp), "comp": body / comps, "pair": pair,
+        stg = count(*lp, r"\bSTG\b") - sum(count(*o, r"\bSTG\b") for o in top)
+        out.append({"at": ins[lp[0]][0], "rcp": bool(rcp), "comp": body / comps, "pair": pair, "stores": stg > 0,
                     "unrolled": lds_out // 2 if pair is not None and not rcp else 0,
                     "skip": first_branch - lp[0] + 4})
     return out
@@ -274,9 +275,12 @@ def _phase(sx, kind, idx=-1):
     without (``"plain"``), in address order; fallback constants otherwise."""
     cands = [lp for lp in sx["loops"] if (lp["pair"] is not None) == (kind == "pairs")]
     if kind == "pairs" and any(not lp["rcp"] for lp in cands):
-        # rank sweeps that read p (no swap code): the costliest copy (the
-        # compiler duplicates the loop per flag, e.g. saving D or not)
-        cands = [max((lp for lp in cands if not lp["rcp"]), key=lambda lp: lp["comp"] + 4 * lp["pair"])]
+        # rank sweeps that read p (no swap code); the compiler duplicates the
+        # loop per flag (saving D or not): the copy with a global store (the
+        # training path), the costliest of those
+        rank = [lp for lp in cands if not lp["rcp"]]
+        stores = [lp for lp in rank if lp["stores"]] or rank
+        cands = [max(stores, key=lambda lp: lp["comp"] + 4 * lp["pair"])]
     elif kind == "plain":
         cands = [lp for lp in cands if lp["rcp"]]  # the swap code's loops
     if not cands:
