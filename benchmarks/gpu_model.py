@@ -261,7 +261,8 @@ def block_threads(shared, regs, base=256, big=1024):
     ~2048 threads per SM over the blocks that shared memory allows, within
     the registers."""
     per_sm = max(1, SMEM_SM // (shared + SMEM_RESERVED))
-    return max(base, min(big, 2048 // per_sm, REGS_SM // max(1, regs) // per_sm) // 32 * 32)
+    regs = math.ceil(max(1, regs) / 8) * 8  # allocated 8 registers per thread at a time
+    return max(base, min(big, 2048 // per_sm, REGS_SM // regs // per_sm) // 32 * 32)
 
 
 def occupancy(shared, regs, threads=256):

@@ -128,7 +128,8 @@ def _block(variant, shared_bytes, limit=1024, regs=32):
     if variant != "shared":
         return THREADS
     per_sm = max(1, SM_SHARED // (shared_bytes + 1024))
-    nt = min(BIG_THREADS, int(limit), 2048 // per_sm, 65536 // max(1, regs) // per_sm) // 32 * 32
+    regs = -(-max(1, int(regs)) // 8) * 8  # registers are allocated 8 per thread at a time
+    nt = min(BIG_THREADS, int(limit), 2048 // per_sm, 65536 // regs // per_sm) // 32 * 32
     return max(THREADS, nt)
 
 
