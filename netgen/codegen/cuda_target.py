@@ -258,6 +258,8 @@ def _looks_like_source(v) -> bool:
     return isinstance(v, str) and ("\n" in v or "NETWORK" in v)
 
 
+
+
 _HEADER = '''@@DOC@@
 
 import math
