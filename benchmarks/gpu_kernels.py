@@ -5,13 +5,14 @@ ones, side by side in one run.
     python benchmarks/gpu_kernels.py [--n 10450] [--k 5] [--B 64 500 4096] [--reps 20]
 
 For the (k, n) splitter network (default relaxation, float32), two modules
-are built: the default one (each kernel's wire arrays -- one row of n
-floats, two for the column -- in dynamic shared memory where they fit the
-device) and one emitted with ``shared_limit=0`` (every wire array in a
-global scratch row, the layout of netgen <= 0.1's kernels). For each B:
+are built: the default one (each launch's wire arrays -- k rows of n
+floats for the rows with P, one for values only, two for the column -- in
+dynamic shared memory where they fit the device) and one emitted with
+``shared_limit=0`` (every wire array in a global scratch row). For each B:
 
-* fwd+bwd of the rows (``loss = (P * W).sum()``) and of the column
-  (``loss = (layer.column(x, y) * w).sum()``): CUDA events, median of
+* fwd+bwd of the rows (``loss = (P * W).sum()``), of the column
+  (``loss = (layer.column(x, y) * w).sum()``) and of the values-only path
+  (``loss = (layer.values(x) * w).sum()``): CUDA events, median of
   ``reps`` after a warm-up, and peak GPU memory above the inputs;
 * per kernel: device time from the torch profiler (median over ``reps``
   calls), the bytes the kernel must move at least (its inputs and outputs,
@@ -72,19 +73,19 @@ def _kernel_times(step, reps):
             step()
     per = {}
     for ev in prof.events():
-        for name in ("fwd_vals", "fwd_P", "bwd_P", "bwd_vals", "fwd_col", "bwd_col"):
+        for name in ("fwd", "bwd", "fwd_col", "bwd_col"):
             if f"_{name}_f" in ev.name:
                 per.setdefault(name, []).append(ev.device_time_total / 1000.0)
     return {name: statistics.median(ts) for name, ts in per.items()}
 
 
-def _floor_bytes(name, B, n, k, S, nnz, isz=4):
+def _floor_bytes(name, B, n, k, S, nnz, isz=4, path="rows"):
     """Bytes a kernel reads and writes at least (each array once)."""
+    if path == "values":
+        return isz * B * {"fwd": n + 2 * S + k, "bwd": 2 * S + k + n}[name]
     return isz * B * {
-        "fwd_vals": n + S + k,  # x -> d, values
-        "fwd_P": S + k * n + nnz,  # d -> P, D
-        "bwd_P": k * n + S + 2 * nnz,  # dL/dP, d, D -> C
-        "bwd_vals": S + nnz + k + n,  # d, C, dL/dvalues -> dL/dx
+        "fwd": n + 2 * S + k * n + nnz + k,  # x -> d, p, P, D, values
+        "bwd": k * n + 2 * S + nnz + 2 * S + n,  # dL/dP, d, p, D, dL/dp (written, read) -> dL/dx
         "fwd_col": n + 2 * S + k,  # x -> d, du, column
         "bwd_col": 2 * S + k + n,  # d, du, dL/dcolumn -> dL/dx
     }[name]
@@ -136,7 +137,10 @@ def main(argv=None) -> int:
             def col_step():
                 torch.autograd.grad((layer.column(x, y) * w).sum(), x)
 
-            for path, step in (("rows", rows_step), ("column", col_step)):
+            def values_step():
+                torch.autograd.grad((layer.values(x) * w).sum(), x)
+
+            for path, step in (("rows", rows_step), ("column", col_step), ("values", values_step)):
                 torch.cuda.synchronize()
                 base = torch.cuda.memory_allocated()
                 torch.cuda.reset_peak_memory_stats()
@@ -146,12 +150,13 @@ def main(argv=None) -> int:
                 row = {"B": B, "variant": label, "path": path, "fwd+bwd ms": ms, "peak MB": peak,
                        "floor GB/s": floor / ms / 1e6 if path == "rows" else None, "kernels": {}}
                 for name, t in kt.items():
-                    nb = _floor_bytes(name, B, n, k, S, nnz)
+                    nb = _floor_bytes(name, B, n, k, S, nnz, path=path)
                     row["kernels"][name] = {"ms": t, "MB": nb / 1e6, "GB/s": nb / t / 1e6}
                 rows.append(row)
                 kern = "  ".join(f"{nm} {v['ms']:.3f} ms {v['GB/s']:.0f} GB/s" for nm, v in row["kernels"].items())
                 eff = f"  (issue floor {row['floor GB/s']:.0f} GB/s)" if path == "rows" else ""
-                print(f"B={B:5d} {label:6s} {path:6s} fwd+bwd {ms:8.3f} ms  peak {peak:7.0f} MB{eff}\n    {kern}",
+                print(f"B={B:5d} {label:6s} {path:6s} fwd+bwd {ms:8.3f} ms (measured)  peak {peak:7.0f} MB{eff}\n"
+                      f"    {kern}",
                       flush=True)
     if args.json:
         with open(args.json, "w") as f:

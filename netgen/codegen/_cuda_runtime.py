@@ -1,44 +1,79 @@
 """Runtime half of a generated ``cuda`` module, as a text template: how the
 kernels are launched and how they are exposed to PyTorch.
 
-* **Variants.** A kernel runs in its ``shared`` variant (wire arrays in
-  dynamic shared memory) when they fit the device's opt-in limit (and
-  ``SHARED_LIMIT``), else in its ``global`` variant (a scratch row each).
-* **Launching.** Each kernel is compiled by Numba once per (device, dtype)
-  for fixed argument types; its ``cuda.core`` kernel handle is cached
-  (allowed its dynamic shared memory above 48 KB) and launched with ``cuda.core.launch`` on torch's current stream, the
-  arguments passed as Numba's kernel ABI expects them (an array is
-  ``meminfo, parent, size, itemsize, data, *shape, *strides``), taken
-  straight from the torch tensors: no ``cuda.as_cuda_array``, no Numba
-  dispatcher, no host synchronisation. ``NETGEN_CUDA_LAUNCH=numba`` falls
-  back to Numba's dispatcher (slower, same results). Under the CUDA
-  simulator (``NUMBA_ENABLE_CUDASIM=1``) the same launch function runs the
-  kernels on CPU tensors' memory: netgen's tests drive the whole layer that
-  way, counting launches.
-* **Ops.** Forward and backward of the rows and the column are
-  ``torch.library`` custom ops (namespace ``OPS_NAMESPACE``) with fake
-  implementations and registered autograd, so ``torch.compile(fullgraph=
-  True)`` treats each as one op and ``torch.cuda.graph`` can capture them.
-
-Placeholders: ``@@OPS@@`` (the op namespace).
+* **Variants.** A launch runs a kernel's ``shared`` variant (its wire arrays
+  in dynamic shared memory) when what *that launch* needs -- k n floats for
+  the rows with P, n for values only, 2 n for the column -- fits the
+  device's opt-in limit (and ``SHARED_LIMIT``), else its ``global`` variant
+  (a scratch row per block; the batch then goes in chunks that fit
+  ``NETGEN_CUDA_WORKSPACE_MB``, default 2048).
+* **Launching.** Each kernel is compiled by Numba once per (device, dtype);
+  its ``cuda.core`` handle is cached and launched on torch's current stream
+  with Numba's kernel ABI (an array is ``meminfo, parent, size, itemsize,
+  data, *shape, *strides``) packed from the torch tensors, the packing
+  cached per shape (only data pointers change): no ``cuda.as_cuda_array``,
+  no dispatcher, no host synchronisation. ``NETGEN_CUDA_LAUNCH=numba``
+  selects Numba's dispatcher instead (slower, same results).
+* **Simulator.** Under the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) the
+  fast path unpacks the packed words back into arrays (pointers, shapes,
+  strides), so the packing is tested there; the simulator gets a
+  ``cuda.syncwarp`` (a barrier among a warp's threads).
+The ops, the self-check and the ``Layer`` follow in
+:mod:`netgen.codegen._cuda_layer` (the emitter pastes that template after
+this one). No placeholders.
 """
 
 RUNTIME = '''
 # ---------------------------------------------------------------- launching
+import logging  # noqa: E402
+
 SIMULATED = bool(numba.config.ENABLE_CUDASIM)
 VIA_NUMBA = os.environ.get("NETGEN_CUDA_LAUNCH", "") == "numba"
-_PLANS = {}  # (device, dtype, kernel name) -> (variant, dynamic shared bytes)
+#: bytes of global scratch a launch may use before the batch is chunked
+WORKSPACE = int(os.environ.get("NETGEN_CUDA_WORKSPACE_MB", "2048")) * 2**20
+LOG = logging.getLogger("netgen")
+_PATH = ["fast"]  # the self-check's reference run sets "numba"
 _HANDLES = {}  # (device index, dtype, kernel name, variant) -> cuda.core kernel handle
-_CONFIGS = {}  # (grid, shared bytes) -> cuda.core LaunchConfig
+_CONFIGS = {}  # (grid, threads, shared bytes) -> cuda.core LaunchConfig
 _STREAMS = {}  # torch stream handle -> cuda.core Stream
+_PACKS = {}  # argument shapes -> (packed words, data-pointer slots)
+_VARIANTS = {}  # (kernel, rows of n floats) -> the variant last launched (for tests)
+_MAXTHREADS = {}  # (device index, dtype, kernel, variant) -> the compiled kernel's thread limit
+
+
+if SIMULATED:
+    # The simulator has no cuda.syncwarp: a barrier among the threads of one
+    # warp of one block (the kernels call it from warp 0 only).
+    import threading as _threading
+
+    from numba.cuda.simulator.kernelapi import FakeCUDAModule as _Fake
+
+    _WARP_BARRIERS = {}
+    _WARP_LOCK = _threading.Lock()
+
+    def _sim_syncwarp(self, mask=0xFFFFFFFF):
+        th = _threading.current_thread()
+        nthreads = int(np.prod(th._manager._block_dim))
+        warp = th.thread_id // 32
+        key = (id(th._manager), tuple(th.blockIdx), warp)
+        with _WARP_LOCK:
+            bar = _WARP_BARRIERS.get(key)
+            if bar is None:
+                bar = _WARP_BARRIERS[key] = _threading.Barrier(min(32, nthreads - 32 * warp))
+        bar.wait()
+
+    if not hasattr(_Fake, "syncwarp"):
+        _Fake.syncwarp = _sim_syncwarp
 
 
 def _numba_types(dtype):
     from numba import types
 
     ft = types.float64 if dtype == np.float64 else types.float32
+    wt = types.uint16 if WIRE_DTYPE == np.uint16 else types.uint32
     kinds = {
-        "f2": types.Array(ft, 2, "C"), "i1": types.Array(types.int64, 1, "C"),
+        "f1": types.Array(ft, 1, "C"), "f2": types.Array(ft, 2, "C"), "w1": types.Array(wt, 1, "C"),
+        "u1": types.Array(types.uint32, 1, "C"), "i1": types.Array(types.int64, 1, "C"),
         "b1": types.Array(types.int32, 1, "C"), "bool": types.boolean,
     }
     return {name: tuple(kinds[a] for a in args) for name, args in KERNEL_ARGS.items()}
@@ -57,35 +92,45 @@ def _shared_limit(device):
     return min(SHARED_LIMIT, getattr(props, "shared_memory_per_block_optin", 48 * 1024))
 
 
-def _plan(device, dtype, name):
-    """The variant of a kernel to run on ``device``: its wire arrays in
-    dynamic shared memory where they fit, else in a global scratch row."""
-    key = (device, dtype, name)
-    plan = _PLANS.get(key)
-    if plan is None:
-        nbytes = WIRE_ARRAYS[name] * _N * dtype.itemsize
-        if (dtype, name, "shared") in KERNELS and nbytes <= _shared_limit(device):
-            plan = ("shared", nbytes)
-        else:
-            plan = ("global", 0)
-        _PLANS[key] = plan
-    return plan
+def _variant(device, dt, name, rows):
+    """"shared" where ``rows`` rows of n floats fit the device, else "global"."""
+    if (dt, name, "shared") in KERNELS and rows * _N * dt.itemsize <= _shared_limit(device):
+        return "shared"
+    return "global"
 
 
-def _handle(device_index, dtype, name, variant, shared_bytes):
+def _handle(device_index, dtype, name, variant):
     """The compiled kernel's cuda.core handle (compiled once per device),
-    allowed ``shared_bytes`` of dynamic shared memory."""
+    allowed the device's dynamic shared memory."""
     key = (device_index, dtype, name, variant)
     h = _HANDLES.get(key)
     if h is None:
         cufunc = KERNELS[(dtype, name, variant)].compile(_numba_types(dtype)[name])._codelibrary.get_cufunc()
-        if shared_bytes > 48 * 1024:  # above 48 KB a kernel must opt in
+        limit = _shared_limit(device_index)
+        if variant == "shared" and limit > 48 * 1024:  # above 48 KB a kernel must opt in
             from numba.cuda.cudadrv.driver import binding, driver
 
             attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-            driver.cuKernelSetAttribute(attr, shared_bytes, cufunc.handle, cufunc.device.id)
+            driver.cuKernelSetAttribute(attr, limit, cufunc.handle, cufunc.device.id)
         h = _HANDLES[key] = cufunc.kernel
+        attrs = getattr(cufunc, "attrs", None)
+        _MAXTHREADS[key] = (int(getattr(attrs, "maxthreads", 1024) or 1024), int(getattr(attrs, "regs", 32) or 32))
     return h
+
+
+def _block(variant, shared_bytes, limit=1024, regs=32):
+    """Threads per block: where shared memory limits an SM to few blocks
+    (the rows with P: one; the column: two), blocks get more threads so an
+    SM keeps ~2048 threads' worth of warps to hide latencies: 2048 / blocks
+    per SM, at most BIG_THREADS and the compiled kernel's limit, at least
+    THREADS, and no more than the SM's 65,536 registers allow for that many
+    blocks (``regs`` per thread)."""
+    if variant != "shared":
+        return THREADS
+    per_sm = max(1, SM_SHARED // (shared_bytes + 1024))
+    regs = -(-max(1, int(regs)) // 8) * 8  # registers are allocated 8 per thread at a time
+    nt = min(BIG_THREADS, int(limit), 2048 // per_sm, 65536 // regs // per_sm) // 32 * 32
+    return max(THREADS, nt)
 
 
 def _abi(args):
@@ -106,42 +151,110 @@ def _abi(args):
     return out
 
 
-def _launch(name, like, blocks, args):
+def _pack(args):
+    """``_abi(args)``, cached per argument shapes: a later call with the
+    same shapes only refreshes the data pointers."""
+    key = tuple((tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else (type(a), a) for a in args)
+    hit = _PACKS.get(key)
+    if hit is None:
+        words = _abi(args)
+        slots, pos = [], 0
+        for j, a in enumerate(args):
+            if isinstance(a, torch.Tensor):
+                slots.append((pos + 4, j))
+                pos += 5 + 2 * a.dim()
+            else:
+                pos += 1
+        hit = _PACKS[key] = (words, slots)
+        return list(words)
+    words = list(hit[0])
+    for pos, j in hit[1]:
+        words[pos] = args[j].data_ptr()
+    return words
+
+
+def _sim_unpack(name, dt, words):
+    """Simulator only: the arrays a GPU kernel would see from the packed
+    words (so the packing is checked without a GPU)."""
+    import ctypes
+
+    npdt = {"w1": WIRE_DTYPE, "u1": np.dtype(np.uint32), "i1": np.dtype(np.int64), "b1": np.dtype(np.int32)}
+    out, pos = [], 0
+    for kind in KERNEL_ARGS[name]:
+        if kind == "bool":
+            out.append(bool(words[pos]))
+            pos += 1
+            continue
+        ndim = int(kind[1])
+        size, isz, ptr = words[pos + 2], words[pos + 3], words[pos + 4]
+        shape = tuple(int(v) for v in words[pos + 5:pos + 5 + ndim])
+        strides = tuple(int(v) for v in words[pos + 5 + ndim:pos + 5 + 2 * ndim])
+        pos += 5 + 2 * ndim
+        adt = dt if kind[0] == "f" else npdt[kind]
+        if isz != adt.itemsize:
+            raise ValueError(f"{name}: packed itemsize {isz} for a {adt} array")
+        if min(shape, default=1) == 0:
+            out.append(np.empty(shape, adt))
+            continue
+        extent = isz + sum((sh - 1) * st for sh, st in zip(shape, strides))
+        if min(strides, default=0) < 0 or extent > size * isz:
+            raise ValueError(f"{name}: packed array (shape {shape}, strides {strides}) exceeds its {size} elements")
+        buf = (ctypes.c_char * extent).from_address(ptr)
+        out.append(np.ndarray(shape, adt, buffer=buf, strides=strides))
+    if pos != len(words):
+        raise ValueError(f"{name}: {len(words)} packed words, the kernel takes {pos}")
+    return out
+
+
+def _launch(name, like, blocks, args, rows):
     """Run kernel ``name`` on ``blocks`` blocks of ``THREADS`` threads, on
-    torch's current stream, in the variant and dtype that suit ``like`` (a
-    tensor on the device, in the compute dtype). Tensors must be contiguous;
-    the last argument of a kernel with wire arrays is filled in here (a
-    global scratch, or a placeholder when they live in shared memory)."""
+    torch's current stream, in the dtype of ``like`` (a tensor on the
+    device), with ``rows`` rows of n floats of wire arrays per block (in
+    shared memory where they fit, else a global scratch this function
+    allocates). Tensors must be contiguous."""
     if blocks == 0:
         return
     dev, dt = like.device, _np_dtype(like)
-    variant, shared_bytes = _plan(dev, dt, name)
-    if name != "fwd_P":
-        rows = blocks * WIRE_ARRAYS[name] if variant == "global" else 1
-        args = (*args, like.new_empty((rows, _N if variant == "global" else 1)))
+    variant = _variant(dev, dt, name, rows)
+    _VARIANTS[(name, rows)] = variant
+    shared_bytes = rows * _N * dt.itemsize if variant == "shared" else 0
+    scratch = like.new_empty((blocks, rows * _N) if variant == "global" else (1, 1))
+    args = (*args, scratch)
     kern = KERNELS[(dt, name, variant)]
+    via_numba = VIA_NUMBA or _PATH[0] == "numba"
     if SIMULATED:
-        kern[blocks, THREADS, 0, shared_bytes](*(a.numpy() if isinstance(a, torch.Tensor) else a for a in args))
+        nt = _block(variant, shared_bytes)
+        if via_numba:
+            kern[blocks, nt, 0, shared_bytes](*(a.numpy() if isinstance(a, torch.Tensor) else a for a in args))
+        else:
+            kern[blocks, nt, 0, shared_bytes](*_sim_unpack(name, dt, _pack(args)))
         return
     stream = torch.cuda.current_stream(dev)
-    handle = _handle(stream.device_index, dt, name, variant, shared_bytes)
-    if VIA_NUMBA:
-        kern[blocks, THREADS, cuda.external_stream(stream.cuda_stream), shared_bytes](
+    handle = _handle(stream.device_index, dt, name, variant)
+    nt = _block(variant, shared_bytes, *_MAXTHREADS[(stream.device_index, dt, name, variant)])
+    if via_numba:
+        kern[blocks, nt, cuda.external_stream(stream.cuda_stream), shared_bytes](
             *(cuda.as_cuda_array(a) if isinstance(a, torch.Tensor) else a for a in args))
         return
     from cuda.core import LaunchConfig, Stream, launch
 
-    config = _CONFIGS.get((blocks, shared_bytes))
+    config = _CONFIGS.get((blocks, nt, shared_bytes))
     if config is None:
-        config = _CONFIGS[(blocks, shared_bytes)] = LaunchConfig(grid=blocks, block=THREADS, shmem_size=shared_bytes)
+        config = _CONFIGS[(blocks, nt, shared_bytes)] = LaunchConfig(grid=blocks, block=nt, shmem_size=shared_bytes)
     core_stream = _STREAMS.get(stream.cuda_stream)
     if core_stream is None:
         core_stream = _STREAMS[stream.cuda_stream] = Stream.from_handle(stream.cuda_stream)
-    launch(core_stream, config, handle, *_abi(args))
+    launch(core_stream, config, handle, *_pack(args))
+
+
+def _chunks(B, per_row):
+    """Row ranges of the batch whose global scratch fits WORKSPACE."""
+    step = B if per_row <= 0 else max(1, min(B, WORKSPACE // per_row))
+    return [(i, min(B, i + step)) for i in range(0, B, max(step, 1))]
 
 
 # ---------------------------------------------------------------- device state
-_TABLES = {}  # device -> tables as int64 tensors on it (uploaded once)
+_TABLES = {}  # device -> tables as tensors on it (uploaded once)
 _CHECKED = []
 
 
@@ -171,202 +284,4 @@ def _tables(device):
 
 def _np_dtype(t):
     return np.dtype(np.float64) if t.dtype == torch.float64 else np.dtype(np.float32)
-
-
-# ---------------------------------------------------------------- ops
-OPS_NAMESPACE = "@@OPS@@"
-
-
-def _rows_forward(x: torch.Tensor, save: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
-                                                         torch.Tensor]:
-    """values (B, k), P (B, k, n) and what backward needs: ds (B, size), the
-    comparators' differences (p and dp/dd are recomputed from them), D (B,
-    nnz; 1 x 1 when not save), the back-sweep's row differences, and bad
-    (B,) int32."""
-    B = x.shape[0]
-    t = _tables(x.device)
-    values, P, ds = x.new_empty((B, _K)), x.new_empty((B, _K, _N)), x.new_empty((B, _SIZE))
-    D = x.new_empty((B, max(_NNZ, 1)) if save else (1, 1))
-    bad = torch.empty((B,), dtype=torch.int32, device=x.device)
-    _launch("fwd_vals", x, B, (x, t["ca"], t["cb"], t["offs"], t["outs"], values, ds, bad))
-    _launch("fwd_P", x, B * _K, (t["ca"], t["cb"], t["offs"], t["clo"], t["chi"], t["doff"], t["outs"], ds, bad,
-                                 P.view(B * _K, _N), D, save))
-    return values, P, ds, D, bad
-
-
-def _rows_backward(gv: torch.Tensor | None, gP: torch.Tensor | None, ds: torch.Tensor, D: torch.Tensor,
-                   bad: torch.Tensor) -> torch.Tensor:
-    """dL/dx (B, n) from dL/dvalues and dL/dP (either may be None)."""
-    B = ds.shape[0]
-    t = _tables(ds.device)
-    gx = ds.new_empty((B, _N))
-    has_gv, has_gP = gv is not None, gP is not None
-    gv = gv.to(ds.dtype).contiguous() if has_gv else ds.new_empty((1, 1))
-    if has_gP:
-        # each (comparator, rank)'s share of dL/dp, laid out as D
-        C = torch.empty_like(D)
-        _launch("bwd_P", ds, B * _K, (t["ca"], t["cb"], t["offs"], t["clo"], t["chi"], t["doff"], ds, D,
-                                      gP.to(ds.dtype).reshape(B * _K, _N).contiguous(), C))
-    else:
-        C = ds.new_empty((1, 1))
-    _launch("bwd_vals", ds, B, (t["ca"], t["cb"], t["offs"], t["doff"], t["outs"], gv, has_gv, ds, C, has_gP, bad, gx))
-    return gx
-
-
-def _column_forward(x: torch.Tensor, y: torch.Tensor, save: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
-                                                                           torch.Tensor]:
-    """P[:, y] (B, k) and what backward needs: ds and dus (B, size; 1 x 1
-    when not save), the differences of the values and of the pushed unit
-    vector at each comparator, and bad (B,) int32."""
-    B = x.shape[0]
-    t = _tables(x.device)
-    col = x.new_empty((B, _K))
-    ds, dus = x.new_empty((B, _SIZE) if save else (1, 1)), x.new_empty((B, _SIZE) if save else (1, 1))
-    bad = torch.empty((B,), dtype=torch.int32, device=x.device)
-    _launch("fwd_col", x, B, (x, y, t["ca"], t["cb"], t["offs"], t["outs"], col, ds, dus, bad, save))
-    return col, ds, dus, bad
-
-
-def _column_backward(gcol: torch.Tensor, ds: torch.Tensor, dus: torch.Tensor, bad: torch.Tensor) -> torch.Tensor:
-    B = ds.shape[0]
-    t = _tables(ds.device)
-    gx = ds.new_empty((B, _N))
-    _launch("bwd_col", ds, B, (t["ca"], t["cb"], t["offs"], t["outs"], gcol.to(ds.dtype).contiguous(), ds, dus, bad,
-                               gx))
-    return gx
-
-
-def _rows_fake(x, save):
-    B = x.shape[0]
-    return (x.new_empty((B, _K)), x.new_empty((B, _K, _N)), x.new_empty((B, _SIZE)),
-            x.new_empty((B, max(_NNZ, 1)) if save else (1, 1)), x.new_empty((B,), dtype=torch.int32))
-
-
-def _rows_backward_fake(gv, gP, ds, D, bad):
-    return ds.new_empty((ds.shape[0], _N))
-
-
-def _column_fake(x, y, save):
-    B = x.shape[0]
-    S = (B, _SIZE) if save else (1, 1)
-    return x.new_empty((B, _K)), x.new_empty(S), x.new_empty(S), x.new_empty((B,), dtype=torch.int32)
-
-
-def _column_backward_fake(gcol, ds, dus, bad):
-    return ds.new_empty((ds.shape[0], _N))
-
-
-def _rows_setup(ctx, inputs, output):
-    ctx.set_materialize_grads(False)
-    ctx.save_for_backward(*output[2:])
-
-
-def _rows_grad(ctx, gv, gP, *unused):
-    return _op("rows_backward")(gv, gP, *ctx.saved_tensors), None
-
-
-def _column_setup(ctx, inputs, output):
-    ctx.save_for_backward(*output[1:])
-
-
-def _column_grad(ctx, gcol, *unused):
-    return _op("column_backward")(gcol, *ctx.saved_tensors), None, None
-
-
-def _op(name):
-    return getattr(getattr(torch.ops, OPS_NAMESPACE), name)
-
-
-def _register():
-    """Define the four ops once per process (a second import of the same
-    module, e.g. from another path, reuses them: same network, same code)."""
-    try:
-        _op("rows_forward")
-        return
-    except (AttributeError, RuntimeError):
-        pass
-    ops = {}
-    for name, fn, fake in (
-        ("rows_forward", _rows_forward, _rows_fake),
-        ("rows_backward", _rows_backward, _rows_backward_fake),
-        ("column_forward", _column_forward, _column_fake),
-        ("column_backward", _column_backward, _column_backward_fake),
-    ):
-        ops[name] = torch.library.custom_op(f"{OPS_NAMESPACE}::{name}", fn, mutates_args=())
-        ops[name].register_fake(fake)
-    ops["rows_forward"].register_autograd(_rows_grad, setup_context=_rows_setup)
-    ops["column_forward"].register_autograd(_column_grad, setup_context=_column_setup)
-
-
-_register()
-
-
-# ---------------------------------------------------------------- the layer
-def _prepare(x):
-    if not isinstance(x, torch.Tensor):
-        raise ValueError(f"expected a torch.Tensor, got {type(x).__name__}")
-    if x.shape[-1:] != (_N,):
-        raise ValueError(f"input must have shape (..., {_N}), got {tuple(x.shape)}")
-    _require_cuda(x)
-    if not x.dtype.is_floating_point:
-        raise ValueError(f"input must be floating point, got {x.dtype}")
-    cdt = x.dtype if x.dtype in (torch.float32, torch.float64) else torch.float32
-    return x.reshape(-1, _N).to(cdt).contiguous(), x.shape[:-1], x.dtype
-
-
-class Layer(torch.nn.Module):
-    """Relaxed top-k / sorting layer for the network in ``NETWORK`` (CUDA).
-
-    A row of x with a NaN or inf entry gives NaN values, P and column in
-    that row (and a NaN gradient), as does a y outside 0..n-1 for the
-    column: checked on the GPU, without synchronising the host."""
-
-    n = _N
-    k = _K
-
-    def forward(self, x):
-        x2, lead, dt = _prepare(x)
-        save = torch.is_grad_enabled() and x2.requires_grad
-        out = _op("rows_forward")(x2, save)
-        return out[0].reshape(*lead, _K).to(dt), out[1].reshape(*lead, _K, _N).to(dt)
-
-    def column(self, x, y):
-        x2, lead, dt = _prepare(x)
-        if not isinstance(y, torch.Tensor):
-            y = torch.as_tensor(y, device=x.device)
-        if y.dtype.is_floating_point or y.dtype == torch.bool or y.is_complex():
-            raise ValueError(f"y must be an integer tensor, got {y.dtype}")
-        if y.device != x.device:
-            raise ValueError(f"y must be on the device of x ({x.device}), got {y.device}")
-        if tuple(y.shape) != tuple(lead):
-            raise ValueError(f"y must have shape {tuple(lead)}, got {tuple(y.shape)}")
-        save = torch.is_grad_enabled() and x2.requires_grad
-        out = _op("column_forward")(x2, y.reshape(-1).to(torch.int64).contiguous(), save)
-        return out[0].reshape(*lead, _K).to(dt)
-
-    def hard(self, x):
-        """The exact network: ``(values, indices)`` of shapes (..., k) (torch
-        ops; runs on any device)."""
-        if not isinstance(x, torch.Tensor) or x.dim() < 1 or x.shape[-1] != _N:
-            raise ValueError(f"input must be a tensor of shape (..., {_N})")
-        if x.dtype.is_floating_point and bool(torch.isnan(x).any()):
-            raise ValueError("input contains NaN values; the exact network needs ordered inputs")
-        lead = x.shape[:-1]
-        v = x.detach().reshape(-1, _N).clone()
-        idx = torch.arange(_N, device=v.device).expand(v.shape[0], _N).clone()
-        for l in range(len(_OFFSETS) - 1):
-            a = torch.from_numpy(TABLES["ca"][_OFFSETS[l]:_OFFSETS[l + 1]]).to(v.device)
-            c = torch.from_numpy(TABLES["cb"][_OFFSETS[l]:_OFFSETS[l + 1]]).to(v.device)
-            va, vc = v[:, a], v[:, c]
-            ia, ic = idx[:, a], idx[:, c]
-            swap = vc > va
-            v[:, a] = torch.where(swap, vc, va)
-            v[:, c] = torch.where(swap, va, vc)
-            idx[:, a] = torch.where(swap, ic, ia)
-            idx[:, c] = torch.where(swap, ia, ic)
-        o = torch.from_numpy(_OUTPUTS).to(v.device)
-        return v[:, o].reshape(*lead, _K), idx[:, o].reshape(*lead, _K)
-
-    def extra_repr(self):
-        return f"n={_N}, k={_K}, target=cuda, {RELAXATION['distribution']}"
 '''

@@ -1,24 +1,39 @@
 """``--target cuda``: emit a module of Numba CUDA kernels.
 
-Same semantics, pieces and module contract as the numba CPU target
+Same semantics and module contract as the numba CPU target
 (:mod:`netgen.codegen.numba_target`), laid out for a GPU. The generated
-module is assembled from three parts, one file each:
+module is assembled from four parts, one file each:
 
 * :mod:`netgen.codegen._cuda_kernels`: the kernel sources (one thread block
-  per batch row; the row's wires in shared memory when they fit the 48 KB
-  static limit, else a global scratch row; bad rows flagged on the GPU);
+  per batch row; all k ranks of the row's P back-sweep in that block; the
+  block's wire arrays -- k n floats for the rows with P, n for values only,
+  2 n for the column -- in dynamic shared memory up to the device's opt-in
+  limit, 227 KB on Hopper, else in a global scratch row; bad rows flagged on
+  the GPU);
 * :mod:`netgen.codegen._cuda_runtime`: the launcher (cached ``cuda.core``
-  kernel handles, Numba's kernel ABI filled from torch tensors, torch's
-  current stream) and the ``torch.library`` custom ops and ``Layer``;
-* this file: the header (network, relaxation, tables, the numpy-2.5 shim)
-  and :func:`emit`, plus :func:`compile_check`, which compiles every kernel
-  to PTX for a given compute capability and assembles it to a cubin in a
-  separate process (no GPU needed).
+  kernel handles, Numba's kernel ABI packed from torch tensors and cached
+  per shape, torch's current stream);
+* :mod:`netgen.codegen._cuda_layer`: the ``torch.library`` custom ops, a
+  once-per-process self-check of the launch packing against Numba's
+  dispatcher, and ``Layer``;
+* this file: the header (network, relaxation, compact tables, the
+  numpy-2.5 shim) and :func:`emit`, plus :func:`compile_check`, which
+  compiles every kernel to PTX for a given compute capability and assembles
+  it to a cubin in a separate process (no GPU needed).
+
+What the rows path keeps for its backward: the comparators' differences d
+(B x size) and, where the plan's nnz is at most ``SAVE_D_RATIO`` k n (top-k
+networks: 2.6 k n at (5, 10450)), the back-sweep's row differences D (B x
+nnz); otherwise (sorting) nothing more: the backward recomputes the
+back-sweep into a scratch D, the batch processed in chunks that fit a
+working budget. p, dp/dd and dp/ds are always recomputed from d.
 
 The module imports without a GPU; using the Layer there raises a
 RuntimeError saying a CUDA device is needed. No eager signatures
 (``@cuda.jit`` with a signature needs a driver) and no device helper
-functions (the distribution is pasted into each kernel).
+functions (the distribution is pasted into each kernel). Every value from
+the network or the user reaches the module as a literal (``repr``/JSON),
+the docstring included; placeholders are filled in one pass.
 """
 
 from __future__ import annotations
@@ -34,12 +49,14 @@ from pathlib import Path
 from typing import Any
 
 from ..network import Network
-from ._cuda_kernels import KERNEL_ARGS, KERNELS, STORE_R, WIRE_ARRAYS, alloc, split_kernels
+from ._cuda_kernels import KERNEL_ARGS, MIN_ROWS, kernel_sources
+from ._cuda_layer import LAYER
 from ._cuda_runtime import RUNTIME
 from ._numba_common import (
     FLOAT_TYPES,
     lit,
     network_literal,
+    plan,
     plan_source,
     relaxation_literal,
     relaxation_of,
@@ -52,82 +69,109 @@ TARGET = "cuda"
 #: opt-in limit (the launcher also caps it by the device's own limit)
 SHARED_LIMIT = 227 * 1024
 THREADS = 256
+#: threads per block where a block's shared memory leaves one block per SM
+#: (the rows with P at k n floats): 32 warps hide the latencies of one row
+BIG_THREADS = 1024
+#: keep D (B x nnz) from the forward where nnz <= SAVE_D_RATIO * k * n;
+#: above it the backward recomputes the back-sweep (docs/cuda-kernels.md)
+SAVE_D_RATIO = 4
 
 
-def emit(net: Network, r: Any = None, *, shared_limit: int = SHARED_LIMIT, threads: int = THREADS) -> str:
+def emit(net: Network, r: Any = None, *, shared_limit: int = SHARED_LIMIT, threads: int = THREADS,
+         save_d_ratio: float = SAVE_D_RATIO, big_threads: int = BIG_THREADS) -> str:
     """Full source of the generated CUDA module; deterministic.
     ``shared_limit``: the most dynamic shared memory (bytes) a block may ask
-    for; a kernel whose wire arrays fit gets a shared-memory variant besides
-    its global-scratch one (the launcher also respects the device's limit).
-    ``threads`` is the block size."""
+    for; a kernel whose smallest wire-array use (n floats, 2 n for the
+    column) fits gets a shared-memory variant besides its global-scratch
+    one (the launcher picks per launch from what that launch needs and the
+    device's limit). ``threads``: the block size, a multiple of 32 from 32
+    to 1024 (tests use 32 or 64 so that layers are wider than the block).
+    ``big_threads``: the largest block size of launches whose shared memory
+    leaves few blocks per SM (default 1024: the rows with P run one block of
+    1024 threads per SM). ``save_d_ratio``: keep D from the forward where nnz <= this * k * n,
+    else recompute the back-sweep in the backward (0: always recompute)."""
     if not isinstance(net, Network):
         raise ValueError(f"expected a Network, got {type(net).__name__}")
+    threads, big_threads = int(threads), int(big_threads)
+    for name, v in (("threads", threads), ("big_threads", big_threads)):
+        if v % 32 or not 32 <= v <= 1024:
+            raise ValueError(f"{name} must be a multiple of 32 from 32 to 1024, got {v}")
+    shared_limit = int(shared_limit)
+    if shared_limit < 0:
+        raise ValueError(f"shared_limit must be >= 0, got {shared_limit}")
     r = relaxation_of(net, r)
+    _, _, doff = plan(net.n, net.comparators, net.layer_offsets, list(net.outputs))
+    if int(doff[-1]) >= 2**32 or net.size >= 2**32:
+        raise ValueError(f"network too large for the cuda target: {int(doff[-1])} (comparator, rank) pairs "
+                         "(32-bit offsets)")
     kernels, table = [], []
     for ft in FLOAT_TYPES:
         size = 4 if ft == "float32" else 8
-        for src in split_kernels(KERNELS):
-            name = src.split("def _", 1)[1].split("@@SFX@@", 1)[0]
-            fits = WIRE_ARRAYS[name] * net.n * size <= shared_limit
-            for variant in ("global", "shared") if fits else ("global",):
+        swap = swap_code(r, 0, ft, steepness="s")
+        for variant in ("global", "shared"):
+            srcs = kernel_sources(ft, variant, swap, lit)
+            for name, src in srcs.items():
+                if variant == "shared" and MIN_ROWS[name] * net.n * size > shared_limit:
+                    continue
+                kernels.append(src)
                 sfx = f"_f{size * 8}_{variant[0]}"
-                src_v = re.sub(r"@@ALLOC ([\w ]+) FROM (\w+)@@",
-                               lambda m: alloc(m.group(1).split(), m.group(2), variant == "shared", ft), src)
-                kernels.append(_fill(src_v, {
-                    "@@STORE_R@@": STORE_R[variant == "shared"],
-                    "@@SFX@@": sfx,
-                    "@@ONE@@": lit(1.0, ft),
-                    "@@ZERO@@": lit(0.0, ft),
-                    "@@NAN@@": "np.float32(math.nan)" if ft == "float32" else "math.nan",
-                    "@@SWAP12@@": swap_code(r, 12, ft),
-                    "@@SWAP16@@": swap_code(r, 16, ft),
-                }).rstrip() + "\n")
                 table.append(f"    (np.dtype(np.{ft}), {name!r}, {variant!r}): _{name}{sfx},")
-    body = _fill(RUNTIME, {"@@OPS@@": _ops_namespace(net, r)})
-    return _fill(_HEADER, {
-        "@@DOC@@": _doc(net, r),
-        "@@NETWORK@@": network_literal(net),
-        "@@RELAXATION@@": relaxation_literal(r),
-        "@@PLAN@@": plan_source().rstrip(),
-        "@@THREADS@@": str(int(threads)),
-        "@@SHARED_LIMIT@@": str(int(shared_limit)),
-        "@@WIRE_ARRAYS@@": f"WIRE_ARRAYS = {WIRE_ARRAYS!r}",
-        "@@KERNEL_ARGS@@": "KERNEL_ARGS = {\n" + "".join(f"    {k!r}: {v!r},\n" for k, v in KERNEL_ARGS.items()) + "}",
-        "@@KERNELS@@": "\n\n".join(kernels).rstrip(),
-        "@@KERNEL_TABLE@@": "KERNELS = {\n" + "\n".join(table) + "\n}",
-    }) + body
+    subs = {
+        "DOC": repr(_doc(net, r)),
+        "NETWORK": network_literal(net),
+        "RELAXATION": relaxation_literal(r),
+        "PLAN": plan_source().rstrip(),
+        "THREADS": repr(threads),
+        "BIG_THREADS": repr(big_threads),
+        "SHARED_LIMIT": repr(shared_limit),
+        "SAVE_D_RATIO": repr(float(save_d_ratio)),
+        "KERNEL_ARGS": "KERNEL_ARGS = {\n" + "".join(f"    {k!r}: {v!r},\n" for k, v in KERNEL_ARGS.items()) + "}",
+        "KERNELS": "\n\n".join(kernels).rstrip(),
+        "KERNEL_TABLE": "KERNELS = {\n" + "\n".join(table) + "\n}",
+        "OPS": repr(_ops_namespace(net, r)),
+    }
+    return _fill(_HEADER + RUNTIME + LAYER, subs)
+
+
+_PLACEHOLDER = re.compile(r"@@([A-Z_]+)@@")
 
 
 def _fill(template: str, subs: dict) -> str:
-    for key, val in subs.items():
-        template = template.replace(key, val)
-    return template
+    """Replace every ``@@NAME@@`` of the (trusted) template in one pass:
+    substituted text is never searched for placeholders again."""
+    missing = set(_PLACEHOLDER.findall(template)) - set(subs)
+    if missing:
+        raise AssertionError(f"unfilled placeholders {sorted(missing)}")  # pragma: no cover - template bug
+    return _PLACEHOLDER.sub(lambda m: subs[m.group(1)], template)
 
 
 def _ops_namespace(net: Network, r) -> str:
     """``netgen_cuda_<hash>``: the torch.library namespace of the module's
     ops, one per (network, relaxation, kernel code)."""
     h = hashlib.sha256()
-    for part in (network_literal(net), relaxation_literal(r), KERNELS, RUNTIME):
+    for part in (network_literal(net), relaxation_literal(r), repr(KERNEL_ARGS), RUNTIME, LAYER,
+                 "".join(kernel_sources("float32", "shared", swap_code(r, 0, "float32", steepness="s"), lit).values())):
         h.update(part.encode())
     return f"netgen_cuda_{h.hexdigest()[:12]}"
 
 
 def _doc(net: Network, r) -> str:
-    from .literals import docstring  # network text reaches the module only as a literal
-
+    """The module docstring's text (the caller renders it with ``repr``)."""
     kind = net.construction.get("kind", "custom")
-    return docstring(
+    return (
         f"netgen generated module (target cuda): {kind} network, n={net.n}, k={net.k}, "
         f"depth={net.depth}, size={net.size};\n"
-        f"relaxation {r.distribution}, steepness={r.steepness!r}, art_lambda={r.art_lambda!r}, "
+        f"relaxation {r.distribution}, steepness={r.steepness!r} (default; Layer(steepness=...) and "
+        f"layer.steepness override it at run time), art_lambda={r.art_lambda!r}, "
         f"art_epsilon={r.art_epsilon!r}.\n\n"
         "Generated code: do not edit. Rebuild with `netgen build ... --target cuda`.\n"
         "Numba CUDA kernels, one block per batch row, launched on torch's current stream through\n"
         "torch.library custom ops (torch.compile and CUDA graphs see single ops). Importing needs\n"
-        "no GPU; using Layer does. Rows of x with NaN/inf (or y out of range) give NaN in that row.\n"
-        "Layer().forward(x) -> (values (..., k), P (..., k, n)); Layer().column(x, y) -> P[..., :, y];\n"
-        "Layer().hard(x) -> exact (values, indices)."
+        "no GPU; using Layer does. Rows of x with NaN/inf, or whose steepness * (max - min) overflows\n"
+        "(or y out of range) give NaN in that row.\n"
+        "Layer().forward(x) -> (values (..., k), P (..., k, n)); Layer().values(x) -> values only;\n"
+        "Layer().column(x, y) -> P[..., :, y]; Layer().hard(x) -> exact (values, indices).\n"
+        "Once differentiable: second-order gradients and torch.func transforms are refused."
     )
 
 
@@ -240,24 +284,31 @@ TARGET = "cuda"
 
 
 @@PLAN@@
+#: wires (and rank bounds) as uint16 where n < 65,536, else uint32; offsets
+#: uint32: unsigned indices, so the kernels do no negative-index wraparound
+WIRE_DTYPE = np.dtype(np.uint16) if _N < 65536 else np.dtype(np.uint32)
 #: host copies of the tables the kernels read (uploaded once per device)
 TABLES = {
-    "ca": np.ascontiguousarray(_COMPS[:, 0]),
-    "cb": np.ascontiguousarray(_COMPS[:, 1]),
-    "offs": _OFFSETS,
-    "outs": _OUTPUTS,
-    "clo": _CLO,
-    "chi": _CHI,
-    "doff": _DOFF,
+    "wa": np.ascontiguousarray(_COMPS[:, 0]).astype(WIRE_DTYPE),
+    "wb": np.ascontiguousarray(_COMPS[:, 1]).astype(WIRE_DTYPE),
+    "offs": _OFFSETS.astype(np.uint32),
+    "outs": _OUTPUTS.astype(WIRE_DTYPE),
+    "clo": _CLO.astype(WIRE_DTYPE),
+    "chi": _CHI.astype(WIRE_DTYPE),
+    "doff": _DOFF.astype(np.uint32),
 }
 THREADS = @@THREADS@@
+#: the most threads per block of a launch whose shared memory leaves few
+#: blocks per SM (SM_SHARED bytes per SM; see _block), capped by the kernel's limit
+BIG_THREADS = @@BIG_THREADS@@
+SM_SHARED = 228 * 1024
 #: dynamic shared memory a block may ask for (bytes; also capped by the device)
 SHARED_LIMIT = @@SHARED_LIMIT@@
-#: wire arrays of n floats each kernel keeps per block (in shared memory or
-#: in a global scratch row)
-@@WIRE_ARRAYS@@
-#: argument kinds of each kernel: f2 float matrix, i1 int64 vector, b1 int32
-#: vector, bool a flag (see _numba_types)
+#: the forward keeps D (B x nnz) for the backward where nnz <= SAVE_D_RATIO k n;
+#: otherwise the backward recomputes the back-sweep (chunks of the batch)
+SAVE_D = _NNZ <= @@SAVE_D_RATIO@@ * _K * _N
+#: argument kinds of each kernel: f1/f2 float arrays, w1 wire vector
+#: (WIRE_DTYPE), u1 uint32, i1 int64, b1 int32 vectors, bool a flag
 @@KERNEL_ARGS@@
 
 
@@ -265,6 +316,7 @@ SHARED_LIMIT = @@SHARED_LIMIT@@
 
 
 #: (dtype, kernel, variant) -> kernel; variant "shared" (wire arrays in
-#: dynamic shared memory) exists where they fit SHARED_LIMIT, "global" always
+#: dynamic shared memory) exists where n floats (2 n for the column) fit
+#: SHARED_LIMIT, "global" always
 @@KERNEL_TABLE@@
 '''

@@ -22,9 +22,10 @@ from netgen.codegen.cuda_target import compile_check
 from netgen.construct import build
 from netgen.relax.distributions import default_relaxation
 
-KERNELS = {"_fwd_vals", "_fwd_P", "_bwd_P", "_bwd_vals", "_fwd_col", "_bwd_col"}
-# at n = 10450 every kernel's wire arrays (one or two rows of n floats, at most
-# 167 KB in float64) fit Hopper's 227 KB of dynamic shared memory: both variants
+KERNELS = {"_fwd", "_bwd", "_fwd_col", "_bwd_col"}
+# at n = 10450 every kernel's smallest wire-array use (one or two rows of n
+# floats, at most 167 KB in float64) fits Hopper's 227 KB of dynamic shared
+# memory: both variants
 VARIANTS = ("_s", "_g")
 
 
@@ -59,12 +60,13 @@ def check_launch_abi(mod, kernels):
     """The launcher's parameter list (``mod._abi`` of example arguments of
     each kernel's kinds) has the widths of the PTX entry's parameters."""
     examples = {
-        "f2": torch.empty(2, 3),
-        "i1": torch.empty(5, dtype=torch.int64), "b1": torch.empty(2, dtype=torch.int32), "bool": True,
+        "f1": torch.empty(3), "f2": torch.empty(2, 3), "w1": torch.empty(5, dtype=torch.uint16),
+        "u1": torch.empty(4, dtype=torch.uint32), "i1": torch.empty(5, dtype=torch.int64),
+        "b1": torch.empty(2, dtype=torch.int32), "bool": True,
     }
     width = lambda v: "u8" if isinstance(v, bool) else "u64"  # noqa: E731
     for k in kernels:
-        family = k["name"][1:-6]  # _fwd_vals_f32_s -> fwd_vals
+        family = k["name"][1:-6]  # _fwd_col_f32_s -> fwd_col
         args = [examples[kind] for kind in mod.KERNEL_ARGS[family]]
         packed = mod._abi(args)
         assert [width(v) for v in packed] == _ptx_params(Path(k["ptx"]).read_text()), k["name"]

@@ -1,7 +1,8 @@
 """On a real GPU: the cuda target equals the reference (float64 1e-12,
-float32 1e-5), values, P, column and gradients, incl. n = 10450 with the
-float32 wires in shared memory; kernels run on torch's current stream.
-Skipped without a CUDA device."""
+float32 1e-5), values, P, values only, column and gradients, incl. n =
+10450 with the float32 k x n back-sweep in shared memory (blocks of 1024
+threads); dL/ds; the launch self-check passes; kernels run on torch's
+current stream. Skipped without a CUDA device."""
 
 from __future__ import annotations
 
@@ -38,6 +39,11 @@ def _compare(mod, net, r, x, tol):
     gv, gP = torch.randn_like(v0), torch.randn_like(P0)
     (g,) = torch.autograd.grad((v * gv.to(v)).sum() + (P * gP.to(P)).sum(), x)
     (g0,) = torch.autograd.grad((v0 * gv).sum() + (P0 * gP).sum(), xc)
+    torch.testing.assert_close(g.double().cpu(), g0, atol=scale(g0) * 10, rtol=0)
+    vo = layer.values(x)
+    torch.testing.assert_close(vo.double().cpu(), v0, atol=scale(v0), rtol=0)
+    (g,) = torch.autograd.grad((vo * gv.to(vo)).sum(), x)
+    (g0,) = torch.autograd.grad((v0 * gv).sum(), xc)
     torch.testing.assert_close(g.double().cpu(), g0, atol=scale(g0) * 10, rtol=0)
     y = torch.randint(0, net.n, x.shape[:-1], device=x.device)
     c = layer.column(x, y)
@@ -172,7 +178,31 @@ def test_gpu_shared_and_global_variants_agree(tmp_path):
         (g,) = torch.autograd.grad(_rows_step(layer, x, W), x)
         (gc,) = torch.autograd.grad((layer.column(x, y) ** 2).sum(), x)
         out.append((g, gc))
-    assert {v for v, _ in mods[0]._PLANS.values()} == {"shared"}
-    assert {v for v, _ in mods[1]._PLANS.values()} == {"global"}
+    assert set(mods[0]._VARIANTS.values()) == {"shared"}
+    assert set(mods[1]._VARIANTS.values()) == {"global"}
     for a, b in zip(*out):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+def test_gpu_steepness_gradient_and_self_check(tmp_path, caplog):
+    import logging
+
+    net = build("splitter", 256, 5)
+    r = Relaxation("cauchy", 8.0)
+    mod = load(write_module("cuda", net, r, tmp_path))
+    with caplog.at_level(logging.INFO, logger="netgen"):
+        sp = torch.nn.Parameter(torch.tensor(8.0, dtype=torch.float64, device="cuda"))
+        layer = mod.Layer(steepness=sp)
+        x = torch.randn(4, 256, dtype=torch.float64, device="cuda")
+        v, P = layer(x)
+        W = torch.randn_like(P)
+        (gs,) = torch.autograd.grad((P * W).sum() + v.sum(), sp)
+    assert any("self-check passed" in m for m in caplog.messages)
+    xd = x.cpu()
+
+    def loss(s):
+        v0, P0 = reference.forward(net, xd, Relaxation("cauchy", s))
+        return float((P0 * W.cpu()).sum() + v0.sum())
+
+    fd = (loss(8.0 + 1e-5) - loss(8.0 - 1e-5)) / 2e-5
+    assert abs(float(gs) - fd) <= 1e-6 * max(1.0, abs(fd))
