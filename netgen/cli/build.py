@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from .common import BadInput, handle_errors, log
+from .common import BadInput, check_output, handle_errors, log, max_size_option
 
 TARGETS = ("json", "torch", "numba", "cuda")
 KINDS = ("splitter", "bitonic", "oddeven", "pairwise", "transposition", "best")
@@ -33,6 +33,7 @@ OBJECTIVES = ("size", "depth")
 @click.option("--art-lambda", "art_lambda", type=float, help="ART lambda for logistic_phi.")
 @click.option("--art-epsilon", "art_epsilon", type=float, help="ART tie epsilon; 1e-10 reproduces difftopk/diffsort (default 0: netgen's formula).")
 @click.option("--no-compile", "no_compile", is_flag=True, help="cuda: skip the PTX/cubin compile check.")
+@max_size_option
 @handle_errors
 def command(n, k, kind, objective, from_file, target, output, name, passes, verify, distribution, steepness, art_lambda, art_epsilon, no_compile):
     """Construct, prune, prove and emit a network.
@@ -44,6 +45,7 @@ def command(n, k, kind, objective, from_file, target, output, name, passes, veri
     """
     from ..compiler import build, compile_network
 
+    check_output(output, folder=target != "json")
     if target in ("torch", "cuda"):  # before the (possibly long) build
         from ..extras import require
 

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..network import Network
+from ..network import Network, check_budget, check_max_size
 from ._common import MAX_COMPARATORS, ceil_lg, check_nk
 from .best import N_MAX, N_MIN, best, check_objective, objective_key
 from .selection import selection_depth, selection_size_estimate
@@ -85,7 +85,7 @@ def candidates(n: int, k: int, objective: str = DEFAULT_OBJECTIVE) -> list[Candi
         for kind in BATCHER:
             out.append(Candidate(f"{kind} sorter", sorter_depth, sorter_size_estimate(kind, n),
                                  lambda kind=kind: build(kind, n, n)))
-    return [c for c in out if c.est_size <= MAX_COMPARATORS]
+    return [c for c in out if c.est_size <= MAX_COMPARATORS and c.est_size + n <= check_max_size(None)]
 
 
 def _pruned_sorter(kind: str, n: int, k: int) -> Network:
@@ -128,6 +128,7 @@ def choose(
     complete method: there only the winner is verified (by sampling), not
     every candidate."""
     from ..compiler import compile_network
+    from . import smallest_estimate
 
     check_objective(objective)
     n, k = check_nk(n, k)
@@ -135,6 +136,7 @@ def choose(
     key = objective_key(objective)
     cands = candidates(n, k, objective)
     if not cands:
+        check_budget(f"the smallest construction at n = {n}, k = {k}", smallest_estimate(n, k) + n)
         raise ValueError(f"n = {n}, k = {k}: every construction would need more than {MAX_COMPARATORS:.3g} "
                          "comparators, too large")
     # no proof exists for sorters above 64 wires: sample only the winner
