@@ -36,7 +36,7 @@ def _write_checked(net, relax, out_dir, name, required, write_module, compile_ch
     try:
         t = time.perf_counter()
         tmp = write_module("cuda", net, relax, out_dir=scratch, name=name)
-        log(f"emitted cuda module in {time.perf_counter() - t:.2f} s; compile check ...")
+        log(f"emitted cuda module in {time.perf_counter() - t:.2f} s; compiling its kernels ...")
         t = time.perf_counter()
         try:
             info = compile_check(tmp)
