@@ -8,6 +8,7 @@ import functools
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 
 import click
@@ -52,17 +53,21 @@ def handle_errors(fn):
 
 
 # ------------------------------------------------------------------ output
-_BARS: list = []  # live progress bars (log lines are written around them)
+_BARS: list = []  # live status lines (cleared before a log line)
 
 
 def log(msg: str) -> None:
     """Progress and log lines go to stderr, never stdout."""
-    if _BARS:
-        from tqdm import tqdm
-
-        tqdm.write(msg, file=sys.stderr)
-    else:
+    bars = list(_BARS)
+    for bar in bars:
+        bar.lock.acquire()
+    try:
+        for bar in bars:
+            bar.clear(locked=True)
         click.echo(msg, err=True)
+    finally:
+        for bar in bars:
+            bar.lock.release()
 
 
 def progress(iterable=None, total=None, desc=None, **kwargs):
@@ -73,20 +78,51 @@ def progress(iterable=None, total=None, desc=None, **kwargs):
     return tqdm(iterable, total=total, desc=desc, file=sys.stderr, leave=False, disable=None, **kwargs)
 
 
+class _Busy:
+    """One status line on stderr (a terminal): ``desc (elapsed)``, redrawn
+    every second after ``delay`` seconds; :func:`log` clears it first."""
+
+    def __init__(self, desc: str, delay: float):
+        self.desc, self.delay, self.shown = desc, delay, False
+        self.t0 = time.monotonic()
+        self.lock = threading.Lock()
+
+    def draw(self) -> None:
+        with self.lock:
+            elapsed = time.monotonic() - self.t0
+            if elapsed >= self.delay:
+                sys.stderr.write(f"\r{self.desc} ({int(elapsed) // 60:02d}:{int(elapsed) % 60:02d})\x1b[K")
+                sys.stderr.flush()
+                self.shown = True
+
+    def clear(self, locked: bool = False) -> None:
+        if not locked:
+            with self.lock:
+                return self.clear(locked=True)
+        if self.shown:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+            self.shown = False
+
+
 @contextlib.contextmanager
-def busy(desc: str = "netgen: working"):
+def busy(desc: str = "netgen: working", delay: float = 2.0):
     """While the block runs, show the elapsed time on stderr when it is a
-    terminal (after 2 s; nothing in a pipe), so a long build is never silent."""
-    bar = progress(total=None, desc=desc, bar_format="{desc} ({elapsed})", delay=2.0)
-    if bar.disable:
-        bar.close()
+    terminal (after ``delay`` seconds; nothing in a pipe), so a long build
+    is never silent."""
+    try:
+        tty = sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    if not tty:
         yield
         return
+    bar = _Busy(desc, delay)
     stop = threading.Event()
 
     def beat():
         while not stop.wait(1.0):
-            bar.refresh()
+            bar.draw()
 
     thread = threading.Thread(target=beat, name="netgen-busy", daemon=True)
     _BARS.append(bar)
@@ -97,7 +133,7 @@ def busy(desc: str = "netgen: working"):
         stop.set()
         thread.join()
         _BARS.remove(bar)
-        bar.close()
+        bar.clear()
 
 
 def escape(text: object) -> str:
