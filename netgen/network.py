@@ -112,7 +112,7 @@ class Network:
         whose rank r lands on wire r)."""
         n = check_n(n)
         comps = np.ascontiguousarray(wire_array(comparators, "comparator wires").reshape(-1, 2))
-        offs = np.ascontiguousarray(wire_array(layer_offsets, "layer offsets").reshape(-1))
+        offs = np.ascontiguousarray(np.asarray(layer_offsets, dtype=np.int64).reshape(-1))  # internal bookkeeping
         outs = tuple(range(n)) if outputs is None else tuple(wire_array(outputs, "output wires").reshape(-1).tolist())
         if validate:
             _validate(n, comps, offs, outs)
