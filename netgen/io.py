@@ -15,13 +15,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
-from .network import Network
+from .network import MAX_WIRES, Network, SizeLimitError, check_budget, check_max_size, check_n, wire_array
 
 FORMAT = "netgen-network/1"
 
@@ -92,42 +93,86 @@ def save(net: Network, path: str | os.PathLike) -> None:
 
 
 # ------------------------------------------------------------------- reading
-def from_dict(d: Any, *, source: str = "input") -> Network:
-    """Accept a netgen dict or a Dobbelaere dict."""
+#: a file may hold at most this many bytes per unit of the size budget
+#: (comparators plus wires; ``max_size``), and never less than MIN_FILE_BYTES
+BYTES_PER_ELEMENT = 32
+MIN_FILE_BYTES = 1 << 20
+#: deepest nesting of JSON objects/lists accepted in a construction record
+MAX_NESTING = 32
+
+
+def file_limit(max_size: int | None = None) -> int:
+    """The largest network file (bytes) read under the size budget ``max_size``."""
+    return max(MIN_FILE_BYTES, BYTES_PER_ELEMENT * check_max_size(max_size))
+
+
+def _too_big(source: str, nbytes: int, max_size: int | None) -> ValueError:
+    return SizeLimitError(
+        f"{source}: {nbytes:,} bytes: too large (limit {file_limit(max_size):,} bytes, "
+        f"{BYTES_PER_ELEMENT} per unit of the size limit {check_max_size(max_size):,}; "
+        "raise it with --max-size N, in Python max_size=N)"
+    )
+
+
+def _strict_constant(name: str):
+    raise ValueError(f"{name} is not a number netgen accepts (JSON has no NaN or Infinity)")
+
+
+def _check_nesting(value: Any, source: str, what: str) -> None:
+    """Iteratively (no recursion) refuse JSON values nested deeper than MAX_NESTING."""
+    stack = [(value, 0)]
+    while stack:
+        v, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise ValueError(f"{source}: {what} is nested more than {MAX_NESTING} levels deep")
+        if isinstance(v, dict):
+            stack.extend((x, depth + 1) for x in v.values())
+        elif isinstance(v, list):
+            stack.extend((x, depth + 1) for x in v)
+
+
+def from_dict(d: Any, *, source: str = "input", max_size: int | None = None) -> Network:
+    """Accept a netgen dict or a Dobbelaere dict. Wires must be JSON
+    integers (no booleans, floats or strings); the network's comparators
+    plus wires must not exceed ``max_size`` (default
+    :data:`netgen.network.DEFAULT_MAX_SIZE`)."""
     if not isinstance(d, dict):
         raise ValueError(f"{source}: expected a JSON object, got {type(d).__name__}")
     if "nw" in d and "N" in d:
-        return _from_dobbelaere(d, source)
-    if d.get("format") != FORMAT:
+        return _from_dobbelaere(d, source, max_size)
+    fmt = d.get("format")
+    if fmt != FORMAT:
+        shown = fmt if isinstance(fmt, (str, int, float, type(None))) else type(fmt).__name__
         raise ValueError(
-            f"{source}: unknown format {d.get('format')!r} (expected {FORMAT!r} or Dobbelaere's {{N, L, D, nw}})"
+            f"{source}: unknown format {_short(shown)} (expected {FORMAT!r} or Dobbelaere's {{N, L, D, nw}})"
         )
     for key in ("n", "outputs", "layers"):
         if key not in d:
             raise ValueError(f"{source}: missing field {key!r}")
-    n = d["n"]
-    if isinstance(n, bool) or not isinstance(n, int):
-        raise ValueError(f"{source}: n must be an integer, got {n!r}")
+    n = _check_n(d["n"], "n", source)
     layers = d["layers"]
     if not isinstance(layers, list) or not all(isinstance(l, list) for l in layers):
         raise ValueError(f"{source}: layers must be a list of lists of [a, b] pairs")
-    try:
-        sizes = [len(l) for l in layers]
-        flat = [c for l in layers for c in l]
-        comps = np.asarray(flat, dtype=np.int64).reshape(len(flat), 2) if flat else np.zeros((0, 2), np.int64)
-        if flat and (not all(isinstance(c, list) and len(c) == 2 for c in flat)):
-            raise ValueError
-    except (ValueError, TypeError):
-        raise ValueError(f"{source}: every comparator must be a pair of integer wires [a, b]") from None
+    sizes = [len(l) for l in layers]
+    check_budget(f"{source}: n = {n} with {sum(sizes):,} comparators", sum(sizes) + n, max_size)
+    flat = [c for l in layers for c in l]
+    comps = _pairs(flat, source, "every comparator must be a pair of integer wires [a, b]")
     outputs = d["outputs"]
-    if not isinstance(outputs, list) or not all(isinstance(w, int) and not isinstance(w, bool) for w in outputs):
+    if not isinstance(outputs, list):
+        raise ValueError(f"{source}: outputs must be a list of integer wires")
+    try:
+        outs = wire_array(outputs, "outputs").reshape(-1) if outputs else outputs
+    except ValueError as e:
+        raise ValueError(f"{source}: {e}") from None
+    if len(outputs) and np.ndim(outputs) != 1:
         raise ValueError(f"{source}: outputs must be a list of integer wires")
     construction = d.get("construction", {})
     if not isinstance(construction, dict):
         raise ValueError(f"{source}: construction must be an object")
+    _check_nesting(construction, source, "construction")
     offsets = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
     try:
-        net = Network.from_arrays(n, comps, offsets, outputs, construction)
+        net = Network.from_arrays(n, comps, offsets, outs, construction)
     except ValueError as e:
         raise ValueError(f"{source}: {e}") from None
     stats = d.get("stats")
@@ -135,38 +180,64 @@ def from_dict(d: Any, *, source: str = "input") -> Network:
         if not isinstance(stats, dict):
             raise ValueError(f"{source}: stats must be an object")
         for key, value in net.stats().items():
-            if key in stats and stats[key] != value:
-                raise ValueError(f"{source}: stats say {key} = {stats[key]!r} but the layers give {value}")
+            if key in stats and (type(stats[key]) is not int or stats[key] != value):
+                raise ValueError(f"{source}: stats say {key} = {_short(stats[key])} but the layers give {value}")
     return net
 
 
-def _from_dobbelaere(d: dict, source: str) -> Network:
-    n, nw = d["N"], d["nw"]
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _check_n(n: Any, name: str, source: str) -> int:
     if isinstance(n, bool) or not isinstance(n, int):
-        raise ValueError(f"{source}: N must be an integer, got {n!r}")
+        raise ValueError(f"{source}: {name} must be an integer, got {_short(n)}")
     try:
-        pairs = np.asarray(nw, dtype=np.int64).reshape(len(nw), 2) if nw else np.zeros((0, 2), np.int64)
-    except (ValueError, TypeError):
-        raise ValueError(f"{source}: nw must be a list of [i, j] pairs") from None
+        return check_n(n)
+    except ValueError as e:
+        raise ValueError(f"{source}: {name}: {e}") from None
+
+
+def _pairs(flat: list, source: str, message: str) -> np.ndarray:
+    """A list of [a, b] integer pairs as an (m, 2) int64 array."""
+    if not flat:
+        return np.zeros((0, 2), np.int64)
+    if not all(type(c) is list and len(c) == 2 for c in flat):
+        raise ValueError(f"{source}: {message}")
+    try:
+        return wire_array(flat, "wires")
+    except ValueError as e:
+        raise ValueError(f"{source}: {message}: {e}") from None
+
+
+def _from_dobbelaere(d: dict, source: str, max_size: int | None = None) -> Network:
+    n, nw = _check_n(d["N"], "N", source), d["nw"]
+    if not isinstance(nw, list):
+        raise ValueError(f"{source}: nw must be a list of [i, j] pairs")
+    check_budget(f"{source}: N = {n} with {len(nw):,} comparators", len(nw) + n, max_size)
+    pairs = _pairs(nw, source, "nw must be a list of [i, j] integer pairs")
     try:
         net = Network.from_comparators(
             n,
             pairs[:, ::-1],  # min -> i, max -> j  ==  netgen (j, i)
-            outputs=list(range(n - 1, -1, -1)),
+            outputs=np.arange(n - 1, -1, -1),
             construction={"kind": "dobbelaere", "n": n},
         )
     except ValueError as e:
         raise ValueError(f"{source}: {e}") from None
     for key, value in (("L", net.size), ("D", net.depth)):
-        if key in d and d[key] != value:
-            raise ValueError(f"{source}: {key} = {d[key]!r} but the comparators give {value}")
+        if key in d and (type(d[key]) is not int or d[key] != value):
+            raise ValueError(f"{source}: {key} = {_short(d[key])} but the comparators give {value}")
     return net
 
 
 _PAIR = re.compile(r"\(\s*(-?\d+)\s*,\s*(-?\d+)\s*\)")
+#: digits of the largest wire index netgen accepts (MAX_WIRES - 1 has 8)
+_MAX_DIGITS = 9
 
 
-def from_layer_text(text: str, *, source: str = "input") -> Network:
+def from_layer_text(text: str, *, source: str = "input", max_size: int | None = None) -> Network:
     """One layer per line, ``[(i,j),(k,l)]``, min on the first wire. n is the
     largest wire + 1; outputs ``n-1, ..., 0``; layers kept as written."""
     layers = []
@@ -177,41 +248,105 @@ def from_layer_text(text: str, *, source: str = "input") -> Network:
         rest = _PAIR.sub("", line).replace(",", "").strip()
         if rest not in ("[]", ""):
             raise ValueError(f"{source}: line {lineno} is not a layer of (i,j) pairs: {line[:60]!r}")
-        pairs = [(int(j), int(i)) for i, j in _PAIR.findall(line)]
+        found = _PAIR.findall(line)
+        for i, j in found:
+            for w in (i, j):
+                if len(w.lstrip("-")) > _MAX_DIGITS:
+                    raise ValueError(f"{source}: line {lineno}: wire {w[:20]}{'...' if len(w) > 20 else ''} "
+                                     f"is too large (at most {MAX_WIRES - 1})")
+        pairs = [(int(j), int(i)) for i, j in found]
         if pairs:
             layers.append(pairs)
     if not layers:
         raise ValueError(f"{source}: no comparators found")
     n = 1 + max(max(p) for layer in layers for p in layer)
+    n = _check_n(n, "n (largest wire + 1)", source) if n >= 1 else n
+    size = sum(len(layer) for layer in layers)
+    check_budget(f"{source}: n = {n} with {size:,} comparators", size + max(n, 0), max_size)
     try:
-        return Network.from_layers(n, layers, outputs=list(range(n - 1, -1, -1)), construction={"kind": "layers", "n": n})
+        return Network.from_layers(n, layers, outputs=np.arange(n - 1, -1, -1), construction={"kind": "layers", "n": n})
     except ValueError as e:
         raise ValueError(f"{source}: {e}") from None
 
 
-def loads(text: str, *, source: str = "input") -> Network:
-    """Parse any accepted format from text."""
+def loads(text: str, *, source: str = "input", max_size: int | None = None) -> Network:
+    """Parse any accepted format from text (at most :func:`file_limit`
+    characters)."""
+    if not isinstance(text, str):
+        raise ValueError(f"{source}: expected text, got {type(text).__name__}")
+    if len(text) > file_limit(max_size):
+        raise _too_big(source, len(text), max_size)
     stripped = text.lstrip()
     if stripped.startswith("{"):
         try:
-            d = json.loads(text)
+            d = json.loads(text, parse_constant=_strict_constant)
         except json.JSONDecodeError as e:
             raise ValueError(f"{source}: not valid JSON ({e.msg} at line {e.lineno})") from None
-        return from_dict(d, source=source)
+        except RecursionError:
+            raise ValueError(f"{source}: not accepted: JSON nested too deeply") from None
+        except ValueError as e:  # NaN/Infinity, integers with too many digits
+            raise ValueError(f"{source}: not valid JSON ({e})") from None
+        return from_dict(d, source=source, max_size=max_size)
     if stripped.startswith("["):
-        return from_layer_text(text, source=source)
+        return from_layer_text(text, source=source, max_size=max_size)
     raise ValueError(f"{source}: not a network file (expected netgen JSON, Dobbelaere JSON or layer text)")
 
 
-def load(path: str | os.PathLike) -> Network:
-    """Read a network file in any accepted format; ValueError names the problem."""
+def read_limited(path: str | os.PathLike, *, max_size: int | None = None) -> bytes:
+    """The bytes of a regular file of at most :func:`file_limit` bytes.
+    FIFOs, devices, sockets and directories are refused before anything is
+    read (opened non-blocking, so a FIFO without a writer cannot hang)."""
     p = Path(path)
+    limit = file_limit(max_size)
     try:
-        text = p.read_text(encoding="utf-8")
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise ValueError(f"{p}: no such file") from None
     except IsADirectoryError:
         raise ValueError(f"{p}: is a directory, not a network file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ValueError(f"{p}: cannot read ({e})") from None
-    return loads(text, source=str(p))
+    except OSError as e:
+        raise ValueError(f"{p}: cannot read ({e.strerror or e})") from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise ValueError(f"{p}: is a directory, not a network file")
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"{p}: not a regular file ({_file_kind(st.st_mode)}); netgen reads network files only")
+        if st.st_size > limit:
+            raise _too_big(str(p), st.st_size, max_size)
+        chunks, total = [], 0
+        while total <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if total > limit:  # the file grew while being read
+            raise _too_big(str(p), total, max_size)
+        return b"".join(chunks)
+    except OSError as e:
+        raise ValueError(f"{p}: cannot read ({e.strerror or e})") from None
+    finally:
+        os.close(fd)
+
+
+def _file_kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a plain file"
+
+
+def load(path: str | os.PathLike, *, max_size: int | None = None) -> Network:
+    """Read a network file in any accepted format; ValueError names the
+    problem. Only regular files of at most :func:`file_limit` bytes are read;
+    ``max_size`` (comparators plus wires, default
+    :data:`netgen.network.DEFAULT_MAX_SIZE`) bounds the network."""
+    p = Path(path)
+    data = read_limited(p, max_size=max_size)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{p}: not UTF-8 text (byte {e.start})") from None
+    return loads(text, source=str(p), max_size=max_size)

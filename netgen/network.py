@@ -16,6 +16,8 @@ network with 10^6 comparators costs ~8 MB and builds in milliseconds.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -30,6 +32,52 @@ from .schedule import pack
 # memory (and whose wires could not be indexed by int32).
 MAX_WIRES = 1 << 24
 MAX_COMPARATORS = 1 << 28
+
+#: Default work budget of constructions and file readers: comparators plus
+#: wires a network may have before it is built or parsed. Raise it with
+#: ``max_size=`` (Python) or ``--max-size`` (CLI); see docs/security.md.
+DEFAULT_MAX_SIZE = 10_000_000
+
+
+class SizeLimitError(ValueError):
+    """A request whose estimated size is over the budget (a ValueError, so
+    the CLI prints it as one line with exit code 2)."""
+
+
+_MAX_SIZE: contextvars.ContextVar[int] = contextvars.ContextVar("netgen_max_size", default=DEFAULT_MAX_SIZE)
+
+
+@contextlib.contextmanager
+def size_limit(max_size: int | None):
+    """Within the block, ``max_size=None`` means ``max_size`` (None: keep the
+    current limit). The CLI's ``--max-size`` works through this."""
+    token = _MAX_SIZE.set(check_max_size(max_size))
+    try:
+        yield
+    finally:
+        _MAX_SIZE.reset(token)
+
+
+def check_max_size(max_size: Any) -> int:
+    """Validate a ``max_size`` budget (None: the current limit,
+    :data:`DEFAULT_MAX_SIZE` unless :func:`size_limit` raised it)."""
+    if max_size is None:
+        return _MAX_SIZE.get()
+    if isinstance(max_size, bool) or not isinstance(max_size, (int, np.integer)) or max_size < 1:
+        raise ValueError(f"max_size must be a positive integer, got {max_size!r}")
+    return int(max_size)
+
+
+def check_budget(what: str, estimate: int, max_size: int | None = None) -> None:
+    """Refuse, before anything is allocated, a network estimated at more than
+    ``max_size`` comparators plus wires; the message names the estimate and
+    how to raise the limit."""
+    limit = check_max_size(max_size)
+    if estimate > limit:
+        raise SizeLimitError(
+            f"{what} would need ~{estimate:,} comparators and wires: too large (limit {limit:,}; "
+            f"raise it with --max-size N, in Python max_size=N)"
+        )
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -66,9 +114,9 @@ class Network:
         """Wrap compact arrays. ``outputs`` defaults to ``range(n)`` (a sorter
         whose rank r lands on wire r)."""
         n = check_n(n)
-        comps = np.ascontiguousarray(np.asarray(comparators, dtype=np.int64).reshape(-1, 2))
-        offs = np.ascontiguousarray(np.asarray(layer_offsets, dtype=np.int64).reshape(-1))
-        outs = tuple(range(n)) if outputs is None else tuple(int(w) for w in outputs)
+        comps = np.ascontiguousarray(wire_array(comparators, "comparator wires").reshape(-1, 2))
+        offs = np.ascontiguousarray(np.asarray(layer_offsets, dtype=np.int64).reshape(-1))  # internal bookkeeping
+        outs = tuple(range(n)) if outputs is None else tuple(wire_array(outputs, "output wires").reshape(-1).tolist())
         if validate:
             _validate(n, comps, offs, outs)
         net = cls(
@@ -92,7 +140,7 @@ class Network:
         chunks = []
         offsets = [0]
         for layer in layers:
-            arr = np.asarray(list(layer), dtype=np.int64).reshape(-1, 2)
+            arr = wire_array(list(layer), "comparator wires").reshape(-1, 2)
             chunks.append(arr)
             offsets.append(offsets[-1] + len(arr))
         comps = np.concatenate(chunks) if chunks else np.zeros((0, 2), np.int64)
@@ -108,9 +156,8 @@ class Network:
     ) -> "Network":
         """Build from a flat comparator sequence in execution order, packed
         as soon as possible into layers (ASAP)."""
-        comps = np.asarray(
-            comparators if isinstance(comparators, np.ndarray) else list(comparators),
-            dtype=np.int64,
+        comps = wire_array(
+            comparators if isinstance(comparators, np.ndarray) else list(comparators), "comparator wires"
         ).reshape(-1, 2)
         n = check_n(n)
         _check_range(n, comps)
@@ -248,6 +295,37 @@ class Network:
 
 
 # ---------------------------------------------------------------------------
+_INT_TYPES = (int, np.integer)
+
+
+def wire_array(values: Any, what: str = "wires") -> np.ndarray:
+    """``values`` (an integer array, or nested lists of integers) as an int64
+    array. No coercion: booleans, floats (1.9 or 1.0), strings ("1") and
+    integers outside int64 are a ValueError naming the first bad value."""
+    if isinstance(values, np.ndarray):
+        if values.size == 0:
+            return values.astype(np.int64)
+        if values.dtype.kind not in "iu":
+            raise ValueError(f"{what} must be integers, got an array of {values.dtype}")
+        if values.dtype.kind == "u" and values.size and int(values.max()) > np.iinfo(np.int64).max:
+            raise ValueError(f"{what} must fit in 64 bits, got {int(values.max())}")
+        return values.astype(np.int64, copy=False)
+    try:
+        obj = np.asarray(values, dtype=object)
+    except ValueError:
+        raise ValueError(f"{what} must be a rectangular list of integers") from None
+    flat = obj.reshape(-1).tolist()
+    types = set(map(type, flat))
+    if not all(t is not bool and issubclass(t, _INT_TYPES) for t in types):
+        bad = next(v for v in flat if isinstance(v, (bool, np.bool_)) or not isinstance(v, _INT_TYPES))
+        raise ValueError(f"{what} must be integers, got {bad!r} ({type(bad).__name__})")
+    try:
+        return np.asarray(flat, dtype=np.int64).reshape(obj.shape)
+    except OverflowError:
+        bad = next(v for v in flat if not -(1 << 63) <= v < (1 << 63))
+        raise ValueError(f"{what} must fit in 64 bits, got {bad}") from None
+
+
 def check_n(n: Any) -> int:
     """Validate a wire count; ValueError names the problem."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):

@@ -27,13 +27,13 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from .compiled import Compiled, compile_network
-from .construct import construct
+from .construct import construct, smallest_estimate
 from .construct._common import MAX_COMPARATORS, ceil_lg, check_nk, select_top
 from .construct.best import N_MAX, N_MIN, best, check_objective, objective_key
 from .construct.selection import selection_depth, selection_size_estimate
 from .construct.sorters import sorter, sorter_size_estimate
 from .construct.splitter import splitter_size_estimate
-from .network import Network
+from .network import Network, check_budget, check_max_size
 from .passes.pipeline import DEFAULT_PASSES, check_passes
 
 #: candidates estimated below this many comparators are always built and proved
@@ -92,7 +92,7 @@ def candidates(n: int, k: int, objective: str = DEFAULT_OBJECTIVE) -> list[Candi
         for kind in BATCHER:
             out.append(Candidate(f"{kind} sorter", sorter_depth, sorter_size_estimate(kind, n),
                                  lambda kind=kind: construct(kind, n, n)))
-    return [c for c in out if c.est_size <= MAX_COMPARATORS]
+    return [c for c in out if c.est_size <= MAX_COMPARATORS and c.est_size + n <= check_max_size(None)]
 
 
 def _pruned_sorter(kind: str, n: int, k: int) -> Network:
@@ -137,6 +137,7 @@ def choose(
     key = objective_key(objective)
     cands = candidates(n, k, objective)
     if not cands:
+        check_budget(f"the smallest construction at n = {n}, k = {k}", smallest_estimate(n, k) + n)
         raise ValueError(f"n = {n}, k = {k}: every construction would need more than {MAX_COMPARATORS:.3g} "
                          "comparators, too large")
     # no proof exists for sorters above 64 wires: sample only the winner

@@ -114,3 +114,98 @@ def test_layer_text():
     assert np.array_equal(net.select(x), -np.sort(-x, axis=1))
     with pytest.raises(ValueError, match="line 2"):
         io.loads("[(0,1)]\n[(0,1) junk]\n")
+
+
+# ----------------------------------------------------- untrusted input (issue 19)
+import os
+import time
+
+from netgen.network import DEFAULT_MAX_SIZE, SizeLimitError
+
+
+def _fast(fn, limit=5.0):
+    t = time.perf_counter()
+    try:
+        fn()
+    finally:
+        assert time.perf_counter() - t < limit, "refusal was not early"
+
+
+def test_huge_declared_n_is_refused_before_allocating():
+    d = {"N": 10**9, "L": 1, "D": 1, "nw": [[0, 1]]}
+    with pytest.raises(ValueError, match="too large"):
+        _fast(lambda: io.from_dict(d))
+    with pytest.raises(ValueError, match="outside 0..9999"):
+        _fast(lambda: io.loads(json.dumps({**d, "N": 10**4, "nw": [[0, 10**9 - 1]]})))
+    with pytest.raises(ValueError, match="too large"):
+        _fast(lambda: io.loads("[(0,999999999)]\n"))
+
+
+def test_size_budget_names_the_flag_and_can_be_raised():
+    text = "[(0,1048575)]\n"  # 2^20 wires, one comparator
+    with pytest.raises(SizeLimitError, match=r"--max-size.*max_size="):
+        io.loads(text, max_size=1_000_000)
+    assert io.loads(text, max_size=2_000_000).n == 1 << 20
+    assert DEFAULT_MAX_SIZE == 10_000_000
+    with pytest.raises(ValueError, match="max_size"):
+        io.loads(text, max_size=0)
+
+
+def test_file_limit_is_checked_before_parsing(tmp_path):
+    p = tmp_path / "big.json"
+    p.write_bytes(b" " * (io.file_limit(1000) + 1))
+    with pytest.raises(SizeLimitError, match="too large"):
+        io.load(p, max_size=1000)
+
+
+def test_non_regular_files_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="not a regular file"):
+        _fast(lambda: io.load("/dev/zero"))
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="FIFO"):
+        _fast(lambda: io.load(fifo))  # no writer: must not block
+    with pytest.raises(ValueError, match="directory"):
+        io.load(tmp_path)
+
+
+def _net(layers, **kw):
+    return json.dumps({"format": io.FORMAT, "n": 3, "outputs": [0], "layers": layers, **kw})
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        (_net([[[0, 2**63]]]), "64 bits"),
+        (_net([[[0, 2**64 + 5]]]), "64 bits"),
+        (_net([[["1", 2]]]), "integers.*'1'"),
+        (_net([[[1.9, 0]]]), "integers.*1.9"),
+        (_net([[[1.0, 0]]]), "integers.*1.0"),
+        (_net([[[True, 2]]]), "integers.*True"),
+        (_net([[[0, 1]]]).replace('"outputs": [0]', '"outputs": [true]'), "integers"),
+        (_net([[[0, 1]]]).replace('"n": 3', '"n": 3.0'), "n must be an integer"),
+        (_net([[[0, 1]]]).replace('"n": 3', '"n": Infinity'), "Infinity"),
+        (_net([[[0, 1]]]).replace('"n": 3', '"n": NaN'), "NaN"),
+        ('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
+        (_net([[[0, 1]]], construction={"x": json.loads("[" * 40 + "]" * 40)}), "nested"),
+        ('{"N": 4, "nw": [[0, true]]}', "integer"),
+        ('{"N": 4, "nw": [[0, 1.5]]}', "integer"),
+        ('{"N": 4, "nw": [[0, 1]], "L": true}', "L = True"),
+        ('{"N": true, "nw": [[0, 1]]}', "N must be an integer"),
+        ("[(0," + "9" * 5000 + ")]", "too large"),
+        ('{"format": "netgen-network/1", "n": ' + "9" * 5000 + "}", "not valid JSON"),
+    ],
+)
+def test_malformed_values_are_named_not_coerced(text, match):
+    with pytest.raises(ValueError, match=match):
+        io.loads(text)
+
+
+def test_network_constructors_do_not_coerce_wires():
+    for bad in ([[(0, 1.0)]], [[(0, True)]], [[("0", 1)]], [[(0, 2**63)]]):
+        with pytest.raises(ValueError, match="wires"):
+            Network.from_layers(3, bad)
+    with pytest.raises(ValueError, match="integers"):
+        Network.from_comparators(3, np.array([[0.0, 1.0]]))
+    with pytest.raises(ValueError, match="integers"):
+        Network.from_layers(3, [[(0, 1)]], outputs=[0.0])

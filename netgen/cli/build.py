@@ -14,7 +14,7 @@ from ..codegen import TARGETS as CODE_TARGETS
 from ..construct import ALL_KINDS as KINDS
 from ..construct.best import OBJECTIVES
 from ..passes.pipeline import DEFAULT_PASSES, PASSES
-from .common import BadInput, handle_errors, log
+from .common import BadInput, check_output, handle_errors, log, max_size_option
 
 # the choices come from the registries: a new construction, target or pass appears here by itself
 TARGETS = ("json", *CODE_TARGETS)
@@ -37,8 +37,10 @@ TARGETS = ("json", *CODE_TARGETS)
 @click.option("--art-lambda", "art_lambda", type=float, help="ART lambda for logistic_phi.")
 @click.option("--art-epsilon", "art_epsilon", type=float, help="ART tie epsilon; 1e-10 reproduces difftopk/diffsort (default 0: netgen's formula).")
 @click.option("--no-compile", "no_compile", is_flag=True, help="cuda: skip the PTX/cubin compile check.")
+@click.option("--compile-check", "compile_check", is_flag=True, help="cuda: require the full check (exit 2, nothing written, when no ptxas is found to assemble cubins).")
+@max_size_option
 @handle_errors
-def command(n, k, kind, objective, from_file, target, output, name, passes, only, verify, distribution, steepness, art_lambda, art_epsilon, no_compile):
+def command(n, k, kind, objective, from_file, target, output, name, passes, only, verify, distribution, steepness, art_lambda, art_epsilon, no_compile, compile_check):
     """Construct, prune, prove and emit a network.
 
     \b
@@ -49,6 +51,7 @@ def command(n, k, kind, objective, from_file, target, output, name, passes, only
     from .. import compiler
     from ..portfolio import PortfolioError
 
+    check_output(output, folder=target != "json")
     if target in ("torch", "cuda"):  # before the (possibly long) build
         from ..extras import require
 
@@ -99,7 +102,7 @@ def command(n, k, kind, objective, from_file, target, output, name, passes, only
     if target == "json":
         _write_json(net, output)
     else:
-        _write_module(target, net, output, name, distribution, options, no_compile)
+        _write_module(target, net, output, name, distribution, options, no_compile, compile_check)
     log(f"done in {time.perf_counter() - t0:.2f} s")
 
 
@@ -116,7 +119,7 @@ def _write_json(net, output):
     click.echo(f"wrote {output}: n={net.n} k={net.k} depth={net.depth} size={net.size}")
 
 
-def _write_module(target, net, output, name, distribution, options, no_compile):
+def _write_module(target, net, output, name, distribution, options, no_compile, compile_check):
     from ..codegen import write_module
     from ..relax.distributions import default_relaxation
 
@@ -125,20 +128,14 @@ def _write_module(target, net, output, name, distribution, options, no_compile):
     if changes:
         relax = dataclasses.replace(relax, **changes)
     out_dir = Path(output) if output else Path("generated")
-    t = time.perf_counter()
-    path = write_module(target, net, relax, out_dir=out_dir, name=name)
-    log(f"emitted {target} module in {time.perf_counter() - t:.2f} s")
-    if target == "cuda" and not no_compile:
-        from ..codegen.cuda_target import compile_check
+    if target == "cuda" and not no_compile:  # written only after the compile check (interrupt-safe)
+        from .cuda_check import write_checked_cuda
 
+        path = write_checked_cuda(net, relax, out_dir, name, required=compile_check)
+    else:
         t = time.perf_counter()
-        try:
-            info = compile_check(path)
-        except RuntimeError as e:
-            path.unlink()
-            click.echo(f"netgen: error: {e}\nnothing written (use --no-compile to keep an unchecked module)", err=True)
-            raise SystemExit(1)
-        log(f"compile check passed in {time.perf_counter() - t:.2f} s: {info['summary']}")
+        path = write_module(target, net, relax, out_dir=out_dir, name=name)
+        log(f"emitted {target} module in {time.perf_counter() - t:.2f} s")
     click.echo(f"wrote {path}")
     if out_dir.resolve() == (Path.cwd() / "generated").resolve():
         click.echo(f"from generated.{path.stem} import Layer")

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from .common import handle_errors
+from .common import escape, handle_errors, max_size_option
 
 
 def describe(net) -> dict:
@@ -27,6 +27,7 @@ def describe(net) -> dict:
 @click.command("show")
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@max_size_option
 @handle_errors
 def command(file, as_json):
     """Describe FILE (netgen JSON, Dobbelaere JSON or layer text)."""
@@ -48,12 +49,14 @@ def command(file, as_json):
         f"size         {d['size']}",
         f"per layer    {shown}",
         f"outputs      {outs[:16]}{' ...' if len(outs) > 16 else ''}",
-        f"construction {kind}",
+        f"construction {escape(kind) if isinstance(kind, str) else escape(json.dumps(kind))}",
     ]
     if isinstance(c, dict):
         for key, value in c.items():
             if key == "kind":
                 continue
-            text = json.dumps(value)
-            lines.append(f"  {key}: {text if len(text) <= 200 else text[:200] + ' ...'}")
+            # json.dumps escapes control characters in strings (ensure_ascii off
+            # keeps other text readable); escape() catches what is left (keys)
+            text = escape(json.dumps(value, ensure_ascii=False))
+            lines.append(f"  {escape(key)}: {text if len(text) <= 200 else text[:200] + ' ...'}")
     click.echo("\n".join(lines))

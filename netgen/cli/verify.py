@@ -9,7 +9,7 @@ import time
 
 import click
 
-from .common import handle_errors, log
+from .common import escape, handle_errors, log, max_size_option
 
 
 @click.command("verify")
@@ -22,8 +22,10 @@ from .common import handle_errors, log
     show_default=True,
     help="exhaustive 0-1 testing, reachable states, random sampling, or pick automatically.",
 )
-@click.option("--samples", type=click.IntRange(min=1), default=100_000, show_default=True,
-              help="Random inputs when sampling.")
+@click.option("--samples", type=click.IntRange(min=1), default=None,
+              help="Random inputs when sampling (default 100,000, fewer for networks so large that it would take "
+                   "more than about a minute).")
+@max_size_option
 @handle_errors
 def command(file, as_json, method, samples):
     """Prove FILE (netgen JSON, Dobbelaere JSON or layer text) sorts / selects
@@ -46,5 +48,5 @@ def command(file, as_json, method, samples):
         d.update(n=net.n, k=net.k)
         click.echo(json.dumps(d))
     else:
-        click.echo(f"{file}: {report} in {report.seconds:.3f} s")
+        click.echo(escape(f"{file}: {report} in {report.seconds:.3f} s"))
     sys.exit(0 if report.status == "proved" else 1)

@@ -6,25 +6,86 @@ process: a process is either simulating CUDA or compiling, never both).
 Prints one JSON line: ``{"cc", "assembler", "out_dir", "kernels": [...]}``.
 
 PTX comes from ``numba.cuda.compile_ptx`` (NVVM from the pip package
-``nvidia-nvvm``); the cubin from ``ptxas -arch=sm_XY`` when ptxas is on
-PATH or at /usr/local/bin/ptxas, else from nvJitLink through ``cuda.core``.
+``nvidia-nvvm``); the cubin from ``ptxas -arch=sm_XY``, found without a
+system CUDA toolkit (:func:`_ptxas`: ``NETGEN_PTXAS``, the pip wheel
+``nvidia-cuda-nvcc`` of the ``cuda`` extra, PATH, CUDA_HOME, /usr/local),
+else from nvJitLink through ``cuda.core`` where that loads; with neither,
+only the PTX is checked and the result says why (``"skipped"``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 
+#: where a ptxas assembler comes from, in this order: NETGEN_PTXAS (a path,
+#: or "none" to use no assembler), the pip wheel ``nvidia-cuda-nvcc`` (the
+#: ``cuda`` extra; CUDA 13 puts it in nvidia/cu13/bin, CUDA 12 in
+#: nvidia/cuda_nvcc/bin), PATH, $CUDA_HOME/bin, $CUDA_PATH/bin, /usr/local/cuda/bin
+ENV_PTXAS = "NETGEN_PTXAS"
+HINT = ("pip install 'netgen[cuda]' (brings ptxas in the nvidia-cuda-nvcc wheel), "
+        f"or set {ENV_PTXAS}=/path/to/ptxas")
+#: run this module (python -m) as the compile worker instead of this one
+#: (tests use a slow fake worker to interrupt a build mid-check)
+ENV_WORKER = "NETGEN_CUDA_COMPILE_WORKER"
+
+
+@contextlib.contextmanager
+def terminate_raises():
+    """While the block runs in the main thread, SIGTERM raises
+    ``SystemExit(143)`` (where its handler is the default, which would end
+    the process without running any cleanup), so ``finally`` blocks and
+    context managers kill the workers and remove the scratch folder."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        yield
+        return
+
+    def raise_exit(signum, frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, raise_exit)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _wheel_ptxas() -> str | None:
+    try:
+        import nvidia  # namespace package of NVIDIA's pip wheels
+    except ImportError:
+        return None
+    for root in getattr(nvidia, "__path__", []):
+        for sub in ("cu13/bin", "cuda_nvcc/bin", "cu12/bin"):
+            cand = os.path.join(root, sub, "ptxas")
+            if os.path.isfile(cand) and os.access(cand, os.X_OK):
+                return cand
+    return None
+
+
 def _ptxas() -> str | None:
-    found = shutil.which("ptxas")
+    """The ptxas to assemble cubins with, or None (see ENV_PTXAS for the order)."""
+    forced = os.environ.get(ENV_PTXAS)
+    if forced is not None and forced.strip():
+        if forced.strip().lower() == "none":
+            return None
+        if os.path.isfile(forced) and os.access(forced, os.X_OK):
+            return forced
+        raise ValueError(f"{ENV_PTXAS}={forced!r} is not an executable file")
+    found = _wheel_ptxas() or shutil.which("ptxas")
     if found:
         return found
-    for cand in ("/usr/local/bin/ptxas", "/usr/local/cuda/bin/ptxas"):
+    homes = [os.environ.get(v) for v in ("CUDA_HOME", "CUDA_PATH")]
+    for cand in [os.path.join(h, "bin", "ptxas") for h in homes if h] + ["/usr/local/cuda/bin/ptxas",
+                                                                       "/usr/local/bin/ptxas"]:
         if os.path.isfile(cand) and os.access(cand, os.X_OK):
             return cand
     return None
@@ -68,6 +129,8 @@ def compile_module(path: str, out_dir: str, cc: tuple[int, int], part: tuple[int
     out.mkdir(parents=True, exist_ok=True)
     arch = f"sm_{cc[0]}{cc[1]}"
     ptxas = _ptxas()
+    assembler = ptxas or "nvJitLink (cuda.core)"
+    skipped = ""
     kernels = []
     for idx, (name, fn, sig) in enumerate(mod.kernel_signatures()):
         if idx % part[1] != part[0]:
@@ -87,28 +150,50 @@ def compile_module(path: str, out_dir: str, cc: tuple[int, int], part: tuple[int
                 raise RuntimeError(f"ptxas failed on {name}:\n{proc.stderr}")
             info = " ".join(line.split("ptxas info    : ", 1)[-1].strip() for line in proc.stderr.splitlines()
                             if "Used" in line)
-        else:
-            cubin_path.write_bytes(_cubin_nvjitlink(ptx, arch))
+        elif not skipped:
+            try:  # works only where nvJitLink (and, for some versions, a driver) loads
+                cubin_path.write_bytes(_cubin_nvjitlink(ptx, arch))
+            except Exception as e:  # noqa: BLE001 - any failure means: no assembler here
+                skipped = f"no ptxas found and nvJitLink failed ({type(e).__name__})"
+                assembler = None
         kernels.append(
             {
                 "index": idx,
                 "name": name,
                 "ptx": str(ptx_path),
-                "cubin": str(cubin_path),
+                "cubin": str(cubin_path) if cubin_path.exists() else None,
                 "ptx_bytes": ptx_path.stat().st_size,
-                "cubin_bytes": cubin_path.stat().st_size,
+                "cubin_bytes": cubin_path.stat().st_size if cubin_path.exists() else 0,
                 "info": info,
             }
         )
     return {
         "cc": list(cc),
-        "assembler": ptxas or "nvJitLink (cuda.core)",
+        "assembler": assembler,
+        "skipped": skipped,
         "out_dir": str(out),
         "kernels": kernels,
     }
 
 
+def _exit_with_parent() -> None:
+    """Exit when the process that started this worker goes away (a worker
+    must never outlive an interrupted build)."""
+    import time
+
+    parent = os.getppid()
+
+    def watch():
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="netgen-parent-watch", daemon=True).start()
+
+
 def main(argv: list[str]) -> int:
+    _exit_with_parent()
     if len(argv) not in (3, 4):
         print("usage: python -m netgen.codegen._cuda_compile MODULE.py OUT_DIR CC [I/J]  (e.g. 9.0 0/2)",
               file=sys.stderr)

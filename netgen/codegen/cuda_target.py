@@ -178,86 +178,124 @@ def _doc(net: Network, r) -> str:
 # ---------------------------------------------------------------- compile check
 def compile_check(path_or_source, cc=(9, 0), out_dir=None, timeout=600, jobs=None) -> dict:
     """Compile every kernel of a generated CUDA module to PTX for compute
-    capability ``cc`` and assemble it to a cubin (``ptxas -arch=sm_XY``, or
-    nvJitLink via cuda.core when ptxas is missing), in separate processes
-    (a process is either simulating CUDA or compiling, never both; ``jobs``
+    capability ``cc`` and assemble it to a cubin (``ptxas -arch=sm_XY``, found
+    without a system toolkit: see :func:`netgen.codegen._cuda_compile._ptxas`;
+    or nvJitLink via cuda.core where that loads), in separate processes (a
+    process is either simulating CUDA or compiling, never both; ``jobs``
     processes, default min(2, CPUs), share the kernels). No GPU is needed.
-    Returns ``{"summary" (one line), "cc", "assembler", "out_dir", "seconds", "kernels": [{"name",
-    "ptx_bytes", "cubin_bytes", "ptx", "cubin", "info"}]}``; raises
-    RuntimeError with the compiler's message on failure."""
+    ``path_or_source``: a path (str or PathLike) of a module, or its source
+    text (a str with a newline). Returns ``{"summary" (one line), "cc",
+    "assembler" (None when no assembler was found), "skipped" (why the
+    cubins were not assembled, else ""), "out_dir", "seconds", "kernels":
+    [{"name", "ptx_bytes", "cubin_bytes", "ptx", "cubin", "info"}]}``; raises
+    RuntimeError with the compiler's message on failure.
+
+    Interrupt-safe: on Ctrl-C, SIGTERM (turned into ``SystemExit(143)`` while
+    the check runs in the main thread) or a timeout the workers are killed
+    and waited for, and the ``netgen_cuda_*`` scratch folder is removed
+    before the exception propagates; workers exit on their own when this
+    process dies."""
+    from ._cuda_compile import _ptxas, terminate_raises
+
     cc = tuple(int(c) for c in cc)
     if len(cc) != 2:
         raise ValueError(f"cc must be (major, minor), got {cc!r}")
-    with tempfile.TemporaryDirectory(prefix="netgen_cuda_") as scratch:
+    ptxas = _ptxas()  # ValueError for a bad NETGEN_PTXAS, before any work
+    with terminate_raises(), tempfile.TemporaryDirectory(prefix="netgen_cuda_") as scratch:
         if _looks_like_source(path_or_source):
             p = Path(scratch) / "netgen_cuda_module.py"
-            p.write_text(str(path_or_source))
+            p.write_text(str(path_or_source), encoding="utf-8")
         else:
-            p = Path(str(path_or_source))
+            p = Path(os.fspath(path_or_source))
             if not p.is_file():
                 raise ValueError(f"no such generated module: {str(p)!r}")
         # PTX and cubins are kept only where out_dir asks for them
         out = Path(out_dir) if out_dir is not None else Path(scratch) / "ptx"
         out.mkdir(parents=True, exist_ok=True)
-        results, seconds = _compile_all(p, out, cc, jobs, timeout)
+        results, seconds = _compile_all(p, out, cc, jobs, timeout, ptxas)
     kernels = sorted((k for r in results for k in r["kernels"]), key=lambda k: k["index"])
-    summary = (
-        f"{len(kernels)} kernels -> PTX for sm_{cc[0]}{cc[1]} ({sum(k['ptx_bytes'] for k in kernels) / 1024:.0f} KB) "
-        f"-> cubin ({sum(k['cubin_bytes'] for k in kernels) / 1024:.0f} KB) in {seconds} s, "
-        f"assembled by {results[0]['assembler']}" + (f"; files in {out}" if out_dir is not None else "")
-    )
+    skipped = next((r["skipped"] for r in results if r.get("skipped")), "")
+    assembler = None if skipped else results[0]["assembler"]
+    ptx = f"{len(kernels)} kernels -> PTX for sm_{cc[0]}{cc[1]} ({sum(k['ptx_bytes'] for k in kernels) / 1024:.0f} KB)"
+    if skipped:
+        from ._cuda_compile import HINT
+
+        summary = f"{ptx} in {seconds} s; cubin assembly skipped: {skipped}; to get it: {HINT}"
+    else:
+        summary = (f"{ptx} -> cubin ({sum(k['cubin_bytes'] for k in kernels) / 1024:.0f} KB) in {seconds} s, "
+                   f"assembled by {assembler}")
+    summary += f"; files in {out}" if out_dir is not None else ""
     return {
         "summary": summary,
         "cc": list(cc),
-        "assembler": results[0]["assembler"],
+        "assembler": assembler,
+        "skipped": skipped,
         "out_dir": str(out) if out_dir is not None else None,
         "seconds": seconds,
         "kernels": kernels,
     }
 
 
-def _compile_all(p: Path, out: Path, cc, jobs, timeout) -> tuple[list, float]:
-    """Run the compile worker (netgen.codegen._cuda_compile) in ``jobs``
-    processes sharing the kernels; RuntimeError with the compiler's message
-    on failure."""
+def _compile_all(p: Path, out: Path, cc, jobs, timeout, ptxas=None) -> tuple[list, float]:
+    """Run the compile worker (netgen.codegen._cuda_compile, or the module
+    named by NETGEN_CUDA_COMPILE_WORKER) in ``jobs`` processes sharing the
+    kernels; RuntimeError with the compiler's message on failure. Whatever
+    ends this call (failure, timeout, KeyboardInterrupt, SystemExit), no
+    worker is left running."""
     import time
+
+    from ._cuda_compile import ENV_PTXAS, ENV_WORKER
 
     env = dict(os.environ)
     env.pop("NUMBA_ENABLE_CUDASIM", None)
+    env[ENV_PTXAS] = ptxas or "none"
+    worker = os.environ.get(ENV_WORKER) or "netgen.codegen._cuda_compile"
     jobs = max(1, int(jobs if jobs is not None else min(2, os.cpu_count() or 1)))
     t0 = time.perf_counter()
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "netgen.codegen._cuda_compile", str(p), str(out), f"{cc[0]}.{cc[1]}", f"{j}/{jobs}"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        for j in range(jobs)
-    ]
-    results, errors = [], []
-    for proc in procs:
-        try:
-            so, se = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            so, se = proc.communicate()
-            errors.append(f"timed out after {timeout} s")
-            continue
-        if proc.returncode != 0:
-            errors.append(se.strip()[-4000:])
-        else:
-            results.append(json.loads(so.strip().splitlines()[-1]))
-    if errors:
-        raise RuntimeError("CUDA compile check failed:\n" + "\n".join(errors))
-    return results, round(time.perf_counter() - t0, 2)
+    deadline = t0 + timeout
+    procs: list[subprocess.Popen] = []
+    try:
+        for j in range(jobs):
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", worker, str(p), str(out), f"{cc[0]}.{cc[1]}", f"{j}/{jobs}"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
+                text=True,
+                env=env,
+            ))
+        results, errors = [], []
+        for proc in procs:
+            try:
+                so, se = proc.communicate(timeout=max(0.1, deadline - time.perf_counter()))
+            except subprocess.TimeoutExpired:
+                errors.append(f"timed out after {timeout} s")
+                break
+            if proc.returncode != 0:
+                errors.append(se.strip()[-4000:])
+            else:
+                try:
+                    results.append(json.loads(so.strip().splitlines()[-1]))
+                except (ValueError, IndexError):
+                    errors.append(f"the compile worker printed no result: {so.strip()[-200:]!r} {se.strip()[-2000:]}")
+        if errors:
+            raise RuntimeError("CUDA compile check failed:\n" + "\n".join(errors))
+        return results, round(time.perf_counter() - t0, 2)
+    finally:
+        for proc in procs:  # no-op for the ones that finished
+            if proc.poll() is None:
+                proc.kill()
+        for proc in procs:
+            try:
+                proc.communicate(timeout=30)
+            except (subprocess.TimeoutExpired, ValueError, OSError):
+                pass
 
 
 def _looks_like_source(v) -> bool:
-    return isinstance(v, str) and ("\n" in v or "NETWORK" in v)
-
-
+    """A str with a newline is module source (a module always has several
+    lines); anything else (a path, a str without a newline) names a file."""
+    return isinstance(v, str) and "\n" in v
 
 
 _HEADER = '''@@DOC@@

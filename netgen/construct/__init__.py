@@ -25,7 +25,7 @@ packed ASAP, never touches padding wires and has construction record
 
 from __future__ import annotations
 
-from ..network import Network
+from ..network import Network, check_budget
 from ._common import MAX_COMPARATORS, check_nk, select_top
 from .selection import selection, selection_depth, selection_size_estimate
 from .sorters import sorter, sorter_size_estimate
@@ -53,21 +53,30 @@ def size_estimate(kind: str, n: int, k: int | None = None) -> int:
     return selection_size_estimate(n, k)
 
 
-def construct(kind: str, n: int, k: int | None = None, objective: str = "size") -> Network:
+def smallest_estimate(n: int, k: int | None = None) -> int:
+    """The smallest :func:`size_estimate` over the constructions for any n."""
+    return min(size_estimate(kind, n, k) for kind in KINDS if kind != "splitter" or k is not None)
+
+
+def construct(kind: str, n: int, k: int | None = None, objective: str = "size", *,
+          max_size: int | None = None) -> Network:
     """Construct the network of ``kind`` (one of :data:`ALL_KINDS`) on n wires
     with k outputs (None: a sorter). ``objective`` ("size" or "depth")
     chooses among the best-known networks for ``best`` and is ignored by the
-    other kinds. ValueError for bad arguments or sizes that would exhaust
-    memory."""
+    other kinds. ValueError for bad arguments; :class:`netgen.network.SizeLimitError`
+    (a ValueError), before anything is allocated, when :func:`size_estimate`
+    plus n is over ``max_size`` (default :data:`netgen.network.DEFAULT_MAX_SIZE`,
+    10 million; the CLI's ``--max-size``)."""
     _check_kind(kind)
     n, k = check_nk(n, k)
+    if kind == "splitter" and k is None:
+        raise ValueError("the splitter network needs k (1 <= k <= n)")
+    check_budget(f"{kind} network at n = {n}, k = {n if k is None else k}", size_estimate(kind, n, k) + n, max_size)
     if kind == "best":
         from .best import best
 
         return best(n, k, objective)
     if kind == "splitter":
-        if k is None:
-            raise ValueError("the splitter network needs k (1 <= k <= n)")
         return shallowest_splitter(n, k)
     if k is None or k == n:
         return sorter(kind, n)
@@ -92,6 +101,7 @@ __all__ = [
     "construct",
     "build",
     "size_estimate",
+    "smallest_estimate",
     "selection_depth",
     "splitter_trace",
     "MAX_COMPARATORS",

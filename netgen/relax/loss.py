@@ -33,7 +33,36 @@ from typing import Sequence
 
 import torch
 
-__all__ = ["TopKCrossEntropyLoss", "preselect", "topk_loss"]
+__all__ = ["TopKCrossEntropyLoss", "preselect", "check_labels", "check_p_k"]
+
+
+def check_p_k(p_k: Sequence[float]) -> list[float]:
+    """``p_k`` as floats: non-negative weights of k = 1..K summing to 1."""
+    try:
+        p = [float(v) for v in p_k]
+    except (TypeError, ValueError):
+        raise ValueError(f"p_k must be a sequence of numbers, got {p_k!r}") from None
+    if not p or any(v < 0 or not math.isfinite(v) for v in p) or abs(sum(p) - 1.0) > 1e-6:
+        raise ValueError(f"p_k must be non-negative weights summing to 1, got {list(p_k)}")
+    return p
+
+
+def check_labels(labels, num_classes: int, device=None) -> torch.Tensor:
+    """``labels`` as an int64 tensor of class indices in 0..num_classes-1.
+    Float (2.7 or 2.0), complex and boolean labels are refused, never
+    truncated; ValueError names the first label out of range (this reads the
+    labels on the host: one synchronisation on a GPU)."""
+    t = torch.as_tensor(labels, device=device)
+    if t.dtype == torch.bool or t.is_floating_point() or t.is_complex():
+        raise ValueError(f"labels must be integer class indices, got dtype {t.dtype}"
+                         + (f" (e.g. {t.reshape(-1)[0].item()!r})" if t.numel() else ""))
+    t = t.long()
+    if t.numel():
+        bad = (t < 0) | (t >= num_classes)
+        if bool(bad.any()):
+            i = int(bad.reshape(-1).nonzero()[0, 0])
+            raise ValueError(f"label {int(t.reshape(-1)[i])} (position {i}) is outside 0..{num_classes - 1}")
+    return t
 
 
 def preselect(scores: torch.Tensor, labels: torch.Tensor, m: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -42,6 +71,7 @@ def preselect(scores: torch.Tensor, labels: torch.Tensor, m: int) -> tuple[torch
     class indices (B, m))``; ``sub_scores`` is differentiable w.r.t. scores."""
     if not 1 <= m <= scores.shape[-1]:
         raise ValueError(f"m must lie in 1..{scores.shape[-1]}, got {m}")
+    labels = check_labels(labels, scores.shape[-1], scores.device)
     idx = torch.topk(scores.detach(), m, dim=-1).indices
     hit = idx == labels.unsqueeze(-1)
     missing = ~hit.any(-1)
@@ -59,15 +89,19 @@ class TopKCrossEntropyLoss(torch.nn.Module):
     * ``p_k``: weights of k = 1..K, non-negative, summing to 1.
     * ``m``: optional top-m preselection (the layer then has n = m).
     * ``mode``: ``"mix"`` (default) or ``"topk"`` (see the module doc).
-    * ``reduction``: ``"mean"``, ``"sum"`` or ``"none"``.
+    * ``reduction``: ``"mean"``, ``"sum"`` or ``"none"``. An empty batch
+      gives a zero loss (``"mean"`` and ``"sum"``, still connected to the
+      scores so ``backward`` works) or an empty tensor (``"none"``), never NaN.
+    * ``num_classes``: when given, scores must have this many columns.
+
+    Labels must be integer class indices in range (ValueError naming the
+    first bad one; float labels are refused, not truncated).
     """
 
     def __init__(self, layer, p_k: Sequence[float], m: int | None = None, mode: str = "mix",
-                 reduction: str = "mean", eps: float = 1e-7):
+                 reduction: str = "mean", eps: float = 1e-7, num_classes: int | None = None):
         super().__init__()
-        p = [float(v) for v in p_k]
-        if not p or any(v < 0 or not math.isfinite(v) for v in p) or abs(sum(p) - 1.0) > 1e-6:
-            raise ValueError(f"p_k must be non-negative weights summing to 1, got {list(p_k)}")
+        p = check_p_k(p_k)
         if mode not in ("mix", "topk"):
             raise ValueError(f"mode must be 'mix' or 'topk', got {mode!r}")
         if reduction not in ("mean", "sum", "none"):
@@ -80,9 +114,11 @@ class TopKCrossEntropyLoss(torch.nn.Module):
         if m is not None and n_layer is not None and n_layer != m:
             raise ValueError(f"with top-m preselection the layer must have n = m = {m}, it has n={n_layer}")
         if m is not None and m < K:
-            raise ValueError(f"m = {m} must be at least K = {K}")
+            raise ValueError(f"m = {m} must be at least K = len(p_k) = {K}")
+        if m is not None and num_classes is not None and m > num_classes:
+            raise ValueError(f"m = {m} must be at most num_classes = {num_classes}")
         self.layer, self.p_k, self.m, self.mode, self.reduction, self.eps = layer, p, m, mode, reduction, eps
-        self.K = K
+        self.K, self.num_classes = K, num_classes
 
     def _column(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         if hasattr(self.layer, "column"):
@@ -96,9 +132,20 @@ class TopKCrossEntropyLoss(torch.nn.Module):
     def forward(self, scores: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         if scores.dim() != 2:
             raise ValueError(f"scores must have shape (batch, classes), got {tuple(scores.shape)}")
-        labels = torch.as_tensor(labels, device=scores.device).long()
+        C = scores.shape[1]
+        if self.num_classes is not None and C != self.num_classes:
+            raise ValueError(f"scores have {C} columns but the loss was built for num_classes = {self.num_classes}")
+        n_layer = getattr(self.layer, "n", None)
+        if self.m is None and n_layer is not None and C != n_layer:
+            raise ValueError(f"scores have {C} columns but the layer has n = {n_layer} wires")
+        if self.m is not None and C < self.m:
+            raise ValueError(f"scores have {C} columns, fewer than m = {self.m}")
+        labels = check_labels(labels, C, scores.device)
         if labels.shape != scores.shape[:1]:
             raise ValueError(f"labels must have shape ({scores.shape[0]},), got {tuple(labels.shape)}")
+        if scores.shape[0] == 0:  # empty batch: zero loss, not the NaN of mean() over nothing
+            empty = scores.sum(-1) * 0.0
+            return empty if self.reduction == "none" else empty.sum()
         x, y = scores, labels
         if self.m is not None:
             x, y, _ = preselect(scores, labels, self.m)
@@ -120,28 +167,11 @@ class TopKCrossEntropyLoss(torch.nn.Module):
         return loss
 
 
-def topk_loss(num_classes: int, p_k: Sequence[float], m: int | None = None, kind: str = "splitter",
-              distribution: str | None = None, steepness: float | None = None, art_lambda: float = 0.25,
-              mode: str = "mix", reduction: str = "mean", target: str = "auto",
-              device=None) -> TopKCrossEntropyLoss:
-    """Build a :class:`TopKCrossEntropyLoss` over a netgen layer for a
-    ``kind`` network on ``m`` (or ``num_classes``) wires with K = len(p_k)
-    outputs; relaxation defaults from :func:`default_relaxation`.
+def __getattr__(name: str):
+    # topk_loss moved to netgen.layers (layer-building helpers leave relax/);
+    # imported on first use only, so importing this module builds nothing
+    if name == "topk_loss":
+        from ..layers import topk_loss
 
-    ``target``: ``"auto"`` (default) runs the fastest target for the scores'
-    device (cuda on a GPU with numba-cuda, numba on CPU, torch otherwise;
-    see :mod:`netgen.codegen.auto`), choosing on the first call per device
-    and logging the choice (``loss.layer.targets`` shows it); or one of
-    ``"torch"``, ``"numba"``, ``"cuda"``. ``device``: build the layer for
-    that device now (do so before ``torch.compile`` or CUDA-graph capture)."""
-    from ..codegen.auto import AutoLayer, check_target
-    from ..construct import build
-    from .distributions import Relaxation, default_relaxation
-
-    check_target(target)
-    n = num_classes if m is None else m
-    net = build(kind, n, len(p_k))
-    r = default_relaxation(net, distribution)
-    r = Relaxation(r.distribution, r.steepness if steepness is None else steepness, art_lambda)
-    layer = AutoLayer(net, r, target, device)
-    return TopKCrossEntropyLoss(layer, p_k, m=m, mode=mode, reduction=reduction)
+        return topk_loss
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

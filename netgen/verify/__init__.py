@@ -31,10 +31,12 @@ AUTO_TINY_INPUTS = 1 << 12
 
 
 def verify(
-    net: Network, *, method: str = "auto", samples: int = 100_000, seed: int = 0, progress=None
+    net: Network, *, method: str = "auto", samples: int | None = None, seed: int = 0, progress=None
 ) -> Report:
     """Prove ``net`` correct (status "proved"), find a counterexample, or,
-    when no complete method applies, test ``samples`` random inputs
+    when no complete method applies, test ``samples`` random inputs (None:
+    100,000, fewer for networks so large that the time would grow past
+    about a minute; see :func:`netgen.verify.sampling.auto_samples`)
     (status "sampled"). ``method`` is one of ``METHODS``. ValueError when the
     network is too large for the method asked for."""
     if not isinstance(net, Network):

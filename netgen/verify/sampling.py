@@ -12,6 +12,17 @@ from ..network import Network
 from .report import Report
 
 _BATCH_ELEMENTS = 1 << 22  # values per batch (batch * n)
+#: with ``samples=None``: at most AUTO_SAMPLES inputs, fewer for large networks
+#: so that inputs x (comparators + wires) stays within AUTO_WORK (bounded time),
+#: but never fewer than MIN_AUTO_SAMPLES
+AUTO_SAMPLES = 100_000
+AUTO_WORK = 200_000_000
+MIN_AUTO_SAMPLES = 100
+
+
+def auto_samples(net: Network) -> int:
+    """How many random inputs ``samples=None`` tests on ``net``."""
+    return max(MIN_AUTO_SAMPLES, min(AUTO_SAMPLES, AUTO_WORK // (net.size + net.n)))
 
 
 def _wrong(net: Network, x: np.ndarray) -> np.ndarray:
@@ -21,10 +32,14 @@ def _wrong(net: Network, x: np.ndarray) -> np.ndarray:
     return np.flatnonzero((got != want).any(axis=1))
 
 
-def sample(net: Network, *, samples: int = 100_000, seed: int = 0) -> Report:
-    """Test ``samples`` random inputs: half real-valued (some with ties), half
-    0-1 with 1..k ones (the inputs that decide correctness, DESIGN.md
-    section 5). Status "sampled" when all pass, else "counterexample"."""
+def sample(net: Network, *, samples: int | None = None, seed: int = 0) -> Report:
+    """Test ``samples`` random inputs (None: :func:`auto_samples`, 100,000
+    or fewer for large networks so the work stays bounded): half real-valued
+    (some with ties), half 0-1 with 1..k ones (the inputs that decide
+    correctness, DESIGN.md section 5). Status "sampled" when all pass, else
+    "counterexample"."""
+    if samples is None:
+        samples = auto_samples(net)
     if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
         raise ValueError(f"samples must be a positive integer, got {samples!r}")
     t0 = time.perf_counter()

@@ -14,6 +14,7 @@ import re
 import warnings
 from pathlib import Path
 
+import pytest
 import torch
 
 from netgen.codegen import write_module
@@ -33,6 +34,8 @@ def test_splitter_10450_kernels_compile_for_sm90(tmp_path):
     net = build("splitter", 10450, 5)
     path = write_module("cuda", net, default_relaxation(net), tmp_path)
     res = compile_check(path, cc=(9, 0), out_dir=tmp_path / "ptx")
+    if res["skipped"]:  # no ptxas and no working nvJitLink on this machine: the PTX compiled, no cubin
+        pytest.skip(f"no assembler for the cubins: {res['summary']}")
     names = [k["name"] for k in res["kernels"]]
     assert sorted(names) == sorted(f"{k}{s}{v}" for k in KERNELS for s in ("_f32", "_f64") for v in VARIANTS)
     for k in res["kernels"]:
