@@ -23,7 +23,7 @@ def _wrong(net: Network, x: np.ndarray) -> np.ndarray:
 
 def sample(net: Network, *, samples: int = 100_000, seed: int = 0) -> Report:
     """Test ``samples`` random inputs: half real-valued (some with ties), half
-    0-1 with 1..k ones (the inputs that decide correctness, DESIGN.md
+    0-1 with 1..k ones (the inputs that decide correctness, docs/design.md
     section 5). Status "sampled" when all pass, else "counterexample"."""
     if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
         raise ValueError(f"samples must be a positive integer, got {samples!r}")

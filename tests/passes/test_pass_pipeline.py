@@ -63,7 +63,7 @@ def test_default_analyzer_cleans_sorters_up_to_64_wires():
 
 
 def test_splitter_5_10450_with_the_verifier():
-    """DESIGN.md section 4: cleanup gives the paper's construction 25 layers
+    """docs/design.md section 4: cleanup gives the paper's construction 25 layers
     and 31,359 comparators; the splitter-tail network that build() now
     returns (issue 12) ends with 23 layers and 31,356 comparators."""
     pytest.importorskip("netgen.verify.reachable")

@@ -5,7 +5,7 @@ float32 or float64) and returns, depending on ``kind``:
 
 * ``"permutation"``: ``(values (..., k), P (..., k, n))`` with netgen's
   orientation: ``P[..., r, c]`` is the weight of input c in rank r, rank 0
-  the largest, ``values = P @ x`` (DESIGN.md section 2);
+  the largest, ``values = P @ x`` (docs/design.md section 2);
 * ``"indicator"``: a soft top-k indicator ``(..., n)`` summing to k;
 * ``"loss"``: ``forward(scores, y)`` returns a loss (smooth top-k).
 
