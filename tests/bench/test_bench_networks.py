@@ -98,3 +98,42 @@ def test_table_in_parallel_equals_serial():
 
     assert run_table((16,), True, max_workers=2) == run_table((16,), True, max_workers=1)
     assert run_table((1024,), False, max_workers=2) == run_table((1024,), False, max_workers=1)
+
+
+def _table_stderr(tty: bool) -> str:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    cmd = [sys.executable, "-m", "netgen.cli", "table", "--n", "16", "--no-clean", "--jobs", "1"]
+    if not tty:
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300).stderr
+    import pty
+
+    import fcntl
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # a 100-column terminal
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=slave, env=env)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=300)
+    os.close(master)
+    return b"".join(chunks).decode(errors="replace")
+
+
+def test_progress_bar_on_a_terminal_only():
+    assert "netgen table" not in _table_stderr(tty=False)  # quiet in a pipe
+    assert "netgen table" in _table_stderr(tty=True)  # a tqdm bar on a terminal
