@@ -1,4 +1,4 @@
-"""Verification times (DESIGN.md section 5; issue 2 "must show").
+"""Verification times (docs/design.md section 5; issue 2 "must show").
 
     python benchmarks/verify_times.py [--repeat 3] [--skip-cold]
 

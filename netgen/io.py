@@ -1,4 +1,4 @@
-"""Reading and writing networks (DESIGN.md section 3).
+"""Reading and writing networks (docs/design.md section 3).
 
 * ``netgen-network/1`` JSON: written canonically (one layer per line), so
   JSON -> Network -> JSON is byte-identical; readers recompute ``stats`` and

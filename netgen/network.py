@@ -1,7 +1,7 @@
 """The comparator-network IR: one immutable value that every pass, verifier,
 relaxation and code generator reads.
 
-Conventions (DESIGN.md section 2):
+Conventions (docs/design.md section 2):
 
 * wires are 0..n-1; a comparator ``(a, b)`` leaves the max on ``a`` and the
   min on ``b`` (no assumption ``a < b``);

@@ -121,7 +121,7 @@ def test_arguments():
 
 
 def test_network_netgen_option_sorts_correctly():
-    # difftopk's bitonic network is not a sorter for n = 22 (DESIGN.md section 4)
+    # difftopk's bitonic network is not a sorter for n = 22 (docs/design.md section 4)
     n = 22
     x = torch.randn(200, n, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
     want = torch.sort(x, dim=-1).values

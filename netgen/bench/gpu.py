@@ -6,7 +6,8 @@
 Per (B, n, k), in one process, float32 N(0, 1) scores, forward + backward of
 
 * ``netgen-cuda-rows`` / ``netgen-torch-rows``: ``(P * W).sum()`` (the cuda and
-  torch targets' layers, splitter network, default relaxation);
+  torch targets' layers for the network ``netgen build --n N --k K`` chooses,
+  the portfolio, named in the output; default relaxation);
 * ``netgen-cuda-column`` / ``netgen-torch-column``: ``(layer.column(x, y) * w).sum()``
   (what the DiffTopK loss computes);
 * ``netgen-torch-compiled``: the torch rows step under ``torch.compile(fullgraph=True)``
@@ -63,12 +64,23 @@ class Skip(Exception):
     """The method cannot run in this configuration (the message says why)."""
 
 
+_NETWORKS = {}  # (n, k) -> the portfolio's network, built once per process
+
+
+def portfolio(n, k):
+    """The network ``netgen build --n n --k k`` chooses (cached per process)."""
+    if (n, k) not in _NETWORKS:
+        from ..compiler import build
+
+        _NETWORKS[(n, k)] = build(n, k, verify=False).network
+    return _NETWORKS[(n, k)]
+
+
 def _netgen_layer(target, n, k, dev):
     from ..codegen.auto import build_layer
-    from ..construct import build
     from ..relax.distributions import default_relaxation
 
-    net = build("splitter", n, k)
+    net = portfolio(n, k)
     return build_layer(net, default_relaxation(net), target).to(dev)
 
 
@@ -224,6 +236,11 @@ def run_table(Bs, ns, k, methods, reps=20, device="cuda", compile_B=(500,), grap
            f"{'GPU MB':>8} {'load s':>7} {'x softsort':>10}"
     echo(head)
     for n in ns:
+        if k <= n and any(m.startswith("netgen-") for m in methods):
+            from .networks import describe
+
+            echo(f"# n={n} k={k}: netgen runs the network `netgen build --n {n} --k {k}` chooses: "
+                 f"{describe(portfolio(n, k))}")
         for B in Bs:
             if k > n:
                 continue

@@ -9,8 +9,9 @@ reason (the harness records it as ``skipped``).
 
 Names: every baseline in :data:`netgen.relax.baselines.BASELINES` (default
 temperatures), ``netgen-torch``, ``netgen-numba``, ``netgen-cuda`` (netgen's
-generated layers for ``netgen.construct.build("splitter", n, k)`` with
-``default_relaxation``), ``difftopk`` (``DiffTopkNet("bitonic", n, k)``, dense:
+generated layers, with ``default_relaxation``, for the network ``netgen build``
+chooses at (n, k): the portfolio, :func:`netgen.bench.networks.portfolio_network`;
+the harness builds it once and passes its file as ``network``), ``difftopk`` (``DiffTopkNet("bitonic", n, k)``, dense:
 the published sparse path needs torch_sparse) and ``diffsort``
 (``DiffSortNet("bitonic", n)``, a full sort of which the top k rows are used).
 difftopk/diffsort return ``X[..., c, j] = P[..., k-1-j, c]`` (ranks ascending);
@@ -37,13 +38,16 @@ def all_names() -> list[str]:
     return sorted(BASELINES) + [f"netgen-{t}" for t in NETGEN_TARGETS] + list(EXTERNAL)
 
 
-def make(name: str, n: int, k: int, device: str, cache_dir: str | None = None, options: dict | None = None):
+def make(name: str, n: int, k: int, device: str, cache_dir: str | None = None, options: dict | None = None,
+         network: str | None = None):
+    """``network``: a network file for the netgen methods (default: the
+    portfolio's choice at (n, k), built here)."""
     options = dict(options or {})
     if name.startswith("netgen-") or name in EXTERNAL:
         if options:
             raise ValueError(f"method {name!r} takes no options, got {sorted(options)}")
     if name.startswith("netgen-"):
-        return _netgen(name[len("netgen-"):], n, k, device, cache_dir)
+        return _netgen(name[len("netgen-"):], n, k, device, cache_dir, network)
     if name == "difftopk":
         return _difftopk(n, k, device)
     if name == "diffsort":
@@ -65,18 +69,17 @@ def _import(mod: str, why: str):
         raise Unavailable(f"{why}: cannot import {mod} ({type(e).__name__}: {e})") from None
 
 
-def _netgen(target: str, n: int, k: int, device: str, cache_dir):
+def _netgen(target: str, n: int, k: int, device: str, cache_dir, network=None):
     if target not in NETGEN_TARGETS:
         raise ValueError(f"unknown netgen target {target!r}; choose from {', '.join(NETGEN_TARGETS)}")
     if target == "cuda" and not _cuda_ok():
         raise Unavailable("no CUDA GPU on this machine")
     if target == "numba" and device != "cpu":
         raise Unavailable("the numba target runs on the CPU only")
-    construct = _import("netgen.construct", "network constructions")
     codegen = _import("netgen.codegen", "code generation")
     loader = _import("netgen.codegen.loader", "code generation loader")
     dist = _import("netgen.relax.distributions", "relaxation")
-    for attr, mod in (("build", construct), ("write_module", codegen), ("module_name", codegen),
+    for attr, mod in (("write_module", codegen), ("module_name", codegen),
                       ("load", loader), ("default_relaxation", dist)):
         if not hasattr(mod, attr):
             raise Unavailable(f"{mod.__name__}.{attr} does not exist yet")
@@ -86,7 +89,16 @@ def _netgen(target: str, n: int, k: int, device: str, cache_dir):
         importlib.import_module(codegen.TARGETS[target]) if hasattr(codegen, "TARGETS") else None
     except Exception as e:  # noqa: BLE001
         raise Unavailable(f"codegen target {target!r} cannot be imported ({type(e).__name__}: {e})") from None
-    net = construct.build("splitter", n, k)
+    if network is not None:
+        from ..io import load as load_network
+
+        net = load_network(network)
+        if (net.n, net.k) != (n, k):
+            raise ValueError(f"network file {network} has n = {net.n}, k = {net.k}, not n = {n}, k = {k}")
+    else:
+        from .networks import portfolio_network
+
+        _, net = portfolio_network(n, k, Path(cache_dir or default_cache_dir()) / "networks")
     relax = dist.default_relaxation(net)
     out = Path(cache_dir or default_cache_dir())
     out.mkdir(parents=True, exist_ok=True)

@@ -15,11 +15,12 @@ import time
 from pathlib import Path
 
 from .grid import BENCH_OPTIONS, Grid
+from .networks import cpu_model
 
 FIELDS = [
     "method", "B", "n", "k", "status", "reason", "kind", "t_fwd_ms", "t_fwdbwd_ms", "peak_mem_mb",
     "mem_kind", "saved_mb", "err_values", "err_P", "ratio_fwd", "ratio_fwdbwd", "ratio_mem", "repeats_fwd",
-    "repeats_fwdbwd", "setup_s", "wall_s", "device", "threads",
+    "repeats_fwdbwd", "setup_s", "wall_s", "device", "threads", "mem_estimate_mb", "network",
 ]
 
 
@@ -69,18 +70,23 @@ def _run_forked(cfg, timeout_s, threads):
 
 
 def run_one(method, B, n, k, grid: Grid, *, device="cpu", threads=1, cache_dir=None, seed=0, options=None,
-            isolation="fork") -> dict:
+            isolation="fork", network=None, memory_budget=None) -> dict:
     """Run one configuration in its own process; never raises.
 
     ``isolation="fork"`` forks this process for each configuration (fast:
     the interpreter and torch are already loaded; the parent never runs a
     torch op, so no thread pool or CUDA context is inherited);
-    ``"subprocess"`` starts ``python -m netgen.bench.worker`` afresh."""
+    ``"subprocess"`` starts ``python -m netgen.bench.worker`` afresh.
+    ``network``: the network file the netgen methods run (default: the
+    portfolio's choice, built in the worker); ``memory_budget``: bytes the
+    configuration may use (the worker estimates first and skips above it)."""
     cfg = {
         "method": method, "B": B, "n": n, "k": k, "device": device, "threads": threads,
         "options": BENCH_OPTIONS.get(method, {}) if options is None else options,
         "warmup": grid.warmup, "repeats": grid.repeats, "seed": seed,
         "cache_dir": None if cache_dir is None else str(cache_dir),
+        "network": None if network is None else str(network),
+        "memory_budget": memory_budget,
     }
     env = dict(os.environ)
     env["NUMBA_NUM_THREADS"] = str(threads)
@@ -135,9 +141,14 @@ def add_ratios(rows, reference: str) -> None:
 
 
 def run_grid(grid: Grid, methods, out_dir, *, reference=None, device="cpu", threads=1, cache_dir=None,
-             progress=None, plots=True, options=None, isolation=None) -> dict:
+             progress=None, plots=True, options=None, isolation=None, memory_budget=None, echo=None) -> dict:
     """Run every configuration, write ``results.json``, ``results.csv`` and
-    the plots into ``out_dir``; return the JSON document."""
+    the plots into ``out_dir``; return the JSON document.
+
+    The netgen methods run, for each (n, k), the network ``netgen build``
+    chooses there (the portfolio), built once here; ``echo`` (if given)
+    receives one line per (n, k) naming it. ``memory_budget``: bytes one
+    configuration may use (None: no guard)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     opts = {m: dict(BENCH_OPTIONS.get(m, {})) for m in methods}
@@ -148,6 +159,18 @@ def run_grid(grid: Grid, methods, out_dir, *, reference=None, device="cpu", thre
     if isolation == "fork":
         import torch  # noqa: F401 - loaded once here, inherited by every forked configuration
     configs = grid.configs(methods)
+    networks = {}  # (n, k) -> (path, description)
+    if any(m.startswith("netgen-") for m in methods):
+        from .methods import default_cache_dir
+        from .networks import describe, portfolio_network
+
+        folder = Path(cache_dir or default_cache_dir()) / "networks"
+        for n, k in grid.pairs():
+            path, net = portfolio_network(n, k, folder)
+            networks[(n, k)] = (str(path), describe(net))
+            if echo is not None:
+                echo(f"# n={n} k={k}: netgen runs the network `netgen build --n {n} --k {k}` chooses: "
+                     f"{networks[(n, k)][1]}")
     rows = []
     bar = progress(total=len(configs), desc="netgen bench") if progress else None
     t0 = time.perf_counter()
@@ -157,8 +180,12 @@ def run_grid(grid: Grid, methods, out_dir, *, reference=None, device="cpu", thre
         if skip is not None:
             rows.append({"method": method, "B": B, "n": n, "k": k, "status": "skipped", "reason": skip})
         else:
+            net = networks.get((n, k)) if method.startswith("netgen-") else None
             rows.append(run_one(method, B, n, k, grid, device=device, threads=threads, cache_dir=cache_dir,
-                                options=opts.get(method, {}), isolation=isolation))
+                                options=opts.get(method, {}), isolation=isolation,
+                                network=None if net is None else net[0], memory_budget=memory_budget))
+            if net is not None:
+                rows[-1]["network"] = net[1]
         if bar is not None:
             bar.update(1)
     if bar is not None:
@@ -168,11 +195,13 @@ def run_grid(grid: Grid, methods, out_dir, *, reference=None, device="cpu", thre
     doc = {
         "format": "netgen-bench/1",
         "reference": reference,
-        "grid": {"batch": list(grid.batch), "n": list(grid.n), "k": list(grid.k), "timeout_s": grid.timeout_s,
-                 "repeats": grid.repeats, "warmup": grid.warmup},
+        "grid": {"batch": list(grid.batch), "n": list(grid.n), "k": list(grid.k), "sort": grid.sort,
+                 "timeout_s": grid.timeout_s, "repeats": grid.repeats, "warmup": grid.warmup},
+        "networks": {f"n={n} k={k}": d for (n, k), (_, d) in networks.items()},
+        "memory_budget_bytes": memory_budget,
         "methods": list(methods),
         "options": opts,
-        "machine": {"python": platform.python_version(), "platform": platform.platform(),
+        "machine": {"python": platform.python_version(), "platform": platform.platform(), "cpu": cpu_model(),
                     "cpus": os.cpu_count(), "device": device, "threads": threads, "isolation": isolation},
         "total_s": time.perf_counter() - t0,
         "results": [_clean(r) for r in rows],

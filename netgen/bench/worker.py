@@ -15,6 +15,13 @@ prints one JSON object (the last line of stdout) with ``status`` ``ok``,
 * ``saved_mb``: bytes of tensors autograd keeps for the backward pass
   (``saved_tensors_hooks``; distinct storages; arrays a custom Function
   keeps outside ``save_for_backward`` are not seen), plus the outputs;
+* ``mem_estimate_mb``: with a ``memory_budget`` (bytes) in the
+  configuration and B above the probe batch, the estimated peak of the
+  full batch, from one forward+backward at the probe batch (the RSS rise,
+  scaled linearly in B; per-call fixed costs make it an over-estimate).
+  Above the budget the configuration is ``skipped`` with both numbers, so
+  a method that would ask for tens of GB is reported, never attempted; a
+  ``MemoryError`` during the run is reported as ``skipped`` too;
 * ``err_values``: mean |values - hard top-k values|; ``err_P``: mean total
   variation ``1/2 ||P[r] - e_{argtop r}||_1`` over batch and ranks (for an
   indicator: ``1/2 ||A - hard||_1 / k``); NaN where the method defines none.
@@ -86,13 +93,71 @@ def run(cfg: dict) -> dict:
     if cfg.get("threads"):
         torch.set_num_threads(int(cfg["threads"]))
     out = {"threads": torch.get_num_threads(), "device": device}
+    budget_bytes = cfg.get("memory_budget") if device == "cpu" else None
+    if budget_bytes:
+        from .networks import dense_bytes
+
+        est = dense_bytes(method, B, n, k)
+        if est is not None:
+            out["mem_estimate_mb"] = est / 2**20
+            if est > budget_bytes:
+                return {**out, "status": "skipped",
+                        "reason": f"memory: B={B} needs ~{est / 2**30:.1f} GiB (dense {method}: n x n matrices per "
+                                  f"layer) > budget {budget_bytes / 2**30:.1f} GiB (--max-memory)"}
     t0 = time.perf_counter()
     try:
-        fn, kind = make(method, n, k, device, cfg.get("cache_dir"), cfg.get("options"))
+        fn, kind = make(method, n, k, device, cfg.get("cache_dir"), cfg.get("options"), network=cfg.get("network"))
     except Unavailable as e:
         return {**out, "status": "skipped", "reason": str(e)}
     out["setup_s"] = time.perf_counter() - t0
     out["kind"] = kind
+    if budget_bytes and "mem_estimate_mb" not in out and B > PROBE_B:
+        est = _probe_bytes(fn, kind, n, k, dtype) * B / PROBE_B
+        out["mem_estimate_mb"] = est / 2**20
+        if est > budget_bytes:
+            return {**out, "status": "skipped",
+                    "reason": f"memory: B={B} needs ~{est / 2**30:.1f} GiB (fwd+bwd at B={PROBE_B} raised the RSS by "
+                              f"{est * PROBE_B / B / 2**20:.0f} MiB; scaled to B) > budget {budget_bytes / 2**30:.1f} GiB "
+                              f"(--max-memory)"}
+    try:
+        return _measure(out, fn, kind, cfg, B, n, k, device, dtype, warmup, repeats, budget)
+    except MemoryError as e:
+        return {**out, "status": "skipped", "reason": f"memory: {e}"[:300]}
+
+
+#: batch of the memory probe: 16 rows, one block of the numba kernels
+PROBE_B = 16
+
+
+def _probe_bytes(fn, kind, n, k, dtype) -> float:
+    """Peak RSS rise of one forward+backward at B = PROBE_B (after one
+    untimed call, which also compiles what needs compiling)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(PROBE_B, n, generator=gen, dtype=dtype)
+    y = torch.randint(0, n, (PROBE_B,), generator=gen)
+
+    def step():
+        xr = x.detach().requires_grad_(True)
+        o = fn(xr, y) if kind == "loss" else fn(xr)
+        if kind == "loss":
+            s = o
+        elif kind == "indicator":
+            s = o.sum()
+        else:
+            s = o[1].sum() + (0 if o[0] is None else o[0].sum())
+        s.backward()
+
+    step()
+    with _PeakRSS() as pk:
+        step()
+    return max(pk.peak - pk.base, 1)
+
+
+def _measure(out, fn, kind, cfg, B, n, k, device, dtype, warmup, repeats, budget):
+    import torch
+
     gen = torch.Generator().manual_seed(int(cfg.get("seed", 0)))
     x = torch.randn(B, n, generator=gen, dtype=dtype).to(device)
     y = torch.randint(0, n, (B,), generator=gen).to(device)

@@ -20,6 +20,11 @@ def _fmt(v, spec):
 @click.option("-o", "--out", "out_dir", default="bench-out", show_default=True,
               type=click.Path(file_okay=False), help="folder for results.json, results.csv and the plots")
 @click.option("--quick", is_flag=True, help="small grid (B=16, n=64,256,1024, k=5; under 3 minutes)")
+@click.option("--sorting", is_flag=True,
+              help="full sorting, k = n (default B=64, n=32,256,1024; --n and --batch change it, --k is refused)")
+@click.option("--max-memory", "max_memory", type=float, default=None, metavar="GB",
+              help="memory one configuration may use (default: 60%% of the memory available at the start); "
+                   "a method estimated above it is skipped with the estimate")
 @click.option("--methods", default=None, help="comma-separated methods (default: all); see --list")
 @click.option("--reference", default=None,
               help="method the ratios are relative to (default: netgen-numba if run, else the first method)")
@@ -41,7 +46,7 @@ def _fmt(v, spec):
               help="start a fresh interpreter per configuration instead of forking (slower start-up)")
 @click.option("--list", "list_methods", is_flag=True, help="list the method names and exit")
 @handle_errors
-def command(out_dir, quick, methods, reference, batch, ns, ks, timeout, repeats, warmup, threads, device,
+def command(out_dir, quick, sorting, max_memory, methods, reference, batch, ns, ks, timeout, repeats, warmup, threads, device,
             temps, cache_dir, no_plots, use_subprocess, list_methods):
     """Benchmark netgen's generated layers against the baselines.
 
@@ -49,8 +54,13 @@ def command(out_dir, quick, methods, reference, batch, ns, ks, timeout, repeats,
     Examples:
       netgen bench --quick -o docs/img/bench
       netgen bench --methods lapsum,softsort,netgen-numba --n 1024,10450 --k 5 -o out
+      netgen bench --sorting -o sort-out
+
+    The netgen methods run, for each (n, k), the network `netgen build --n N
+    --k K` chooses (the portfolio); the output names it.
     """
-    from ..bench.grid import DEFAULT, QUICK, parse_ints
+    from ..bench.grid import DEFAULT, QUICK, SORTING, parse_ints
+    from ..bench.networks import cpu_model, memory_budget
     from ..bench.methods import all_names
 
     if device == "cuda" and not list_methods:
@@ -69,7 +79,12 @@ def command(out_dir, quick, methods, reference, batch, ns, ks, timeout, repeats,
         raise BadInput(f"--reference {reference!r} is not among the methods being run")
     if threads < 1:
         raise BadInput(f"--threads must be >= 1, got {threads}")
-    grid = QUICK if quick else DEFAULT
+    if sorting and quick:
+        raise BadInput("--sorting and --quick are two different grids; pass one")
+    if sorting and ks is not None:
+        raise BadInput("--sorting sorts fully (k = n); --k does not apply")
+    grid = SORTING if sorting else QUICK if quick else DEFAULT
+    budget = memory_budget(max_memory)
     changes = {}
     if batch is not None:
         changes["batch"] = parse_ints(batch, "--batch")
@@ -113,9 +128,11 @@ def command(out_dir, quick, methods, reference, batch, ns, ks, timeout, repeats,
         require("matplotlib", "netgen bench's plots (or pass --no-plots)", "bench")
     from ..bench.runner import run_grid
 
+    click.echo(f"# CPU: {cpu_model()}; {threads} thread(s) per configuration; memory budget per configuration: "
+               + ("none" if budget is None else f"{budget / 2**30:.1f} GiB"))
     doc = run_grid(grid, chosen, out_dir, reference=reference, device=device, threads=threads,
                    cache_dir=cache_dir, progress=progress, plots=not no_plots, options=options,
-                   isolation="subprocess" if use_subprocess else None)
+                   isolation="subprocess" if use_subprocess else None, memory_budget=budget, echo=click.echo)
     head = f"{'method':<18} {'B':>4} {'n':>6} {'k':>3} {'status':<8} {'fwd ms':>9} {'f+b ms':>9} " \
            f"{'peak MiB':>8} {'saved':>8} {'err P':>7} {'x ref':>7}"
     click.echo(f"# reference: {reference}; 'x ref' = fwd+bwd time / reference's; peak = RSS rise (MiB), "

@@ -47,7 +47,7 @@ def measure(n, k, kind, column, clean=True, built=None):
     return {"n": n, "k": k, "kind": kind, "column": column, "depth": net.depth, "size": net.size, "paper_depth": paper}
 
 
-def best_cells(ns=tuple(PAPER), ks=range(1, 9), built=None):
+def best_cells(ns=tuple(PAPER), ks=range(1, 9), built=None, sort=True):
     """The best proven network per cell (the portfolio of ``netgen build``,
     objective depth): the full sorter where a proof exists (n <= 64) and
     every k. ``paper_depth`` is the paper's best for that cell (selection
@@ -63,7 +63,7 @@ def best_cells(ns=tuple(PAPER), ks=range(1, 9), built=None):
     cell_of = {"splitter": ("splitter", "splitter"), **{f"{s} selection": (s, "sel") for s in SELECTION_KINDS},
                **{f"{s} sorter": (s, "sort") for s in SELECTION_KINDS}}
     for n in ns:
-        for k in ([n] if n <= 64 else []) + list(ks):
+        for k in ([n] if n <= 64 and sort else []) + list(ks):
             compiled, cands = choose(n, k, "depth", verify=False)
             for c in cands:
                 if c.compiled is not None and built is not None and c.label in cell_of:
@@ -77,20 +77,99 @@ def best_cells(ns=tuple(PAPER), ks=range(1, 9), built=None):
                    "size": net.size, "paper_depth": paper, "proof": proof}
 
 
+def _job(job, clean):
+    """One unit of parallel work: ``("sort", n, kind)`` -> the full-sorter
+    cell of ``kind``; ``("k", n, k)`` -> the best-proven row of (n, k) (with
+    ``clean``) and the selection and splitter cells of (n, k), which reuse
+    the networks the portfolio built for the best row. Returns
+    ``(rows, best)``: lists of cell dicts."""
+    if job[0] == "sort":
+        _, n, kind = job
+        return [measure(n, n, kind, "sort", clean=clean)], []
+    _, n, k = job
+    built = {}
+    if k == n:  # the best-proven sorter (n <= 64): no main-table cell of its own
+        return [], list(best_cells((n,), [], built=built)) if clean else []
+    best = list(best_cells((n,), [k], built=built, sort=False)) if clean else []
+    rows = [measure(n, k, kind, "sel", clean=clean, built=built) for kind in SELECTION_KINDS]
+    rows.append(measure(n, k, "splitter", "splitter", clean=clean, built=built))
+    return rows, best
+
+
+def jobs(ns, clean, ks=range(1, 9)):
+    """The work of the table, largest first (so the slowest jobs start first)."""
+    out = [("sort", n, kind) for n in ns for kind in SELECTION_KINDS]
+    out += [("k", n, k) for n in ns for k in ks]
+    if clean:
+        out += [("k", n, n) for n in ns if n <= 64]
+    return sorted(out, key=lambda j: -j[1])
+
+
+def workers(n_jobs: int) -> int:
+    """Processes for the table: the cores this process may use (at most one
+    per job); 1 means in this process."""
+    import os
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, n_jobs))
+
+
+def run_table(ns, clean, progress=None, max_workers=None):
+    """``(rows, best)`` in the table's order, computed in parallel over jobs
+    (a process pool sized to the cores) with the built networks reused within
+    each (n, k)."""
+    todo = jobs(ns, clean)
+    nproc = max_workers or workers(len(todo))
+    results = {}
+    bar = progress(total=len(todo), desc="netgen table") if progress else None
+    if nproc <= 1:
+        for j in todo:
+            results[j] = _job(j, clean)
+            if bar is not None:
+                bar.update(1)
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        ctx = multiprocessing.get_context("fork") if hasattr(__import__("os"), "fork") else None
+        with ProcessPoolExecutor(max_workers=nproc, mp_context=ctx) as pool:
+            futures = {pool.submit(_job, j, clean): j for j in todo}
+            for f in as_completed(futures):
+                results[futures[f]] = f.result()
+                if bar is not None:
+                    bar.update(1)
+    if bar is not None:
+        bar.close()
+    order = {cell: i for i, cell in enumerate(cells(ns))}
+    rows = sorted((r for rs, _ in results.values() for r in rs),
+                  key=lambda r: order[(r["n"], r["k"], r["kind"], r["column"])])
+    best_order = {(n, k): i for i, (n, k) in enumerate((n, k) for n in ns for k in ([n] if n <= 64 else []) + list(range(1, 9)))}
+    best = sorted((b for _, bs in results.values() for b in bs), key=lambda b: best_order[(b["n"], b["k"])])
+    return rows, best
+
+
 @click.command("table")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per line of cells.")
 @click.option("--n", "ns", type=click.Choice([str(n) for n in PAPER]), multiple=True, help="Only these n (repeatable).")
 @click.option("--no-clean", "no_clean", is_flag=True, help="Skip the never-swapping cleanup (construction + ASAP only: fast; "
               "leaves out the best-proven column, which needs proofs).")
+@click.option("--jobs", "n_jobs", type=int, default=None,
+              help="worker processes (default: one per core this process may use; 1: no pool)")
 @handle_errors
-def command(as_json, ns, no_clean):
+def command(as_json, ns, no_clean, n_jobs):
     """Rebuild Table 6 (DiffTopK paper) from netgen's own constructions, with
-    the best proven network per cell."""
+    the best proven network per cell.
+
+    Cells run in parallel (a process pool, one process per core) and the
+    networks the best-proven column builds are reused for the other columns
+    of the same (n, k). A progress bar shows on a terminal (stderr)."""
+    if n_jobs is not None and n_jobs < 1:
+        raise ValueError(f"--jobs must be >= 1, got {n_jobs}")
     ns = tuple(int(n) for n in ns) or tuple(PAPER)
-    built = {}  # networks the best column builds anyway, reused by the main table
-    best = [] if no_clean else list(progress(best_cells(ns, built=built), desc="best"))
-    todo = list(cells(ns))
-    rows = [measure(*cell, clean=not no_clean, built=built) for cell in progress(todo, desc="table")]
+    rows, best = run_table(ns, not no_clean, progress=progress, max_workers=n_jobs)
     if as_json:
         click.echo(json.dumps({"cells": rows, "best": best}, indent=1))
         return

@@ -2,7 +2,7 @@
 
 Each target module (``TARGETS``) exposes ``emit(net, r) -> str`` returning the
 full source of a module that follows the generated-module contract of
-DESIGN.md section 8 (``NETWORK``, ``RELAXATION``, ``TARGET``, ``Layer``).
+docs/design.md section 8 (``NETWORK``, ``RELAXATION``, ``TARGET``, ``Layer``).
 Targets are imported lazily, so ``netgen.codegen`` itself needs no torch.
 """
 

@@ -7,7 +7,7 @@
   every generated module (:func:`plan_source`), so generated code needs numpy
   only, and netgen's tests exercise the very same function.
 * :func:`header` / :func:`network_literal`: the deterministic top of a
-  generated module (DESIGN.md section 8 contract).
+  generated module (docs/design.md section 8 contract).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The ``torch`` target: emit a self-contained PyTorch module for a network.
 
 The emitted file needs only torch. It follows the generated-module contract
-of DESIGN.md section 8 (``NETWORK``, ``RELAXATION``, ``TARGET``, ``Layer``
+of docs/design.md section 8 (``NETWORK``, ``RELAXATION``, ``TARGET``, ``Layer``
 with ``forward``, ``column`` and ``hard``) and computes exactly the
 semantics of :mod:`netgen.relax.reference`, but written out:
 

@@ -3,7 +3,7 @@ padding to a power of two, and turning a comparator sequence into a Network.
 
 Constructions are written as a list of *chunks*: ``(m, 2)`` int64 arrays of
 comparators on pairwise distinct wires, in execution order (a chunk is a
-layer or part of one). Max goes to column 0 (DESIGN.md section 2).
+layer or part of one). Max goes to column 0 (docs/design.md section 2).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Relaxations of a comparator: the swap probability p = F(s * phi(d)).
 
-For a comparator (a, b) with x = v[a], y = v[b] and d = x - y (DESIGN.md
+For a comparator (a, b) with x = v[a], y = v[b] and d = x - y (docs/design.md
 section 6)::
 
     p      = F(s * phi(d))          # soft "x is the larger"
@@ -48,7 +48,7 @@ that form: with ``art_epsilon = eps > 0``::
     optimal tail: 1 - 1/(16 (|z| + eps))
 
 ``art_epsilon = 1e-10`` reproduces their numbers. The default 0 is the
-formula of DESIGN.md section 6.
+formula of docs/design.md section 6.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ class Relaxation:
       difftopk's; for a given network prefer :func:`default_relaxation`,
       which ties s to the depth.
     * ``art_lambda``: lambda in [0, 1), used by ``logistic_phi`` only.
-    * ``art_epsilon``: 0 (DESIGN.md formula) or e.g. 1e-10 to match
+    * ``art_epsilon``: 0 (the docs/design.md formula) or e.g. 1e-10 to match
       diffsort/difftopk's ``d / (|d| + eps)^lambda`` (see module doc).
     """
 

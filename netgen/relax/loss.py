@@ -1,4 +1,4 @@
-"""The DiffTopK top-k classification loss (DESIGN.md section 7).
+"""The DiffTopK top-k classification loss (docs/design.md section 7).
 
 With ``P`` from a relaxed top-K network over the class scores and a
 distribution ``p_k`` over k = 1..K ("the true class should be in the top

@@ -3,7 +3,7 @@
 Plain PyTorch, any network, any leading batch dimensions, differentiable by
 autograd. Every code-generation target is tested against these functions.
 
-* :func:`forward` runs the soft network (DESIGN.md section 6) on ``x`` of
+* :func:`forward` runs the soft network (docs/design.md section 6) on ``x`` of
   shape ``(..., n)`` and returns the soft values ``(..., k)`` (rank 0 = the
   largest) and ``P`` of shape ``(..., k, n)`` (rows = ranks, columns =
   inputs, ``values = P @ x``). P is computed by the back-sweep: start from

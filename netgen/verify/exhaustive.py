@@ -1,6 +1,6 @@
 """Exhaustive 0-1 testing, numba-compiled.
 
-Two kernels, both complete for the inputs that matter (DESIGN.md section 5:
+Two kernels, both complete for the inputs that matter (docs/design.md section 5:
 a top-k network is correct iff every 0-1 input with m <= k ones ends with
 its ones exactly on ``outputs[0..m-1]``; for a sorter every input matters):
 

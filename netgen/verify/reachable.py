@@ -1,4 +1,4 @@
-"""The exact reachable-state method (DESIGN.md section 5).
+"""The exact reachable-state method (docs/design.md section 5).
 
 A 0-1 input with m <= k ones is a set of m *tokens*. Instead of running every
 input, keep, for each *cluster* of wires already connected by comparators,

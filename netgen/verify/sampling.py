@@ -36,7 +36,7 @@ def sample(net: Network, *, samples: int | None = None, seed: int = 0) -> Report
     """Test ``samples`` random inputs (None: :func:`auto_samples`, 100,000
     or fewer for large networks so the work stays bounded): half real-valued
     (some with ties), half 0-1 with 1..k ones (the inputs that decide
-    correctness, DESIGN.md section 5). Status "sampled" when all pass, else
+    correctness, docs/design.md section 5). Status "sampled" when all pass, else
     "counterexample"."""
     if samples is None:
         samples = auto_samples(net)

@@ -1,4 +1,4 @@
-"""Depths and sizes against closed formulas (DESIGN.md section 4) and the
+"""Depths and sizes against closed formulas (docs/design.md section 4) and the
 DiffTopK paper's Table 6; padding handling for non-power-of-two n."""
 
 import math
@@ -48,7 +48,7 @@ def test_table6_splitter_depths(n):
 
 def test_splitter_5_10450():
     net = build("splitter", 10450, 5)
-    # the paper's construction: 26 layers before cleanup (DESIGN.md section 4;
+    # the paper's construction: 26 layers before cleanup (docs/design.md section 4;
     # paper: 27); the splitter-tail finish (issue 12) gives 24, 23 after cleanup
     assert net.depth == 24
     assert net.size < 31_500

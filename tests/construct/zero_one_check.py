@@ -92,7 +92,7 @@ def assert_correct(net, rng: np.random.Generator, exhaustive_n: int = 16, combo_
     """Check ``net`` (a sorter or top-k network): every 0-1 input for
     n <= ``exhaustive_n``; otherwise all inputs with <= k ones when there are
     at most ``combo_limit`` (complete by the 0-1 principle for top-k networks,
-    DESIGN.md section 5), else random 0-1 and real inputs. Returns how."""
+    docs/design.md section 5), else random 0-1 and real inputs. Returns how."""
     n, k = net.n, net.k
     if n <= exhaustive_n:
         bad = first_failure(net, all_masks(n))

@@ -114,7 +114,7 @@ def test_log_receives_each_record_as_it_runs():
 
 
 def test_splitter_5_10450_with_the_verifier():
-    """DESIGN.md section 4: cleanup gives the paper's construction 25 layers
+    """docs/design.md section 4: cleanup gives the paper's construction 25 layers
     and 31,359 comparators; the splitter-tail network that construct() now
     returns (issue 12) ends with 23 layers and 31,356 comparators."""
     pytest.importorskip("netgen.verify.reachable")

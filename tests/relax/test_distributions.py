@@ -21,7 +21,7 @@ D = torch.tensor([-30.0, -2.0, -0.3, -0.01, 0.0, 1e-7, 0.02, 0.2, 0.7, 5.0, 40.0
 
 
 def scalar_cdf(dist, z):
-    """The formulas of DESIGN.md section 6, scalar by scalar."""
+    """The formulas of docs/design.md section 6, scalar by scalar."""
     if dist in ("logistic", "logistic_phi"):
         return 1 / (1 + math.exp(-z))
     if dist == "cauchy":

@@ -1,4 +1,4 @@
-"""The DiffTopK loss (DESIGN.md section 7) against its formulas."""
+"""The DiffTopK loss (docs/design.md section 7) against its formulas."""
 
 import math
 
@@ -23,7 +23,7 @@ def layers(n, k):
 
 
 def manual(P, scores, y, p_k, mode, eps=1e-7):
-    """Per-sample formula, straight from DESIGN.md section 7."""
+    """Per-sample formula, straight from docs/design.md section 7."""
     out = []
     for i in range(scores.shape[0]):
         c = [sum(P[i, r, y[i]].item() for r in range(k)) for k in range(1, len(p_k) + 1)]

@@ -14,7 +14,7 @@ def transposition_sorter(n: int) -> Network:
 
 
 def splitter_cascade(wires: list[int], comps: list[tuple[int, int]]) -> None:
-    """DESIGN.md section 4: compare l_i with l_{i+s}, s = 2^(ceil(lg m) - 1), max to l_i; recurse."""
+    """docs/design.md section 4: compare l_i with l_{i+s}, s = 2^(ceil(lg m) - 1), max to l_i; recurse."""
     m = len(wires)
     if m < 2:
         return

@@ -1,5 +1,5 @@
 """Every construction, n = 1..40 and every k, is proved by netgen's own
-verifier (DESIGN.md section 5): sorters and all selection networks, after
+verifier (docs/design.md section 5): sorters and all selection networks, after
 the build pipeline's passes too."""
 
 import pytest

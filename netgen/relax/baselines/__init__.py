@@ -5,7 +5,7 @@ float32 or float64) and returns, depending on ``kind``:
 
 * ``"permutation"``: ``(values (..., k), P (..., k, n))`` with netgen's
   orientation: ``P[..., r, c]`` is the weight of input c in rank r, rank 0
-  the largest, ``values = P @ x`` (DESIGN.md section 2);
+  the largest, ``values = P @ x`` (docs/design.md section 2);
 * ``"indicator"``: a soft top-k indicator ``(..., n)`` summing to k;
 * ``"loss"``: ``forward(scores, y)`` returns a loss (smooth top-k).
 
@@ -33,8 +33,8 @@ from .softsort import SoftSort, softsort
 class GumbelNeuralSort(NeuralSort):
     """Stochastic NeuralSort (Gumbel-perturbed scores); see :mod:`.neuralsort`."""
 
-    def __init__(self, k, tau=1.0, *, noise_scale=1.0, generator=None):
-        super().__init__(k, tau, gumbel=True, noise_scale=noise_scale, generator=generator)
+    def __init__(self, k, tau=1.0, *, noise_scale=1.0, generator=None, hard=False):
+        super().__init__(k, tau, gumbel=True, noise_scale=noise_scale, generator=generator, hard=hard)
 
 
 #: name -> layer class; every class is constructed as ``cls(k, <temperature>, **options)``
@@ -55,9 +55,12 @@ TEMPERATURE = {
     "neuralsort": ("tau", 1.0, "softmax temperature on the NeuralSort logits"),
     "neuralsort_gumbel": ("tau", 1.0, "softmax temperature on the NeuralSort logits"),
     "softsort": ("tau", 1.0, "softmax temperature on -|s_(r) - s|"),
-    "sinkhorn_sort": ("epsilon", 1e-2, "entropic regularisation on the squashed [0, 1] scale"),
-    "soft_topk": ("epsilon", 1e-2, "entropic regularisation on the per-row normalised cost"),
-    "soft_topk_sorted": ("epsilon", 1e-2, "entropic regularisation on the per-row normalised cost"),
+    "sinkhorn_sort": ("epsilon", 1e-3, "entropic regularisation on the squashed [0, 1] scale "
+                      "(Cuturi et al.'s Sinkhorn1D default)"),
+    "soft_topk": ("epsilon", 0.1, "entropic regularisation on the per-row normalised cost "
+                  "(Xie et al.'s TopK_custom default, 200 iterations)"),
+    "soft_topk_sorted": ("epsilon", 0.1, "entropic regularisation on the per-row normalised cost "
+                         "(Xie et al.'s TopK_custom default, 200 iterations)"),
     "lapsum": ("alpha", 1.0, "Laplace scale"),
     "lapsum_topk": ("alpha", 1.0, "Laplace scale"),
     "smooth_topk": ("tau", 1.0, "log-sum-exp temperature of the smoothed top-k hinge"),
@@ -66,6 +69,13 @@ TEMPERATURE = {
 
 def names() -> list[str]:
     return sorted(BASELINES)
+
+
+def default_temperature(name: str) -> float:
+    """The default temperature of ``name`` (its authors' default)."""
+    if name not in TEMPERATURE:
+        raise ValueError(f"unknown baseline {name!r}; choose from {', '.join(names())}")
+    return TEMPERATURE[name][1]
 
 
 def get(name: str, k: int, temperature: float | None = None, **options):
@@ -81,7 +91,7 @@ def get(name: str, k: int, temperature: float | None = None, **options):
 
 
 __all__ = [
-    "BASELINES", "TEMPERATURE", "get", "names",
+    "BASELINES", "TEMPERATURE", "default_temperature", "get", "names",
     "NeuralSort", "GumbelNeuralSort", "SoftSort", "SinkhornSort", "SoftTopK", "SortedSoftTopK",
     "LapSum", "LapSumTopK", "SmoothTopKLoss",
     "neuralsort", "gumbel_neuralsort", "softsort", "sinkhorn_sort", "soft_topk", "sorted_soft_topk",

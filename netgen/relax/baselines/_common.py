@@ -43,3 +43,11 @@ def check_positive(value, name: str) -> float:
 def apply_rows(P: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """Soft values ``P @ x`` for ``P (..., k, n)`` and ``x (..., n)``."""
     return torch.matmul(P, x.unsqueeze(-1)).squeeze(-1)
+
+
+def straight_through(P: torch.Tensor) -> torch.Tensor:
+    """``hard=True`` of SoftSort and NeuralSort (both authors' code): the
+    forward value is the one-hot of each row's argmax, the gradient is the
+    soft P's (straight-through: ``hard - P.detach() + P``)."""
+    hard = torch.zeros_like(P).scatter(-1, P.argmax(-1, keepdim=True), 1.0)
+    return (hard - P).detach() + P

@@ -15,13 +15,16 @@ Gumbel variant: the scores are treated as log-scores of a Plackett-Luce
 distribution and perturbed, ``s + noise_scale * g`` with g ~ Gumbel(0, 1)
 i.i.d. (pass ``generator`` for reproducible samples); the returned values
 are ``P @ s`` for the unperturbed s, P from the perturbed scores.
+
+``hard=True`` (the authors' option): the forward P is each row's one-hot
+argmax, the gradient the soft P's (straight-through estimator).
 """
 
 from __future__ import annotations
 
 import torch
 
-from ._common import apply_rows, check_positive, check_scores
+from ._common import apply_rows, check_positive, check_scores, straight_through
 
 
 def abs_diff_row_sums(s: torch.Tensor) -> torch.Tensor:
@@ -36,30 +39,32 @@ def abs_diff_row_sums(s: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(s).scatter(-1, idx, below + above)
 
 
-def neuralsort(x, k, tau=1.0):
+def neuralsort(x, k, tau=1.0, hard=False):
     """``(values (..., k), P (..., k, n))`` of deterministic NeuralSort."""
     n, _ = check_scores(x, k)
     tau = check_positive(tau, "tau")
-    return _neuralsort(x, x, k, tau)
+    return _neuralsort(x, x, k, tau, hard)
 
 
-def _neuralsort(s, x, k, tau):
+def _neuralsort(s, x, k, tau, hard=False):
     n = s.shape[-1]
     rowsum = abs_diff_row_sums(s)
     coef = (n - 1 - 2 * torch.arange(k, dtype=s.dtype, device=s.device)).unsqueeze(-1)  # (k, 1)
     logits = (coef * s.unsqueeze(-2) - rowsum.unsqueeze(-2)) / tau  # (..., k, n)
     P = torch.softmax(logits, dim=-1)
+    if hard:
+        P = straight_through(P)
     return apply_rows(P, x), P
 
 
-def gumbel_neuralsort(x, k, tau=1.0, noise_scale=1.0, generator=None):
+def gumbel_neuralsort(x, k, tau=1.0, noise_scale=1.0, generator=None, hard=False):
     """Stochastic NeuralSort: one Gumbel-perturbed sample per row."""
     n, _ = check_scores(x, k)
     tau = check_positive(tau, "tau")
     u = torch.rand(x.shape, dtype=x.dtype, device=x.device, generator=generator)
     tiny = torch.finfo(x.dtype).tiny
     g = -torch.log((-torch.log(u.clamp_min(tiny))).clamp_min(tiny))
-    return _neuralsort(x + noise_scale * g, x, k, tau)
+    return _neuralsort(x + noise_scale * g, x, k, tau, hard)
 
 
 class NeuralSort(torch.nn.Module):
@@ -68,9 +73,10 @@ class NeuralSort(torch.nn.Module):
 
     kind = "permutation"
 
-    def __init__(self, k, tau=1.0, *, gumbel=False, noise_scale=1.0, generator=None):
+    def __init__(self, k, tau=1.0, *, gumbel=False, noise_scale=1.0, generator=None, hard=False):
         super().__init__()
         self.k = k
+        self.hard = bool(hard)
         self.tau = check_positive(tau, "tau")
         self.gumbel = gumbel
         self.noise_scale = noise_scale
@@ -78,5 +84,5 @@ class NeuralSort(torch.nn.Module):
 
     def forward(self, x):
         if self.gumbel:
-            return gumbel_neuralsort(x, self.k, self.tau, self.noise_scale, self.generator)
-        return neuralsort(x, self.k, self.tau)
+            return gumbel_neuralsort(x, self.k, self.tau, self.noise_scale, self.generator, self.hard)
+        return neuralsort(x, self.k, self.tau, self.hard)

@@ -76,3 +76,20 @@ def test_bad_input():
         neuralsort(torch.randn(4), 2, tau=0)
     with pytest.raises(ValueError, match="float32 or float64"):
         neuralsort(torch.arange(4), 2)
+
+
+@pytest.mark.parametrize("k", [1, 5, 16])
+def test_hard_straight_through(k):
+    """hard=True (the authors' option): forward = one-hot of each row's
+    argmax of the soft P; gradient = the soft P's (straight-through)."""
+    torch.manual_seed(3)
+    x = torch.randn(3, 16, dtype=torch.float64, requires_grad=True)
+    W = torch.randn(3, k, 16, dtype=torch.float64)
+    soft = dense_neuralsort(x, 0.5)[..., :k, :]
+    onehot = torch.zeros_like(soft).scatter(-1, soft.argmax(-1, keepdim=True), 1.0)
+    values, P = NeuralSort(k, tau=0.5, hard=True)(x)
+    torch.testing.assert_close(P, onehot, atol=0, rtol=0)
+    torch.testing.assert_close(values, (onehot @ x.unsqueeze(-1)).squeeze(-1))
+    (g,) = torch.autograd.grad((P * W).sum(), x)
+    (g_ref,) = torch.autograd.grad((soft * W).sum(), x)
+    torch.testing.assert_close(g, g_ref)

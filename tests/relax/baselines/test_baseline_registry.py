@@ -35,7 +35,9 @@ def test_temperature_argument():
     x = torch.randn(4, 8, dtype=torch.float64)
     for name in ("neuralsort", "softsort", "lapsum", "sinkhorn_sort", "soft_topk_sorted"):
         temp = 1e-4 if name != "sinkhorn_sort" else 1e-3
-        _, P = baselines.get(name, k=2, temperature=temp)(x)
+        # SOFT's own rule (200 fixed iterations) is far from converged at 1e-4
+        opts = {"rule": "tolerance", "max_iter": 20000} if name == "soft_topk_sorted" else {}
+        _, P = baselines.get(name, k=2, temperature=temp, **opts)(x)
         assert torch.equal(P.argmax(-1), torch.topk(x, 2).indices), name
 
 

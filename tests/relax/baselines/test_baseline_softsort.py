@@ -39,3 +39,24 @@ def test_low_temperature_is_hard_sort():
     top = torch.topk(x, 3)
     assert torch.equal(P.argmax(-1), top.indices)
     torch.testing.assert_close(values, top.values)
+
+
+@pytest.mark.parametrize("k", [1, 5, 16])
+def test_hard_straight_through(k):
+    """hard=True (the authors' option): forward = one-hot of each row's
+    argmax of the soft P; gradient = the soft P's (straight-through)."""
+    torch.manual_seed(3)
+    x = torch.randn(3, 16, dtype=torch.float64, requires_grad=True)
+    W = torch.randn(3, k, 16, dtype=torch.float64)
+    wv = torch.randn(3, k, dtype=torch.float64)
+    soft = dense_softsort(x, 0.5)[..., :k, :]
+    onehot = torch.zeros_like(soft).scatter(-1, soft.argmax(-1, keepdim=True), 1.0)
+    values, P = SoftSort(k, tau=0.5, hard=True)(x)
+    torch.testing.assert_close(P, onehot, atol=0, rtol=0)
+    torch.testing.assert_close(values, torch.topk(x, k).values)
+    (g,) = torch.autograd.grad((P * W).sum() + (values * wv).sum(), x)
+    (g_ref,) = torch.autograd.grad((soft * W).sum() + ((soft @ x.unsqueeze(-1)).squeeze(-1) * wv).sum(), x)
+    # values = P_hard @ x: d/dx gets P_hard^T wv directly plus the soft P's gradient through P
+    g_ref = g_ref - (soft.transpose(-1, -2) @ wv.unsqueeze(-1)).squeeze(-1) + \
+        (onehot.transpose(-1, -2) @ wv.unsqueeze(-1)).squeeze(-1)
+    torch.testing.assert_close(g, g_ref)

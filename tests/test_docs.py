@@ -1,0 +1,206 @@
+"""The getting-started documentation runs as written.
+
+Every shell command (```bash blocks) and every Python snippet (```python
+blocks) of README.md and docs/index.md is run, in page order, in a fresh
+folder; a command that fails, a snippet that raises (a stale module or
+attribute name) or a sample output that no longer matches fails the test.
+Quoted outputs (```console blocks: ``$ command`` then the lines it prints)
+of docs/cli.md are run and compared line by line with stdout; durations
+("0.281 s") compare as "a number of seconds".
+
+``netgen`` is run as ``python -m netgen.cli`` from this checkout (a wrapper
+on PATH), so the code under test is what runs, installed or not.
+
+Commands are run exactly as written except the ones in :data:`SUBSTITUTE`,
+an explicit mapping from the documented command to what runs instead and
+why (installs, the test suite itself, and the commands that take minutes
+at the documented size, which run at a small size here). A mapping entry
+whose command no longer appears in any page fails the test, so the mapping
+cannot go stale silently. In Python snippets ``generated/<name>_<hash>.py``
+(a placeholder the pages use for the build's hash) is replaced with the
+path the page's earlier ``netgen build`` printed for that name.
+
+CI time: 1.5 minutes on a shared 2-core machine (4 minutes at load
+average ~20); the (5, 10450) builds are the longest steps (~6 s each: the
+numba and cuda builds write their module without compiling kernels, the
+cuda compile check is substituted away, see SUBSTITUTE).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = ["README.md", "docs/index.md"]  # the getting-started pages: every bash and python block runs
+SAMPLE_PAGES = ["docs/cli.md"]  # quoted outputs (console blocks) checked
+TIMEOUT = 300
+
+SKIP = "not run"
+#: documented command -> (what runs instead, or SKIP, and the reason)
+SUBSTITUTE = {
+    'pip install torch==2.13.0 && pip install -e ".[all]" && netgen build --n 10450 --k 5 --target torch':
+        ("netgen build --n 10450 --k 5 --target torch", "the install step is not repeated; the build runs as written"),
+    'pip install torch==2.13.0 && pip install -e ".[all]" && pip install --no-deps difftopk==0.2.0 diffsort==0.2.0 '
+    '&& python -m pytest -n 2 -q':
+        (SKIP, "installs and the whole test suite: this test is part of it"),
+    "netgen build --n 10450 --k 5 --target cuda":
+        ("netgen build --n 10450 --k 5 --target cuda --no-compile",
+         "the PTX/cubin compile check takes ~15 s and needs ptxas; tests/codegen/test_cuda_ptx.py covers it"),
+    "netgen table":
+        ("netgen table --n 16", "all four n take minutes; n = 16 exercises the same code"),
+    "netgen bench --quick -o bench-out":
+        ("netgen bench --methods softsort,netgen-torch --n 16 --k 5 --batch 4 --repeats 1 --warmup 0 "
+         "--no-plots -o bench-out", "--quick takes ~3 minutes; one tiny configuration per method here"),
+    "python examples/digits_sorting.py --n 5":
+        (f"python {ROOT / 'examples' / 'digits_sorting.py'} --n 5 --steps 3 --eval-sets 10 --baseline none",
+         "1500 training steps take minutes; 3 steps check that the example runs"),
+}
+
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+WROTE = re.compile(r"wrote (\S*?generated/(\w+?)_([0-9a-f]{8})\.py)")
+PLACEHOLDER = re.compile(r"generated/(\w+?)_<hash>\.py")
+SECONDS = re.compile(r"\b\d+(\.\d+)? s\b")
+
+
+def blocks(page: str, langs=("bash", "python")):
+    """``(lang, text)`` of the page's fenced blocks in order."""
+    text = (ROOT / page).read_text()
+    return [(m.group(1), m.group(2)) for m in FENCE.finditer(text) if m.group(1) in langs]
+
+
+def commands(text: str) -> list[str]:
+    """Shell commands of a bash block: one per line, trailing comments dropped."""
+    out = []
+    for line in text.splitlines():
+        line = re.sub(r"\s+#.*$", "", line).strip()
+        if line and not line.startswith("#"):
+            out.append(line)
+    return out
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    """An environment whose ``netgen`` is this checkout's CLI."""
+    bindir = tmp_path_factory.mktemp("bin")
+    wrapper = bindir / "netgen"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m netgen.cli "$@"\n')
+    wrapper.chmod(0o755)
+    e = dict(os.environ)
+    e["PATH"] = f"{bindir}{os.pathsep}{e.get('PATH', '')}"
+    e["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + ([e["PYTHONPATH"]] if e.get("PYTHONPATH") else []))
+    e.setdefault("NETGEN_NUMBA_PARALLEL", "0")
+    e["MPLBACKEND"] = "Agg"
+    return e
+
+
+def run(cmd: str, cwd: Path, env) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, shell=True, cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+
+
+def test_substitutions_are_current():
+    """Every mapped command still appears on a page (a stale mapping fails)."""
+    documented = {c for page in PAGES for lang, text in blocks(page) if lang == "bash" for c in commands(text)}
+    stale = [c for c in SUBSTITUTE if c not in documented]
+    assert not stale, f"SUBSTITUTE maps commands no page documents any more: {stale}"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_runs(page, tmp_path, env):
+    built = {}  # module name prefix -> path printed by `netgen build`
+    ran = 0
+    for lang, text in blocks(page):
+        if lang == "bash":
+            for cmd in commands(text):
+                todo, why = SUBSTITUTE.get(cmd, (cmd, None))
+                if todo == SKIP:
+                    continue
+                r = run(todo, tmp_path, env)
+                assert r.returncode == 0, (f"{page}: `{cmd}`" + (f" (run as `{todo}`: {why})" if why else "")
+                                           + f" exited {r.returncode}\nstdout: {r.stdout[-2000:]}\nstderr: {r.stderr[-3000:]}")
+                for m in WROTE.finditer(r.stdout):
+                    built[m.group(2)] = m.group(1)
+                ran += 1
+        else:
+            def real_path(m):
+                assert m.group(1) in built, f"{page}: a snippet loads {m.group(0)} but no command above builds it"
+                return built[m.group(1)]
+
+            code = PLACEHOLDER.sub(real_path, text)
+            r = run(f'"{sys.executable}" -c {_quote(code)}', tmp_path, env)
+            assert r.returncode == 0, f"{page}: python snippet failed:\n{text}\nstderr: {r.stderr[-3000:]}"
+            ran += 1
+    assert ran, f"{page}: no runnable block found"
+
+
+def _quote(code: str) -> str:
+    import shlex
+
+    return shlex.quote(code)
+
+
+def console_samples(page: str):
+    """``(command, expected stdout lines)`` of the page's console blocks."""
+    for _, text in blocks(page, langs=("console",)):
+        cmd, expected = None, []
+        for line in text.splitlines():
+            if line.startswith("$ "):
+                if cmd is not None:
+                    yield cmd, expected
+                cmd, expected = line[2:].strip(), []
+            elif cmd is not None:
+                expected.append(line)
+        if cmd is not None:
+            yield cmd, expected
+
+
+def _norm(lines):
+    return [SECONDS.sub("<N> s", line.rstrip()) for line in lines if line.strip()]
+
+
+@pytest.mark.parametrize("page", SAMPLE_PAGES)
+def test_quoted_outputs_match(page, tmp_path, env):
+    samples = list(console_samples(page))
+    assert samples, f"{page}: no console samples found"
+    for cmd, expected in samples:
+        r = run(cmd, tmp_path, env)
+        assert r.returncode == 0, f"{page}: `{cmd}` exited {r.returncode}: {r.stderr[-2000:]}"
+        assert _norm(r.stdout.splitlines()) == _norm(expected), (
+            f"{page}: the quoted output of `{cmd}` is stale.\nquoted:\n" + "\n".join(expected)
+            + "\nactual:\n" + r.stdout)
+
+
+def test_kernel_count_in_targets_md():
+    """docs/targets.md's count of the compile-checked CUDA kernels equals
+    what tests/codegen/test_cuda_ptx.py checks (kinds x 2 dtypes x variants)."""
+    tree = ast.parse((ROOT / "tests" / "codegen" / "test_cuda_ptx.py").read_text())
+    consts = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                consts[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                pass
+    count = len(consts["KERNELS"]) * 2 * len(consts.get("VARIANTS", ("",)))
+    text = (ROOT / "docs" / "targets.md").read_text()
+    m = re.search(r"test_cuda_ptx\.py`: all (\d+) kernels", text)
+    assert m, "docs/targets.md no longer states how many kernels test_cuda_ptx.py compiles"
+    assert int(m.group(1)) == count, f"docs/targets.md says {m.group(1)} kernels, the test compiles {count}"
+
+
+def test_no_design_md_outside_docs():
+    """The docs stand alone: nothing cites a DESIGN.md the repository lacks."""
+    hits = []
+    for top in ("netgen", "docs", "tests", "benchmarks", "examples"):
+        for p in (ROOT / top).rglob("*"):
+            if p.suffix in (".py", ".md") and p.name != "test_docs.py" and "DESIGN.md" in p.read_text(errors="ignore"):
+                hits.append(str(p.relative_to(ROOT)))
+    if "DESIGN.md" in (ROOT / "README.md").read_text():
+        hits.append("README.md")
+    assert not hits, f"references to DESIGN.md (use docs/design.md): {hits}"
