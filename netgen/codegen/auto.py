@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import numbers
+
+import numpy as np
 
 import torch
 
@@ -93,12 +96,9 @@ def check_steepness(s) -> None:
             return
         v = float(s.detach())
     else:
-        if isinstance(s, bool):
+        if isinstance(s, (bool, np.bool_)) or not isinstance(s, (numbers.Real, np.floating, np.integer)):
             raise ValueError(f"steepness must be a number, got {s!r}")
-        try:
-            v = float(s)
-        except (TypeError, ValueError):
-            raise ValueError(f"steepness must be a number, got {s!r}") from None
+        v = float(s)
     if not (v > 0 and v != float("inf")):
         raise ValueError(f"steepness must be finite and > 0, got {v}")
 

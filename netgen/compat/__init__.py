@@ -69,6 +69,7 @@ from .losses import SmoothHardTopKLoss, SmoothTopKLoss, TopKCrossEntropyLoss
 from .nets import DiffSortNet, DiffTopkNet
 from .networks import TYPES, bitonic_network, get_sorting_network, odd_even_network, original_network
 from .sorts import NeuralSort, SoftSort
+from . import diffsort, difftopk  # noqa: E402  (the two packages, name for name)
 
 __all__ = [
     "DiffSortNet", "DiffTopkNet", "original_network", "sort", "topk", "bitonic_network", "odd_even_network",
