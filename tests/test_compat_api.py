@@ -217,16 +217,26 @@ def test_modules_have_sorting_network():
 
 
 # ------------------------------------------------------------ live attributes
-TARGETS = ["torch", "numba"]
+def _has_gpu():
+    if not torch.cuda.is_available():
+        return False
+    from netgen.codegen.auto import pick_target
+
+    return pick_target("cuda")[0] == "cuda"
+
+
+TARGETS = ["torch", "numba",
+           pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not _has_gpu(), reason="needs a CUDA GPU")])]
 
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_attribute_changes_change_the_next_call_like_the_published_module(target):
     n = 10
-    x = torch.randn(4, n, generator=torch.Generator().manual_seed(9), dtype=torch.float64)
-    theirs = diffsort.DiffSortNet("odd_even", n)
+    dev = "cuda" if target == "cuda" else "cpu"
+    x = torch.randn(4, n, generator=torch.Generator().manual_seed(9), dtype=torch.float64).to(dev)
+    theirs = diffsort.DiffSortNet("odd_even", n, device=dev)
     theirs.sorting_network = [[m.double() for m in layer] for layer in theirs.sorting_network]
-    ours = C.DiffSortNet("odd_even", n, target=target)
+    ours = C.DiffSortNet("odd_even", n, device=dev, target=target)
     first = ours(x)[1]
     changes = [("steepness", 2.0), ("distribution", "logistic_phi"), ("art_lambda", 0.5),
                ("interpolation_type", "logistic"), ("steepness", np.float32(3.5))]
@@ -279,12 +289,13 @@ def test_learnable_steepness_gets_the_finite_difference_gradient(target):
     if not _runtime_steepness_available(target):
         pytest.skip(f"the {target} target has no run-time steepness yet (PLAN interface 2)")
     n, k = 9, 4
+    dev = "cuda" if target == "cuda" else "cpu"
     x = torch.randn(5, n, generator=torch.Generator().manual_seed(10), dtype=torch.float64)
     w = torch.randn(5, n, k, generator=torch.Generator().manual_seed(11), dtype=torch.float64)
-    m = C.DiffTopkNet("odd_even", n, k, steepness=torch.nn.Parameter(torch.tensor(3.0, dtype=torch.float64)),
-                      distribution="logistic", target=target)
+    m = C.DiffTopkNet("odd_even", n, k, steepness=torch.nn.Parameter(torch.tensor(3.0, dtype=torch.float64, device=dev)),
+                      distribution="logistic", device=dev, target=target)
     assert [name for name, _ in m.named_parameters()] == ["steepness"]
-    (m(x)[1] * w).sum().backward()
+    (m(x.to(dev))[1] * w.to(dev)).sum().backward()
     g = m.steepness.grad.item()
 
     def f(s):
@@ -296,3 +307,21 @@ def test_learnable_steepness_gets_the_finite_difference_gradient(target):
     assert abs(g - fd) < 1e-6 * max(1.0, abs(fd)), (g, fd)
     # the parameter stays the module's own: state_dict keys do not depend on what was built
     assert list(m.state_dict()) == ["steepness"]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_steepness_schedule_reuses_one_module(target):
+    """Needs PLAN interface 2: a steepness change never builds another module."""
+    if not _runtime_steepness_available(target):
+        pytest.skip(f"the {target} target has no run-time steepness yet (PLAN interface 2)")
+    dev = "cuda" if target == "cuda" else "cpu"
+    m = C.DiffTopkNet("bitonic", 8, 3, device=dev, target=target)
+    x = torch.randn(2, 8, dtype=torch.float64, device=dev)
+    outs = []
+    for s in (1.0, 10.0, 100.0, np.float64(3.0), torch.tensor(5.0, dtype=torch.float64, device=dev)):
+        m.steepness = s
+        outs.append(m(x)[1])
+    assert len(m.layer._built) == 1
+    assert (outs[0] - outs[1]).abs().max().item() > 1e-3
+    want = C.DiffTopkNet("bitonic", 8, 3, steepness=5.0, device=dev, target="torch")(x)[1]
+    assert (outs[-1] - want).abs().max().item() < 1e-12
