@@ -8,6 +8,10 @@ from .io import load as load_network, save as save_network, dumps, loads
 
 __version__ = "0.1.0"
 
+from .codegen.cache import install_finder as _install_finder
+
+_install_finder()  # pickled generated layers find their modules in netgen's cache (netgen.codegen.cache)
+
 
 def load(path):
     """Import a generated layer module (see :func:`netgen.codegen.loader.load`)."""

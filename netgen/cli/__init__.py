@@ -18,6 +18,7 @@ COMMANDS = {
     "table": "table",
     "render": "render",
     "bench": "bench",
+    "cache": "cache",
 }
 
 

@@ -21,9 +21,7 @@ def load(path) -> types.ModuleType:
         raise ValueError(f"expected a generated .py file, got {str(path)!r}")
     if not p.is_file():
         raise ValueError(f"no such generated module: {str(path)!r}")
-    data = p.read_bytes()
-    tag = hashlib.sha256(str(p.resolve()).encode() + b"\0" + data).hexdigest()[:12]
-    qualname = f"_netgen_{p.stem}_{tag}"
+    qualname = qualname_of_file(p)
     mod = sys.modules.get(qualname)
     if mod is not None:
         return mod
@@ -44,18 +42,27 @@ def load(path) -> types.ModuleType:
         if not present:
             del sys.modules[qualname]
             raise ValueError(f"{str(path)!r} is not a netgen generated module (missing {attr})")
+    from .cache import remember_path
+
+    remember_path(qualname, p)  # so that a pickled Layer of it loads in another process
     return mod
+
+
+def qualname_of_file(path) -> str:
+    """``_netgen_<stem>_<hash of resolved path and content>``: the module
+    name :func:`load` registers ``path`` under."""
+    p = Path(path)
+    data = p.read_bytes()
+    tag = hashlib.sha256(str(p.resolve()).encode() + b"\0" + data).hexdigest()[:12]
+    return f"_netgen_{p.stem}_{tag}"
 
 
 def load_source(source: str, name: str) -> types.ModuleType:
-    """Execute generated ``source`` as a module named ``name`` without writing
-    a file (used by :mod:`netgen.compat`); cached by name and content."""
-    tag = hashlib.sha256(source.encode()).hexdigest()[:12]
-    qualname = f"_netgen_{name}_{tag}"
-    mod = sys.modules.get(qualname)
-    if mod is None:
-        mod = types.ModuleType(qualname)
-        mod.__file__ = f"<netgen generated {name}>"
-        exec(compile(source, mod.__file__, "exec"), mod.__dict__)
-        sys.modules[qualname] = mod
-    return mod
+    """Import generated ``source`` as a module named ``_netgen_<name>_<hash>``
+    (used by :mod:`netgen.compat`, ``topk_loss`` and ``target="auto"``): the
+    source is written once to netgen's cache and imported from that file, so
+    numba caches its kernels there and a pickled layer finds its module in a
+    new process (see :mod:`netgen.codegen.cache`)."""
+    from .cache import import_source
+
+    return import_source(source, name)

@@ -56,3 +56,38 @@ def test_helpers_take_target():
     with pytest.raises(ValueError, match="target 'tpu'"):
         DiffTopkNet("bitonic", 8, 3, target="tpu")
     assert DiffTopkNet("bitonic", 8, 3).layer.targets == {"cpu": "numba"}  # their device="cpu" default
+
+
+def test_torch_func_is_refused_clearly_not_swallowed():
+    """PLAN interface 3: torch.func transforms raise a ValueError naming them."""
+    from netgen.compat import DiffTopkNet
+
+    layer = AutoLayer(build("splitter", 8, 2), Relaxation(), "torch")
+    compat = DiffTopkNet("bitonic", 8, 2, target="torch")
+    x = torch.randn(3, 8, dtype=torch.float64)
+    for f in (lambda v: layer(v)[0], lambda v: compat(v)[1], lambda v: layer.column(v, torch.tensor([1, 2, 3]))):
+        with pytest.raises(ValueError, match="torch.func"):
+            torch.func.vmap(f)(x.unsqueeze(1))
+        with pytest.raises(ValueError, match="torch.func"):
+            torch.func.jacrev(lambda v: f(v).sum())(x)
+    assert layer(x)[1].shape == (3, 2, 8)  # and plain calls still work afterwards
+
+
+def test_steepness_attribute_and_pickle_state():
+    import pickle
+
+    net = build("splitter", 8, 2)
+    layer = AutoLayer(net, Relaxation("logistic", 2.0), "torch")
+    x = torch.randn(4, 8, dtype=torch.float64)
+    a = layer(x)[1]
+    layer.steepness = 9.0
+    b = layer(x)[1]
+    c = AutoLayer(net, Relaxation("logistic", 9.0), "torch")(x)[1]
+    assert (a - b).abs().max() > 1e-3 and (b - c).abs().max().item() < 1e-12
+    clone = pickle.loads(pickle.dumps(layer))
+    assert clone._built == {} and clone.steepness == 9.0
+    assert (clone(x)[1] - b).abs().max().item() < 1e-12
+    assert list(layer.state_dict()) == []
+    with pytest.raises(ValueError, match="steepness"):
+        layer.steepness = float("nan")
+        layer(x)

@@ -1,0 +1,165 @@
+"""First call of a layer built through ``topk_loss(1000, ...)`` in a fresh
+process: cold (empty netgen cache: numba compiles) and warm (a second
+process: kernels loaded from netgen's on-disk cache).
+
+Each measurement is a NEW Python process (``python benchmarks/first_call.py
+--child``) that imports netgen, builds ``topk_loss(1000, [0.5, 0.3, 0.2])``
+(target "auto": numba on CPU) and times its first ``loss(x, y).backward()``
+(B = 64, float32; forward and backward each compile on first use when
+nothing is cached), then a second call for comparison. The cache lives in a
+temporary ``NETGEN_CACHE_DIR`` made for this run, so the first process is
+truly cold.
+
+    python benchmarks/first_call.py            # 1 cold + 3 warm processes
+    python benchmarks/first_call.py --warm 5
+
+Prints per process: import, build, first call (wall and CPU seconds),
+second call and peak RSS; then the warm median and the cold/warm ratio, and the CPU model.
+Interleaved with the warm processes, "floor" processes time the first call
+of a trivial cached ``@njit`` function: numba's own per-process cost
+(runtime initialisation, registries, linking), which no cache removes; on a
+busy machine it dominates the warm first call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def child() -> None:
+    t0 = time.perf_counter()
+    import resource
+
+    import torch
+
+    import netgen  # noqa: F401
+    from netgen.relax.loss import topk_loss
+
+    t1 = time.perf_counter()
+    loss = topk_loss(1000, [0.5, 0.3, 0.2])
+    t2 = time.perf_counter()
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 1000, generator=g, requires_grad=True)
+    y = torch.randint(0, 1000, (64,), generator=g)
+    c2 = time.process_time()
+    loss(x, y).backward()
+    t3 = time.perf_counter()
+    c3 = time.process_time()
+    loss(x, y).backward()
+    t4 = time.perf_counter()
+    print(json.dumps({
+        "import_s": t1 - t0, "build_s": t2 - t1, "first_call_s": t3 - t2, "second_call_s": t4 - t3,
+        "first_call_cpu_s": c3 - c2, "target": loss.layer.targets, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }))
+
+
+FLOOR_SRC = """
+import numba, numpy as np
+
+
+@numba.njit(cache=True)
+def f(a):
+    s = 0.0
+    for v in a:
+        s += v
+    return s
+"""
+
+
+def floor_child(cache_dir: str) -> None:
+    """numba's own fixed cost: the first call of a trivial cached @njit
+    function, loaded from its cache (runtime init, registries, linking)."""
+    t0 = time.perf_counter()
+    import resource
+
+    import numpy as np
+
+    sys.path.insert(0, cache_dir)
+    import netgen_floor_probe as probe  # written by the parent
+
+    t1 = time.perf_counter()
+    c1 = time.process_time()
+    probe.f(np.ones(4))
+    t2 = time.perf_counter()
+    c2 = time.process_time()
+    print(json.dumps({"import_s": t1 - t0, "build_s": 0.0, "first_call_s": t2 - t1, "second_call_s": 0.0,
+                      "first_call_cpu_s": c2 - c1,
+                      "hits": sum(probe.f.stats.cache_hits.values()),
+                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def run(cache_dir: str, which: str = "--child") -> dict:
+    env = {**os.environ, "NETGEN_CACHE_DIR": cache_dir}
+    env.pop("NETGEN_NUMBA_PARALLEL", None)  # the parallel kernels: the ones users get (and the cached ones)
+    out = subprocess.run([sys.executable, __file__, which, cache_dir], env=env, capture_output=True, text=True,
+                         timeout=1800)
+    if out.returncode != 0:
+        raise SystemExit(out.stderr[-3000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--warm", type=int, default=3, help="warm processes after the cold one (default 3)")
+    ap.add_argument("--child", nargs="?", const="", help=argparse.SUPPRESS)
+    ap.add_argument("--floor", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child is not None:
+        child()
+        return
+    if a.floor:
+        floor_child(a.floor)
+        return
+    print(f"CPU: {cpu_model()} ({os.cpu_count()} logical cores), load {os.getloadavg()[0]:.2f}; "
+          f"python {platform.python_version()}")
+    with tempfile.TemporaryDirectory(prefix="netgen-cache-") as d:
+        with open(os.path.join(d, "netgen_floor_probe.py"), "w") as f:
+            f.write(FLOOR_SRC)
+        rows = [("cold", run(d))]
+        run(d, "--floor")  # compiles and caches the probe
+        floors = []
+        for i in range(a.warm):  # interleaved: a warm netgen process, then a numba-floor process
+            rows.append((f"warm {i + 1}", run(d)))
+            floors.append(run(d, "--floor"))
+    print(f"{'process':8} {'import':>8} {'build':>8} {'1st call':>9} {'(CPU s)':>8} {'2nd call':>9} {'peak RSS':>9}")
+    for name, r in rows:
+        print(f"{name:8} {r['import_s']:8.3f} {r['build_s']:8.3f} {r['first_call_s']:9.3f} "
+              f"{r['first_call_cpu_s']:8.3f} {r['second_call_s']:9.4f} {r['peak_rss_mb']:7.0f}MB")
+    for i, r in enumerate(floors):
+        print(f"{'floor ' + str(i + 1):8} {r['import_s']:8.3f} {'':>8} {r['first_call_s']:9.3f} "
+              f"{r['first_call_cpu_s']:8.3f} {'':>9} "
+              f"{r['peak_rss_mb']:7.0f}MB  (numba alone: a trivial cached @njit function, cache hits {r['hits']})")
+    warm = statistics.median(r["first_call_s"] for _, r in rows[1:])
+    floor = statistics.median(r["first_call_s"] for r in floors)
+    cold = rows[0][1]["first_call_s"]
+    print(f"target: {rows[0][1]['target']}")
+    print(f"first call, cold process: {cold:.3f} s; warm processes (median of {a.warm}): {warm:.3f} s; "
+          f"cold/warm = {cold / warm:.1f}x; warm < 1 s: {warm < 1.0}")
+    print(f"numba's own first-call floor (median of {a.warm}): {floor:.3f} s; warm netgen / floor = {warm / floor:.2f}x")
+    wc = statistics.median(r["first_call_cpu_s"] for _, r in rows[1:])
+    print(f"first call CPU time (all threads; less sensitive to a loaded machine): cold "
+          f"{rows[0][1]['first_call_cpu_s']:.3f} s, warm median {wc:.3f} s, numba floor "
+          f"{statistics.median(r['first_call_cpu_s'] for r in floors):.3f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""netgen's on-disk cache (netgen.codegen.cache): where it is, write-once
+files safe under concurrent processes, the finder for pickled layers, numba
+cache hits in a second process, clearing."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from netgen.codegen import cache, emit, module_name
+from netgen.codegen.auto import build_layer
+from netgen.codegen.loader import load
+from netgen.construct import build
+from netgen.relax.distributions import Relaxation
+
+torch.set_num_threads(1)
+NET = build("splitter", 9, 2)
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("NETGEN_CACHE_DIR", str(tmp_path / "c"))
+    return tmp_path / "c"
+
+
+def test_location_and_version_key(cache_dir, monkeypatch):
+    assert cache.root() == cache_dir
+    v = cache.versions()
+    assert v.startswith(f"py{sys.version_info[0]}.{sys.version_info[1]}-netgen") and "numba" in v and "torch" in v
+    monkeypatch.delenv("NETGEN_CACHE_DIR")
+    assert "netgen" in str(cache.root())  # the user cache dir (platformdirs)
+
+
+def test_layers_built_in_memory_live_in_the_cache(cache_dir):
+    r = Relaxation("logistic", 3.0)
+    layer = build_layer(NET, r, "torch")
+    qual = cache.qualname_for(module_name(NET, r, "torch"), emit("torch", NET, r))
+    f = cache.module_file(qual)
+    assert f.is_file() and f.parent.parent == cache_dir / cache.versions()
+    assert type(layer).__module__ == qual and sys.modules[qual].__file__ == str(f)
+    assert f.read_text() == emit("torch", NET, r)
+    x = torch.randn(3, 9, dtype=torch.float64)
+    assert torch.equal(layer(x)[1], build_layer(NET, r, "torch")(x)[1])
+
+
+def test_write_once_and_repair(cache_dir):
+    src = emit("torch", NET, Relaxation("cauchy", 2.0))
+    sys.modules.pop(cache.qualname_for("m", src), None)
+    cache.import_source(src, "m")
+    f = cache.module_file(cache.qualname_for("m", src))
+    stamp = f.stat().st_mtime_ns
+    sys.modules.pop(cache.qualname_for("m", src))
+    cache.import_source(src, "m")
+    assert f.stat().st_mtime_ns == stamp  # an existing file is never rewritten (numba's index keys on it)
+    f.write_text("damaged")
+    sys.modules.pop(cache.qualname_for("m", src))
+    mod = cache.import_source(src, "m")
+    assert f.read_text() == src and mod.TARGET == "torch"
+    assert not [p for p in f.parent.iterdir() if p.name.startswith(".tmp-")]
+
+
+WRITER = """
+import sys
+from netgen.codegen import cache, emit
+from netgen.construct import build
+from netgen.relax.distributions import Relaxation
+src = emit("torch", build("splitter", 40, 3), Relaxation("gaussian", float(sys.argv[1])))
+mod = cache.import_source(src, "race")
+assert mod.Layer()(__import__("torch").randn(2, 40))[1].shape == (2, 3, 40)
+print("ok")
+"""
+
+
+def test_concurrent_processes(cache_dir):
+    env = {**os.environ, "NETGEN_CACHE_DIR": str(cache_dir)}
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(1.0 + (i % 2))], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for i in range(6)]
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0 and out.strip() == "ok", err[-2000:]
+    files = sorted((cache_dir / cache.versions() / "modules").glob("_netgen_race_*.py"))
+    assert len(files) == 2  # two sources, one file each
+    assert not list(files[0].parent.glob(".tmp-*"))
+
+
+def test_finder_imports_generated_modules_in_a_new_process(cache_dir, tmp_path):
+    from netgen.codegen import write_module
+
+    p = write_module("torch", NET, Relaxation(), tmp_path / "g")
+    qual = load(p).__name__
+    code = f"import netgen, importlib; m = importlib.import_module({qual!r}); print(m.TARGET)"
+    env = {**os.environ, "NETGEN_CACHE_DIR": str(cache_dir)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "torch", out.stderr[-2000:]
+    p.write_text(p.read_text() + "\n# edited\n")  # another file now: the old name must not resolve to it
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode != 0 and "ModuleNotFoundError" in out.stderr
+
+
+def test_clear_and_info(cache_dir):
+    build_layer(NET, Relaxation("reciprocal", 2.0), "torch")
+    info = cache.info()
+    assert info["root"] == str(cache_dir) and info["files"] >= 1 and info["bytes"] > 0
+    assert cache.clear() >= 1
+    assert cache.info()["files"] == 0
+    assert cache.clear() == 0
+
+
+def test_cli_cache_commands(cache_dir):
+    from click.testing import CliRunner
+
+    from netgen.cli import main
+
+    build_layer(NET, Relaxation("reciprocal", 2.0), "torch")
+    res = CliRunner().invoke(main, ["cache", "info"], env={"NETGEN_CACHE_DIR": str(cache_dir)})
+    assert res.exit_code == 0 and str(cache_dir) in res.output
+    res = CliRunner().invoke(main, ["cache", "clear"], env={"NETGEN_CACHE_DIR": str(cache_dir)})
+    assert res.exit_code == 0 and "removed" in res.output
+    assert cache.info()["files"] == 0
+
+
+FIRST_CALL = """
+import numba, torch
+from netgen.relax.loss import topk_loss
+loss = topk_loss(30, [0.5, 0.5], target="numba")
+x = torch.randn(4, 30, requires_grad=True)
+loss(x, torch.tensor([0, 1, 2, 3])).backward()
+mod = __import__("sys").modules[type(loss.layer.layer_for(x.device)).__module__]
+d = [v for v in vars(mod).values() if isinstance(v, numba.core.registry.CPUDispatcher) and v.signatures]
+print(sum(v.stats.cache_hits.total() if hasattr(v.stats.cache_hits, "total") else sum(v.stats.cache_hits.values()) for v in d),
+      sum(sum(v.stats.cache_misses.values()) for v in d))
+"""
+
+
+@pytest.mark.timeout(900)
+def test_numba_kernels_come_from_the_cache_in_a_second_process(cache_dir):
+    env = {**os.environ, "NETGEN_CACHE_DIR": str(cache_dir), "NETGEN_NUMBA_PARALLEL": "1"}
+    first = subprocess.run([sys.executable, "-c", FIRST_CALL], capture_output=True, text=True, env=env, timeout=800)
+    assert first.returncode == 0, first.stderr[-2000:]
+    hits, misses = map(int, first.stdout.split())
+    assert hits == 0 and misses > 0
+    second = subprocess.run([sys.executable, "-c", FIRST_CALL], capture_output=True, text=True, env=env, timeout=800)
+    assert second.returncode == 0, second.stderr[-2000:]
+    hits, misses = map(int, second.stdout.split())
+    assert hits > 0 and misses == 0
