@@ -1,7 +1,8 @@
 """Kernel sources of the generated numba module (``--target numba``),
 one template per float type (``@@SFX@@`` _f32/_f64, ``@@NPT@@`` the numpy
 type, ``@@ONE@@``/``@@ZERO@@`` typed literals, ``@@SWAP16@@`` the swap code
-of :mod:`._swap_code` indented into the batch loop).
+of :mod:`._swap_code` indented into the batch loop, reading the run-time
+steepness ``stp``). Substitution is one pass (:func:`._numba_common.fill`).
 
 Every kernel is ``@njit(parallel=True, fastmath={"contract"})`` over
 blocks of ``_W`` = 16 batch rows (``prange``), batch-innermost: the state of
@@ -14,14 +15,26 @@ loop, the update of the two wires in another. The update is written
 operations; ``contract`` lets LLVM fuse multiply-adds). Padding rows of a
 partial last block are zeros and never written out.
 
-* ``_fwd_rows``: values by the forward sweep (saving p; with a gradient
-  also dp/dd * d and dp/dd), then P rows by the back-sweep
-  ``R <- R M_l`` in a wire-major scratch ``R[w, r, j]``, touching the plan's
-  rows ``clo..chi`` only and saving their differences ``R[r, a] - R[r, c]``
-  when a gradient is needed; R is transposed into P at the end;
-* ``_bwd_rows``: dL/dP pushed forward through the layers (the back-sweep's
-  adjoint) gives dL/dp per comparator and row, then one backward sweep of
-  the values' adjoint adds dL/dp * dp/dd;
+The P engine (docs/targets.md, "numba: the P engine"): the back-sweep rows
+of different ranks are independent, so P is computed per *rank group*
+``[g0, g1)`` of ``grp`` ranks: the scratch ``R[w, r, j]`` holds only the
+group's rows (n x grp x 16 floats) and the kernels run ``prange`` over
+(row block, rank group) pairs, so a batch of 16 sorting rows still uses
+every core. Each comparator's range of rows (the plan's ``clo..chi``) is
+clipped to the group.
+
+* ``_fwd_vals``: values by the forward sweep, saving p (and with a gradient
+  dp/dd * d, dp/dd; with a steepness gradient dp/ds * d, dp/ds);
+* ``_fwd_P``: P rows by the back-sweep ``R <- R M_l`` per (block, group),
+  saving the differences ``D = R[r, a] - R[r, c]`` in mode ``save``;
+* ``_bwd_rows``: per (block, group): dL/dP of the group pushed forward
+  through the layers (the back-sweep's adjoint) gives the group's share of
+  dL/dp; mode ``recompute`` first re-runs the group's back-sweep into a
+  thread-local ``Dg`` (filled from the top in reverse comparator order, so
+  the push reads it in order). Then the values' adjoint swept back once
+  with that share (and, for group 0, dL/dvalues) adds dL/dp * dp/dd; the
+  sweep is linear, so the shares' results add up, per thread, in ``gxt``
+  (``gst`` for dL/ds);
 * ``_fwd_col`` / ``_bwd_col``: P[:, y] by pushing e_y forward with the
   values, and its adjoint.
 """
@@ -98,13 +111,10 @@ def _store_block(src, b0, nb, dst):
 """
 
 KERNELS = '''@numba.njit(parallel=_PARALLEL, cache=_CACHE, error_model="numpy", fastmath={"contract"})
-def _fwd_rows@@SFX@@(x, ca, cb, clo, chi, doff, outs, values, P, ps, sv, D, save):
-    # _W batch rows per prange step, batch-innermost like the column
-    # kernels: v[w, j], and the back-sweep scratch R[w, r, j] (a comparator
-    # touches two contiguous (k, _W) tiles). ps[blk, i, j] = p of row
-    # blk * _W + j; sv[blk, i, :, j] = (dp * d, dp) (without save: one
-    # scratch slot, overwritten); with save D[blk, doff[i] + r - clo[i], j]
-    # = R[a, r, j] - R[c, r, j].
+def _fwd_vals@@SFX@@(x, stp, ca, cb, outs, values, ps, sv, ss, save, sgrad):
+    # values by the forward sweep; ps[blk, i, j] = p of row blk * _W + j;
+    # sv[blk, i, :, j] = (dp * d, dp) and ss[blk, i, :, j] = (dps * d, dps)
+    # (without save / sgrad: one scratch slot, overwritten)
     B, n = x.shape
     size = ca.shape[0]
     k = outs.shape[0]
@@ -119,15 +129,18 @@ def _fwd_rows@@SFX@@(x, ca, cb, clo, chi, doff, outs, values, P, ps, sv, D, save
             va = v[ca[i]]
             vc = v[cb[i]]
             pi = pj[i]
-            s = sv[blk, i if save else 0]
+            sw = sv[blk, i if save else 0]
+            sx = ss[blk, i if sgrad else 0]
             # two loops that LLVM vectorises (few pointers, no branches): the
             # swap probabilities and what backward needs, then the update
             for j in range(_W):
                 d = va[j] - vc[j]
 @@SWAP16@@
                 pi[j] = p
-                s[0, j] = dp * d
-                s[1, j] = dp
+                sw[0, j] = dp * d
+                sw[1, j] = dp
+                sx[0, j] = dps * d
+                sx[1, j] = dps
             for j in range(_W):
                 q = @@ONE@@ - pi[j]
                 a = va[j]
@@ -138,22 +151,42 @@ def _fwd_rows@@SFX@@(x, ca, cb, clo, chi, doff, outs, values, P, ps, sv, D, save
         for j in range(nb):
             for r in range(k):
                 values[b0 + j, r] = v[outs[r], j]
-        # back-sweep R <- R M_l, last layer first, rows clo..chi only
-        R = np.zeros((n, k, _W), dtype=@@NPT@@)
-        for r in range(k):
-            R[outs[r], r, :] = @@ONE@@
+        _ftz_off(mx)
+
+
+@numba.njit(parallel=_PARALLEL, cache=_CACHE, error_model="numpy", fastmath={"contract"})
+def _fwd_P@@SFX@@(ca, cb, clo, chi, doff, outs, ps, P, D, save, grp):
+    # P rows by the back-sweep R <- R M_l, last layer first, per (row
+    # block, rank group) pair: R[w, r - g0, j] holds ranks g0..g1-1 only;
+    # rows clo..chi (clipped to the group) only; with save
+    # D[blk, doff[i] + r - clo[i], j] = R[a, r, j] - R[c, r, j]
+    B, k, n = P.shape
+    size = ca.shape[0]
+    nblk = (B + _W - 1) // _W
+    ngr = (k + grp - 1) // grp
+    for t in numba.prange(nblk * ngr):
+        blk = t // ngr
+        g0 = (t % ngr) * grp
+        g1 = min(k, g0 + grp)
+        b0 = blk * _W
+        nb = min(_W, B - b0)
+        mx = _ftz_on()
+        R = np.zeros((n, g1 - g0, _W), dtype=@@NPT@@)
+        for r in range(g0, g1):
+            R[outs[r], r - g0, :] = @@ONE@@
+        pj = ps[blk]
         for i in range(size - 1, -1, -1):
-            lo = clo[i]
-            hi = chi[i]
+            lo = max(clo[i], g0)
+            hi = min(chi[i], g1)
             if lo >= hi:
                 continue
             Ra = R[ca[i]]
             Rc = R[cb[i]]
             pi = pj[i]
-            o = doff[i] - lo
+            o = doff[i] - clo[i]
             for r in range(lo, hi):
-                ra_ = Ra[r]
-                rc_ = Rc[r]
+                ra_ = Ra[r - g0]
+                rc_ = Rc[r - g0]
                 if save:
                     Dr = D[blk, o + r]
                     for j in range(_W):
@@ -162,85 +195,154 @@ def _fwd_rows@@SFX@@(x, ca, cb, clo, chi, doff, outs, values, P, ps, sv, D, save
                     q = @@ONE@@ - pi[j]
                     a = ra_[j]
                     c = rc_[j]
-                    t = q * (c - a)
-                    ra_[j] = a + t
-                    rc_[j] = c - t
-        for r in range(k):
-            _store_block(R[:, r], b0, nb, P[:, r])
+                    tt = q * (c - a)
+                    ra_[j] = a + tt
+                    rc_[j] = c - tt
+        for r in range(g0, g1):
+            _store_block(R[:, r - g0], b0, nb, P[:, r])
         _ftz_off(mx)
 
 
 @numba.njit(parallel=_PARALLEL, cache=_CACHE, error_model="numpy", fastmath={"contract"})
-def _bwd_rows@@SFX@@(gv, gP, has_gP, ca, cb, clo, chi, doff, outs, ps, sv, D, gx):
-    B, n = gx.shape
+def _bwd_rows@@SFX@@(gv, gP, has_gP, ca, cb, clo, chi, doff, outs, ps, sv, ss, sgrad, D, save, grp, gxt, gst):
+    # per (row block, rank group) pair, run by thread tid: the group's share
+    # of dL/dp (gpp), then the values' adjoint swept back with it, added
+    # into gxt[tid, blk] (wire-major) and gst[tid, blk] (dL/ds per row)
+    nblk = ps.shape[0]
     size = ca.shape[0]
     k = outs.shape[0]
-    for blk in numba.prange((B + _W - 1) // _W):
+    n = gxt.shape[2]
+    B = gv.shape[0]
+    ngr = (k + grp - 1) // grp
+    for t in numba.prange(nblk * ngr):
+        blk = t // ngr
+        gi_ = t % ngr
+        if gi_ > 0 and not has_gP:
+            continue
+        g0 = gi_ * grp
+        g1 = min(k, g0 + grp)
+        gw = g1 - g0
         b0 = blk * _W
         nb = min(_W, B - b0)
-        mx = _ftz_on()  # subnormals read and written as 0 on this thread (see _ftz_on)
-        gpp = np.zeros((size, _W), dtype=@@NPT@@)  # dL/dp per comparator and row
+        tid = numba.get_thread_id()
+        mx = _ftz_on()
+        pj = ps[blk]
+        gpp = np.zeros((size, _W), dtype=@@NPT@@)  # this group's dL/dp per comparator and row
         if has_gP:
-            # dL/dP pushed forward through the layers (the back-sweep's adjoint)
-            G = np.zeros((n, k, _W), dtype=@@NPT@@)
-            for r in range(k):
-                _load_block(gP[:, r], b0, nb, G[:, r])
+            if save:
+                Dg = D[blk]
+            else:
+                # recompute the group's back-sweep: its differences fill Dg
+                # from the top (reverse comparator order), so the push below
+                # reads them in order
+                cnt = 0
+                for i in range(size):
+                    lo = max(clo[i], g0)
+                    hi = min(chi[i], g1)
+                    if lo < hi:
+                        cnt += hi - lo
+                Dg = np.empty((cnt, _W), dtype=@@NPT@@)
+                R = np.zeros((n, gw, _W), dtype=@@NPT@@)
+                for r in range(g0, g1):
+                    R[outs[r], r - g0, :] = @@ONE@@
+                pos = cnt
+                for i in range(size - 1, -1, -1):
+                    lo = max(clo[i], g0)
+                    hi = min(chi[i], g1)
+                    if lo >= hi:
+                        continue
+                    pos -= hi - lo
+                    Ra = R[ca[i]]
+                    Rc = R[cb[i]]
+                    pi = pj[i]
+                    for r in range(lo, hi):
+                        ra_ = Ra[r - g0]
+                        rc_ = Rc[r - g0]
+                        Dr = Dg[pos + r - lo]
+                        for j in range(_W):
+                            Dr[j] = ra_[j] - rc_[j]
+                        for j in range(_W):
+                            q = @@ONE@@ - pi[j]
+                            a = ra_[j]
+                            c = rc_[j]
+                            tt = q * (c - a)
+                            ra_[j] = a + tt
+                            rc_[j] = c - tt
+            # dL/dP of the group pushed forward through the layers
+            G = np.zeros((n, gw, _W), dtype=@@NPT@@)
+            for r in range(g0, g1):
+                _load_block(gP[:, r], b0, nb, G[:, r - g0])
             acc = np.empty(_W, dtype=@@NPT@@)
+            pos = 0
             for i in range(size):
-                lo = clo[i]
-                hi = chi[i]
+                lo = max(clo[i], g0)
+                hi = min(chi[i], g1)
                 if lo >= hi:
                     continue
                 Ga = G[ca[i]]
                 Gc = G[cb[i]]
-                pi = ps[blk, i]
-                o = doff[i] - lo
+                pi = pj[i]
+                o = doff[i] - clo[i] if save else pos - lo
+                pos += hi - lo
                 acc[:] = @@ZERO@@
                 for r in range(lo, hi):
-                    ga_ = Ga[r]
-                    gc_ = Gc[r]
-                    Dr = D[blk, o + r]
+                    ga_ = Ga[r - g0]
+                    gc_ = Gc[r - g0]
+                    Dr = Dg[o + r]
                     for j in range(_W):
                         q = @@ONE@@ - pi[j]
                         ga = ga_[j]
                         gc = gc_[j]
                         acc[j] += (ga - gc) * Dr[j]
-                        t = q * (gc - ga)
-                        ga_[j] = ga + t
-                        gc_[j] = gc - t
+                        tt = q * (gc - ga)
+                        ga_[j] = ga + tt
+                        gc_[j] = gc - tt
                 for j in range(_W):
                     gpp[i, j] = acc[j]
-        # the values' adjoint, swept back once, adds dL/dp * dp/dd
+        # the values' adjoint, swept back once, adds dL/dp * dp/dd (and
+        # dL/dp * dp/ds to dL/ds); dL/dvalues enters with group 0 only
         g = np.zeros((n, _W), dtype=@@NPT@@)
-        for j in range(nb):
-            for r in range(k):
-                g[outs[r], j] += gv[b0 + j, r]
+        if gi_ == 0:
+            for j in range(nb):
+                for r in range(k):
+                    g[outs[r], j] += gv[b0 + j, r]
+        gs = np.zeros(_W, dtype=@@NPT@@)
         for i in range(size - 1, -1, -1):
             ga_ = g[ca[i]]
             gc_ = g[cb[i]]
-            pi = ps[blk, i]
-            s = sv[blk, i]
+            pi = pj[i]
+            sw = sv[blk, i]
             gi = gpp[i]
+            if sgrad:
+                sx = ss[blk, i]
+                for j in range(_W):
+                    gs[j] += (ga_[j] - gc_[j]) * sx[0, j] + gi[j] * sx[1, j]
             for j in range(_W):
                 q = @@ONE@@ - pi[j]
                 ga = ga_[j]
                 gc = gc_[j]
-                gd = (ga - gc) * s[0, j] + gi[j] * s[1, j]
-                t = q * (gc - ga) + gd
-                ga_[j] = ga + t
-                gc_[j] = gc - t
-        _store_block(g, b0, nb, gx)
+                gd = (ga - gc) * sw[0, j] + gi[j] * sw[1, j]
+                tt = q * (gc - ga) + gd
+                ga_[j] = ga + tt
+                gc_[j] = gc - tt
+        gx = gxt[tid, blk]
+        for w in range(n):
+            for j in range(_W):
+                gx[w, j] += g[w, j]
+        for j in range(_W):
+            gst[tid, blk, j] += gs[j]
         _ftz_off(mx)
 
 
 @numba.njit(parallel=_PARALLEL, cache=_CACHE, error_model="numpy", fastmath={"contract"})
-def _fwd_col@@SFX@@(x, y, ca, cb, outs, col, cs, save):
+def _fwd_col@@SFX@@(x, y, stp, ca, cb, outs, col, cs, css, save, sgrad):
     # _W batch rows at a time, batch-innermost: vu[w, :_W] = v[w] and
     # vu[w, _W:] = u[w] of the block's rows, so a comparator's state is two
     # contiguous 2 * _W tiles and each comparator is two short loops that
     # LLVM vectorises (error_model="numpy": no exceptions on division).
     # cs[blk, i, :, j] = (p, dp * d, dp * (u[a] - u[c])) of row blk * _W + j:
-    # all the adjoint needs (without save: one scratch slot, overwritten).
+    # all the adjoint needs; css[blk, i, :, j] = (dps * d, dps * du) for
+    # dL/ds (without save / sgrad: one scratch slot, overwritten).
     B, n = x.shape
     size = ca.shape[0]
     k = outs.shape[0]
@@ -256,16 +358,20 @@ def _fwd_col@@SFX@@(x, y, ca, cb, outs, col, cs, save):
         for i in range(size):
             ta = vu[ca[i]]
             tc = vu[cb[i]]
-            s = cs[blk, i if save else 0]
+            sw = cs[blk, i if save else 0]
+            sx = css[blk, i if sgrad else 0]
             for j in range(_W):
                 d = ta[j] - tc[j]
 @@SWAP16@@
                 q = @@ONE@@ - p
                 q2[j] = q
                 q2[_W + j] = q
-                s[0, j] = p
-                s[1, j] = dp * d
-                s[2, j] = dp * (ta[_W + j] - tc[_W + j])
+                du = ta[_W + j] - tc[_W + j]
+                sw[0, j] = p
+                sw[1, j] = dp * d
+                sw[2, j] = dp * du
+                sx[0, j] = dps * d
+                sx[1, j] = dps * du
             for e in range(2 * _W):
                 a = ta[e]
                 c = tc[e]
@@ -279,7 +385,8 @@ def _fwd_col@@SFX@@(x, y, ca, cb, outs, col, cs, save):
 
 
 @numba.njit(parallel=_PARALLEL, cache=_CACHE, error_model="numpy", fastmath={"contract"})
-def _bwd_col@@SFX@@(gcol, ca, cb, outs, cs, gx):
+def _bwd_col@@SFX@@(gcol, ca, cb, outs, cs, css, sgrad, gx, gsr):
+    # gsr[b] = dL/ds of row b (with sgrad)
     B, n = gx.shape
     size = ca.shape[0]
     k = outs.shape[0]
@@ -293,15 +400,20 @@ def _bwd_col@@SFX@@(gcol, ca, cb, outs, cs, gx):
                 gg[outs[r], _W + j] += gcol[b0 + j, r]
         q2 = np.empty(2 * _W, dtype=@@NPT@@)
         g2 = np.zeros(2 * _W, dtype=@@NPT@@)  # dL/dd per row; g2[_W:] stays 0 (u has no such term)
+        gs = np.zeros(_W, dtype=@@NPT@@)
         for i in range(size - 1, -1, -1):
             ta = gg[ca[i]]
             tc = gg[cb[i]]
-            s = cs[blk, i]
+            sw = cs[blk, i]
+            if sgrad:
+                sx = css[blk, i]
+                for j in range(_W):
+                    gs[j] += (ta[j] - tc[j]) * sx[0, j] + (ta[_W + j] - tc[_W + j]) * sx[1, j]
             for j in range(_W):
-                q = @@ONE@@ - s[0, j]
+                q = @@ONE@@ - sw[0, j]
                 q2[j] = q
                 q2[_W + j] = q
-                g2[j] = (ta[j] - tc[j]) * s[1, j] + (ta[_W + j] - tc[_W + j]) * s[2, j]
+                g2[j] = (ta[j] - tc[j]) * sw[1, j] + (ta[_W + j] - tc[_W + j]) * sw[2, j]
             for e in range(2 * _W):
                 a = ta[e]
                 c = tc[e]
@@ -309,5 +421,7 @@ def _bwd_col@@SFX@@(gcol, ca, cb, outs, cs, gx):
                 ta[e] = a + t
                 tc[e] = c - t
         _store_block(gg, b0, nb, gx)
+        for j in range(nb):
+            gsr[b0 + j] = gs[j]
         _ftz_off(mx)
 '''
