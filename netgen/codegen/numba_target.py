@@ -56,10 +56,16 @@ MODES = ("save", "recompute")
 SAVE_MAX_NNZ_PER_KN = 4.0
 SAVE_MAX_NNZ = 16384
 # Rank groups: the back-sweep scratch of one (row block, rank group) pair is
-# n x g x 16 floats; the recompute mode also fills g ranks' differences.
-# g is the largest count whose working set stays under GROUP_BYTES (float32),
-# at least 1 and at most k.
-GROUP_BYTES = 1 << 20
+# R = n x g x 16 floats. g is the largest count whose R stays under
+# GROUP_BYTES (float32; L2-sized: the recompute mode streams each group's
+# differences through it), at least MIN_GROUP (fewer ranks per pass leave
+# the per-comparator overhead and the re-reads of p dominant) and at most k.
+# Measured (oddeven sorters, B = 64, 2 threads): n = 256 best at g = 16,
+# n = 1024 at g = 4..8; g = 1 costs 2x, g = 16 at n = 1024 1.5x (its
+# differences no longer stay in cache). Mode save keeps all k ranks in one
+# group while R fits SAVE_GROUP_BYTES (top-5 of 10450: 3.3 MB).
+GROUP_BYTES = 512 << 10
+MIN_GROUP = 4
 SAVE_GROUP_BYTES = 4 << 20
 # Below this many (row, comparator-or-pair) updates per call a kernel runs
 # on the calling thread only (thread start-up and joining would dominate).
@@ -76,12 +82,11 @@ def engine(net: Network, mode: str | None = None, group: int | None = None) -> t
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if group is None:
+        per_rank = n * 16 * 4
         if mode == "save":
-            per_rank = n * 16 * 4
-            group = SAVE_GROUP_BYTES // per_rank
+            group = max(SAVE_GROUP_BYTES // per_rank, 1)
         else:
-            per_rank = (n + nnz / max(k, 1)) * 16 * 4
-            group = int(GROUP_BYTES // per_rank)
+            group = max(GROUP_BYTES // per_rank, MIN_GROUP)
     if isinstance(group, bool) or not isinstance(group, (int, np.integer)):
         raise ValueError(f"group must be an integer, got {group!r}")
     group = int(min(max(int(group), 1), max(k, 1)))
