@@ -268,8 +268,8 @@ class _Rows(torch.autograd.Function):
         gx, gs = rows_backward_numpy(saved, gvn, gPn, ctx.threads)
         gxt = torch.from_numpy(gx) if ctx.needs_input_grad[0] else None
         gst = _sgrad(gs, ctx.s_dtype) if ctx.needs_input_grad[1] else None
-        x, s_t = ctx.saved_tensors
-        gxt, gst = _once(ctx, (gxt, gst), (x, s_t, gv, gP))
+        if torch.is_grad_enabled():  # create_graph=True: the gradient must refuse to be differentiated
+            gxt, gst = _once(ctx, (gxt, gst), ctx.saved_tensors + (gv, gP))
         return gxt, gst, None, None
 
 
@@ -294,8 +294,8 @@ class _Column(torch.autograd.Function):
         gx, gs = column_backward_numpy(ctx.saved, _np(gcol, _TORCH[dt]), ctx.threads)
         gxt = torch.from_numpy(gx) if ctx.needs_input_grad[0] else None
         gst = _sgrad(gs, ctx.s_dtype) if ctx.needs_input_grad[1] else None
-        x, s_t = ctx.saved_tensors
-        gxt, gst = _once(ctx, (gxt, gst), (x, s_t, gcol))
+        if torch.is_grad_enabled():
+            gxt, gst = _once(ctx, (gxt, gst), ctx.saved_tensors + (gcol,))
         return gxt, gst, None, None, None
 
 
