@@ -67,9 +67,13 @@ SAVE_MAX_NNZ = 16384
 GROUP_BYTES = 512 << 10
 MIN_GROUP = 4
 SAVE_GROUP_BYTES = 4 << 20
-# Below this many (row, comparator-or-pair) updates per call a kernel runs
-# on the calling thread only (thread start-up and joining would dominate).
-SERIAL_WORK = 1 << 17
+# Below this many (row, comparator-or-pair) updates per call (~1-2 ms of
+# work) a kernel runs on the calling thread only: a parallel region costs
+# tens of microseconds on an idle machine and up to a scheduler time slice
+# on a busy one, where one of its threads waits for a core (measured with
+# benchmarks/threads_busy.py on this 2-core machine at load ~11: n = 16,
+# B = 32 took 108 ms per call parallel, 0.14 ms on one thread).
+SERIAL_WORK = 1 << 21
 
 
 def engine(net: Network, mode: str | None = None, group: int | None = None) -> tuple[str, int]:
