@@ -60,9 +60,9 @@ SAVE_MAX_NNZ = 16384
 # GROUP_BYTES (float32; L2-sized: the recompute mode streams each group's
 # differences through it), at least MIN_GROUP (fewer ranks per pass leave
 # the per-comparator overhead and the re-reads of p dominant) and at most k.
-# Measured (oddeven sorters, B = 64, 2 threads): n = 256 best at g = 16,
-# n = 1024 at g = 4..8; g = 1 costs 2x, g = 16 at n = 1024 1.5x (its
-# differences no longer stay in cache). Mode save keeps all k ranks in one
+# Measured (oddeven sorters, B = 64, 2 threads, CPU seconds per fwd+bwd):
+# n = 256 best at g = 16..32; n = 1024: g = 1: 4.5, 2: 2.9, 4: 2.1, 8: 2.0,
+# 16: 2.5 (its differences no longer stay in cache). Mode save keeps all k ranks in one
 # group while R fits SAVE_GROUP_BYTES (top-5 of 10450: 3.3 MB).
 GROUP_BYTES = 512 << 10
 MIN_GROUP = 4
