@@ -194,7 +194,7 @@ def _store_block(src, b0, nb, dst):
                 dst[b0 + j, w] = src[w, j]
 """
 
-KERNELS = '''@numba.njit(parallel=_PARALLEL, cache=_CACHE, error_model="numpy", fastmath={"contract"})
+KERNELS = '''@numba.njit(parallel=@@PAR@@, cache=_CACHE, error_model="numpy", fastmath={"contract"})
 def _fwd_vals@@SFX@@(x, stp, ca, cb, outs, values, ps, sv, ss, save, sgrad):
     # values by the forward sweep; ps[blk, i, j] = p of row blk * _W + j;
     # sv[blk, i, :, j] = (dp * d, dp) and ss[blk, i, :, j] = (dps * d, dps)
@@ -234,7 +234,7 @@ def _fwd_vals@@SFX@@(x, stp, ca, cb, outs, values, ps, sv, ss, save, sgrad):
         _ftz_off(mx)
 
 
-@numba.njit(parallel=_PARALLEL, cache=_CACHE, error_model="numpy", fastmath={"contract"})
+@numba.njit(parallel=@@PAR@@, cache=_CACHE, error_model="numpy", fastmath={"contract"})
 def _fwd_P@@SFX@@(ca, cb, clo, chi, doff, outs, ps, P, D, save, grp):
     # P rows by the back-sweep R <- R M_l, last layer first, per (row
     # block, rank group) pair: R[w, r - g0, j] holds ranks g0..g1-1 only;
@@ -308,7 +308,7 @@ def _vals_adjoint@@SFX@@(gv, use_gv, b0, nb, ca, cb, outs, pj, svb, ssb, sgrad, 
             gx[w, j] += g[w, j]
 
 
-@numba.njit(parallel=_PARALLEL, cache=_CACHE, error_model="numpy", fastmath={"contract"})
+@numba.njit(parallel=@@PAR@@, cache=_CACHE, error_model="numpy", fastmath={"contract"})
 def _bwd_rows@@SFX@@(gv, gP, has_gP, ca, cb, clo, chi, doff, outs, ps, sv, ss, sgrad, D, save, grp, gxt, gst):
     # The (row block, rank group) pairs t = blk * ngr + group are split into
     # nw = gxt.shape[0] contiguous runs, one per worker (prange). A worker
@@ -406,7 +406,7 @@ def _bwd_rows@@SFX@@(gv, gP, has_gP, ca, cb, clo, chi, doff, outs, ps, sv, ss, s
         _ftz_off(mx)
 
 
-@numba.njit(parallel=_PARALLEL, cache=_CACHE, error_model="numpy", fastmath={"contract"})
+@numba.njit(parallel=@@PAR@@, cache=_CACHE, error_model="numpy", fastmath={"contract"})
 def _fwd_col@@SFX@@(x, y, stp, ca, cb, outs, col, cs, css, save, sgrad):
     # _W batch rows at a time, batch-innermost: vu[w, :_W] = v[w] and
     # vu[w, _W:] = u[w] of the block's rows, so a comparator's state is two
@@ -456,7 +456,7 @@ def _fwd_col@@SFX@@(x, y, stp, ca, cb, outs, col, cs, css, save, sgrad):
         _ftz_off(mx)
 
 
-@numba.njit(parallel=_PARALLEL, cache=_CACHE, error_model="numpy", fastmath={"contract"})
+@numba.njit(parallel=@@PAR@@, cache=_CACHE, error_model="numpy", fastmath={"contract"})
 def _bwd_col@@SFX@@(gcol, ca, cb, outs, cs, css, sgrad, gx, gsr):
     # gsr[b] = dL/ds of row b (with sgrad)
     B, n = gx.shape

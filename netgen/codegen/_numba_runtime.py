@@ -24,6 +24,12 @@ _KERNELS = {
     np.dtype(np.float32): (_fwd_vals_f32, _fwd_P_f32, _bwd_rows_f32, _fwd_col_f32, _bwd_col_f32),
     np.dtype(np.float64): (_fwd_vals_f64, _fwd_P_f64, _bwd_rows_f64, _fwd_col_f64, _bwd_col_f64),
 }
+# the same kernels compiled without parallel=True (on first use), for calls
+# below _SERIAL_WORK: they never enter numba's thread pool
+_KERNELS_SERIAL = {
+    np.dtype(np.float32): (_fwd_vals_f32_s, _fwd_P_f32_s, _bwd_rows_f32_s, _fwd_col_f32_s, _bwd_col_f32_s),
+    np.dtype(np.float64): (_fwd_vals_f64_s, _fwd_P_f64_s, _bwd_rows_f64_s, _fwd_col_f64_s, _bwd_col_f64_s),
+}
 _NNZ_PER_ROW = _NNZ + _SIZE  # updates of one batch row through the back-sweep and the values
 
 
@@ -101,15 +107,22 @@ class _Threads:
         self.n = 1 if work < _SERIAL_WORK else t
 
     def __enter__(self):
-        self.lock = _needs_lock()
+        self.serial = self.n == 1 or not _PARALLEL
+        self.kernels = _KERNELS_SERIAL if self.serial else _KERNELS
+        self.lock = not self.serial and _needs_lock()
         if self.lock:
             _RUN_LOCK.acquire()
-        self.old = numba.get_num_threads()
-        numba.set_num_threads(self.n)
+        if not self.serial:
+            self.old = numba.get_num_threads()
+            numba.set_num_threads(self.n)
         return self
 
+    def workers(self):
+        return 1 if self.serial else numba.get_num_threads()
+
     def __exit__(self, *exc):
-        numba.set_num_threads(self.old)
+        if not self.serial:
+            numba.set_num_threads(self.old)
         if self.lock:
             _RUN_LOCK.release()
 
@@ -136,8 +149,8 @@ def rows_numpy(x, steepness=None, save=True, sgrad=False, threads=None, mode=Non
     sv = _take((nblk, _SIZE, 2, _W), dt) if save else np.empty((nblk, 1, 2, _W), dtype=dt)
     ss = _take((nblk, _SIZE, 2, _W), dt) if sgrad else np.empty((nblk, 1, 2, _W), dtype=dt)
     D = _take((nblk, _NNZ, _W), dt) if keep_D else np.empty((nblk, 0, _W), dtype=dt)
-    kv, kP = _KERNELS[dt][:2]
-    with _Threads(threads, B * _NNZ_PER_ROW):
+    with _Threads(threads, B * _NNZ_PER_ROW) as th:
+        kv, kP = th.kernels[dt][:2]
         kv(x, stp, _CA, _CB, _OUTPUTS, values, ps, sv, ss, save, sgrad)
         kP(_CA, _CB, _CLO, _CHI, _DOFF, _OUTPUTS, ps, P, D, keep_D, grp)
     if not save:
@@ -160,10 +173,10 @@ def rows_backward_numpy(saved, gv, gP, threads=None):
     if gP is None:
         gP = np.zeros((B, 0, 0), dtype=dt)
     with _Threads(threads, B * (_NNZ_PER_ROW if has_gP else _SIZE)) as th:
-        nt = numba.get_num_threads()
+        nt = th.workers()
         gxt = np.zeros((nt, nblk, _N, _W), dtype=dt)
         gst = np.zeros((nt, nblk, _W), dtype=dt)
-        _KERNELS[dt][2](gv, gP, has_gP, _CA, _CB, _CLO, _CHI, _DOFF, _OUTPUTS, ps, saved.sv, saved.ss,
+        th.kernels[dt][2](gv, gP, has_gP, _CA, _CB, _CLO, _CHI, _DOFF, _OUTPUTS, ps, saved.sv, saved.ss,
                         saved.sgrad, saved.D, saved.keep_D, saved.grp, gxt, gst)
     gx = gxt.sum(axis=0) if nt > 1 else gxt[0]
     gx = np.ascontiguousarray(gx.transpose(0, 2, 1).reshape(nblk * _W, _N)[:B])
@@ -183,8 +196,8 @@ def column_numpy(x, y, steepness=None, save=True, sgrad=False, threads=None):
     # without save / sgrad: one scratch slot per block, overwritten
     cs = _take((nblk, _SIZE, 3, _W), dt) if save else np.empty((nblk, 1, 3, _W), dtype=dt)
     css = _take((nblk, _SIZE, 2, _W), dt) if sgrad else np.empty((nblk, 1, 2, _W), dtype=dt)
-    with _Threads(threads, 2 * B * _SIZE):
-        _KERNELS[dt][3](x, y, stp, _CA, _CB, _OUTPUTS, col, cs, css, save, sgrad)
+    with _Threads(threads, 2 * B * _SIZE) as th:
+        th.kernels[dt][3](x, y, stp, _CA, _CB, _OUTPUTS, col, cs, css, save, sgrad)
     if not save:
         return col, None
     arrays = (cs, css) if sgrad else (cs,)
@@ -197,8 +210,8 @@ def column_backward_numpy(saved, gcol, threads=None):
     B = gcol.shape[0]
     gx = np.empty((B, _N), dtype=cs.dtype)
     gsr = np.zeros(B, dtype=cs.dtype)
-    with _Threads(threads, 2 * B * _SIZE):
-        _KERNELS[cs.dtype][4](gcol, _CA, _CB, _OUTPUTS, cs, saved.css, saved.sgrad, gx, gsr)
+    with _Threads(threads, 2 * B * _SIZE) as th:
+        th.kernels[cs.dtype][4](gcol, _CA, _CB, _OUTPUTS, cs, saved.css, saved.sgrad, gx, gsr)
     return gx, (float(gsr.sum(dtype=np.float64)) if saved.sgrad else 0.0)
 
 

@@ -12,7 +12,12 @@ The emitted module (DESIGN.md section 8 contract) holds:
   them per rank group in the backward) and the rank-group size;
 * five kernels per float type (sources in :mod:`._numba_kernels`, the swap
   code of the chosen distribution from :mod:`._swap_code` pasted inline,
-  reading the steepness as a run-time argument);
+  reading the steepness as a run-time argument), twice: parallel, and
+  serial (suffix ``_s``, compiled on first use) for calls below
+  ``SERIAL_WORK``: those never enter numba's OpenMP pool, whose spinning
+  workers slowed torch's own threads after every call (n = 32 sorting,
+  B = 64, fwd+bwd: 66 ms with parallel kernels on one thread, 1.8 ms with
+  OMP_WAIT_POLICY=passive, which a module cannot set once torch is loaded);
 * the host wrappers and ``Layer`` (:mod:`._numba_runtime`): ``forward``,
   ``column``, ``hard``, ``Layer(steepness=None, threads=None)``.
 
@@ -108,9 +113,10 @@ def emit(net: Network, r: Any = None, *, mode: str | None = None, group: int | N
     r = relaxation_of(net, r)
     mode, group = engine(net, mode, group)
     kernels = []
-    for ft in FLOAT_TYPES:
+    for ft, serial in ((ft, serial) for serial in (False, True) for ft in FLOAT_TYPES):
         kernels.append(fill(KERNELS, {
-            "SFX": "_f32" if ft == "float32" else "_f64",
+            "SFX": ("_f32" if ft == "float32" else "_f64") + ("_s" if serial else ""),
+            "PAR": "False" if serial else "_PARALLEL",
             "NPT": f"np.{ft}",
             "ONE": lit(1.0, ft),
             "ZERO": lit(0.0, ft),

@@ -47,6 +47,8 @@ def make(tmp_path_factory):
                 else:
                     os.environ["NETGEN_NUMBA_PARALLEL"] = old
             assert mod._PARALLEL is parallel
+            if parallel:  # the parallel kernels even for these small batches
+                mod._SERIAL_WORK = 0
             cache[key] = (mod, mod.Layer(), net, r)
         return cache[key]
 
