@@ -1,90 +1,150 @@
 """``--target numba``: emit a module of ``@njit`` CPU kernels.
 
-The emitted module (docs/design.md section 8 contract) holds:
+The emitted module (DESIGN.md section 8 contract) holds:
 
 * ``NETWORK``, ``RELAXATION``, ``TARGET = "numba"`` and the comparator table
   (rebuilt from ``NETWORK`` at import);
 * the build-time plan (:func:`netgen.codegen._numba_common.plan`): for each
   comparator, the range of P rows it can touch, so the back-sweep and its
-  adjoint skip structural zeros (after the first cascade of a (5, 10450)
-  splitter network only ~100 wires are live and rows stay sparse until the
-  sweep reaches that cascade);
-* four kernels per float type (sources in :mod:`._numba_kernels`, the
-  swap code of the chosen distribution from :mod:`._swap_code` pasted
-  inline): ``_fwd_rows`` / ``_bwd_rows`` (values and P rows, and their
-  written adjoint) and ``_fwd_col`` / ``_bwd_col`` (P[:, y] and its
-  adjoint), each ``@njit(parallel=True)`` over blocks of ``_W`` = 16 batch
-  rows, batch-innermost, so each comparator is short loops over the rows
-  that LLVM vectorises;
-* ``Layer`` (``torch.nn.Module``): ``forward``, ``column``, ``hard``, wrapped
-  in ``torch.autograd.Function`` s. Kernels are cached next to the module
-  (``cache=True``) when it is a real file.
+  adjoint skip structural zeros;
+* the P engine's build-time choices (:func:`engine`): the backward mode
+  (``save`` the back-sweep's differences in the forward, or ``recompute``
+  them per rank group in the backward) and the rank-group size;
+* five kernels per float type (sources in :mod:`._numba_kernels`, the swap
+  code of the chosen distribution from :mod:`._swap_code` pasted inline,
+  reading the steepness as a run-time argument), twice: parallel, and
+  serial (suffix ``_s``, compiled on first use) for calls below
+  ``SERIAL_WORK``: those never enter numba's OpenMP pool, whose spinning
+  workers slowed torch's own threads after every call (n = 32 sorting,
+  B = 64, fwd+bwd: 66 ms with parallel kernels on one thread, 1.8 ms with
+  OMP_WAIT_POLICY=passive, which a module cannot set once torch is loaded);
+* the host wrappers and ``Layer`` (:mod:`._numba_runtime`): ``forward``,
+  ``column``, ``hard``, ``Layer(steepness=None, threads=None)``.
+
+All values from the network, the construction and the relaxation reach the
+source through ``repr`` / JSON literals, and the templates are filled in one
+pass (:func:`._numba_common.fill`): no substituted text is searched again.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ..network import Network
-from ._numba_kernels import HELPERS, KERNELS
 from ._numba_common import (
     FLOAT_TYPES,
+    fill,
     lit,
     network_literal,
+    plan,
     plan_source,
     relaxation_literal,
     relaxation_of,
     swap_code,
 )
+from ._numba_kernels import HELPERS, KERNELS
+from ._numba_runtime import RUNTIME
 
 TARGET = "numba"
 
+MODES = ("save", "recompute")
+# Mode ``save`` keeps the back-sweep's differences D (one float per
+# (comparator, rank) pair of the plan: nnz per batch row) from the forward
+# for the backward; ``recompute`` keeps O(size) per row and re-runs each rank
+# group's back-sweep in the backward. ``save`` is chosen when D is at most
+# SAVE_MAX_NNZ_PER_KN times the output (k n per row; top-5 of 10450: 2.6) or
+# small in absolute terms (SAVE_MAX_NNZ per row): then writing and reading D
+# costs less than the second back-sweep. Sorters have nnz = 4.3 k n (n = 32)
+# to 28 k n (n = 4096).
+SAVE_MAX_NNZ_PER_KN = 4.0
+SAVE_MAX_NNZ = 16384
+# Rank groups: the back-sweep scratch of one (row block, rank group) pair is
+# R = n x g x 16 floats. g is the largest count whose R stays under
+# GROUP_BYTES (float32; L2-sized: the recompute mode streams each group's
+# differences through it), at least MIN_GROUP (fewer ranks per pass leave
+# the per-comparator overhead and the re-reads of p dominant) and at most k.
+# Measured (oddeven sorters, B = 64, 2 threads, CPU seconds per fwd+bwd):
+# n = 256 best at g = 16..32; n = 1024: g = 1: 4.5, 2: 2.9, 4: 2.1, 8: 2.0,
+# 16: 2.5 (its differences no longer stay in cache). Mode save keeps all k ranks in one
+# group while R fits SAVE_GROUP_BYTES (top-5 of 10450: 3.3 MB).
+GROUP_BYTES = 512 << 10
+MIN_GROUP = 4
+SAVE_GROUP_BYTES = 4 << 20
+# Below this many (row, comparator-or-pair) updates per call (~1-2 ms of
+# work) a kernel runs on the calling thread only: a parallel region costs
+# tens of microseconds on an idle machine and up to a scheduler time slice
+# on a busy one, where one of its threads waits for a core (measured with
+# benchmarks/threads_busy.py on this 2-core machine at load ~11: n = 16,
+# B = 32 took 108 ms per call parallel, 0.14 ms on one thread).
+SERIAL_WORK = 1 << 21
 
-def emit(net: Network, r: Any = None) -> str:
+
+def engine(net: Network, mode: str | None = None, group: int | None = None) -> tuple[str, int]:
+    """The P engine's build-time choices for ``net``: ``(mode, group)``
+    (see the constants above; ``mode``/``group`` force them, e.g. in tests)."""
+    clo, chi, doff = plan(net.n, net.comparators, net.layer_offsets, net.outputs)
+    nnz, k, n = int(doff[-1]), net.k, net.n
+    if mode is None:
+        mode = "save" if (nnz <= SAVE_MAX_NNZ_PER_KN * k * n or nnz <= SAVE_MAX_NNZ) else "recompute"
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if group is None:
+        per_rank = n * 16 * 4
+        if mode == "save":
+            group = max(SAVE_GROUP_BYTES // per_rank, 1)
+        else:
+            group = max(GROUP_BYTES // per_rank, MIN_GROUP)
+    if isinstance(group, bool) or not isinstance(group, (int, np.integer)):
+        raise ValueError(f"group must be an integer, got {group!r}")
+    group = int(min(max(int(group), 1), max(k, 1)))
+    return mode, group
+
+
+def emit(net: Network, r: Any = None, *, mode: str | None = None, group: int | None = None) -> str:
     """Full source of the generated numba module for ``net`` relaxed by
     ``r`` (a :class:`~netgen.relax.distributions.Relaxation`; None = the
-    default for ``net``). Deterministic: same inputs, same bytes."""
+    default for ``net``). ``mode`` ('save' / 'recompute') and ``group``
+    (ranks per group) override the build-time choices of :func:`engine`.
+    Deterministic: same inputs, same bytes."""
     if not isinstance(net, Network):
         raise ValueError(f"expected a Network, got {type(net).__name__}")
     r = relaxation_of(net, r)
-    src = _TEMPLATE
-    subs = {
-        "@@DOC@@": _doc(net, r),
-        "@@NETWORK@@": network_literal(net),
-        "@@RELAXATION@@": relaxation_literal(r),
-        "@@PLAN@@": plan_source().rstrip(),
-        "@@HELPERS@@": HELPERS.rstrip(),
-    }
+    mode, group = engine(net, mode, group)
     kernels = []
-    for ft in FLOAT_TYPES:
-        k = KERNELS
-        for key, val in {
-            "@@SFX@@": "_f32" if ft == "float32" else "_f64",
-            "@@NPT@@": f"np.{ft}",
-            "@@ONE@@": lit(1.0, ft),
-            "@@ZERO@@": lit(0.0, ft),
-            "@@SWAP16@@": swap_code(r, 16, ft, inline_exp=True),
-        }.items():
-            k = k.replace(key, val)
-        kernels.append(k)
-    subs["@@KERNELS@@"] = "\n\n".join(kernels)
-    for key, val in subs.items():
-        src = src.replace(key, val)
-    return src
+    for ft, serial in ((ft, serial) for serial in (False, True) for ft in FLOAT_TYPES):
+        kernels.append(fill(KERNELS, {
+            "SFX": ("_f32" if ft == "float32" else "_f64") + ("_s" if serial else ""),
+            "PAR": "False" if serial else "_PARALLEL",
+            "NPT": f"np.{ft}",
+            "ONE": lit(1.0, ft),
+            "ZERO": lit(0.0, ft),
+            "SWAP16": swap_code(r, 16, ft, inline_exp=True, steepness="stp"),
+        }))
+    return fill(_TEMPLATE, {
+        "DOC": repr(_doc(net, r, mode, group)),
+        "NETWORK": network_literal(net),
+        "RELAXATION": relaxation_literal(r),
+        "PLAN": plan_source().rstrip(),
+        "ENGINE": f"_MODE = {mode!r}\n_GROUP = {group!r}\n_SERIAL_WORK = {int(SERIAL_WORK)!r}",
+        "HELPERS": HELPERS.rstrip(),
+        "KERNELS": "\n\n".join(kernels),
+        "RUNTIME": RUNTIME.rstrip(),
+    }) + "\n"
 
 
-def _doc(net: Network, r) -> str:
-    from .literals import docstring  # network text reaches the module only as a literal
-
+def _doc(net: Network, r, mode: str, group: int) -> str:
     kind = net.construction.get("kind", "custom")
-    return docstring(
-        f"netgen generated module (target numba): {kind} network, n={net.n}, k={net.k}, "
+    return (
+        f"netgen generated module (target numba): {kind!s} network, n={net.n}, k={net.k}, "
         f"depth={net.depth}, size={net.size};\n"
-        f"relaxation {r.distribution}, steepness={r.steepness!r}, art_lambda={r.art_lambda!r}, "
-        f"art_epsilon={r.art_epsilon!r}.\n\n"
+        f"relaxation {r.distribution}, steepness={r.steepness!r} (default; Layer(steepness=...)), "
+        f"art_lambda={r.art_lambda!r}, art_epsilon={r.art_epsilon!r}; P engine: mode {mode}, "
+        f"rank groups of {group}.\n\n"
         "Generated code: do not edit. Rebuild with `netgen build ... --target numba`.\n"
         "Layer().forward(x) -> (values (..., k), P (..., k, n)); Layer().column(x, y) -> P[..., :, y];\n"
-        "Layer().hard(x) -> exact (values, indices). CPU tensors; float32/float64 (half computed in float32)."
+        "Layer().hard(x) -> exact (values, indices). CPU tensors; float32/float64 (half computed in float32).\n"
     )
 
 
@@ -93,6 +153,7 @@ _TEMPLATE = '''@@DOC@@
 import math
 import os
 import platform
+import threading
 
 import numba
 import numpy as np
@@ -115,6 +176,11 @@ _PARALLEL = os.environ.get("NETGEN_NUMBA_PARALLEL", "1") != "0"
 _CACHE = _PARALLEL and os.path.isfile(globals().get("__file__") or "")
 _W = 16  # batch rows per block in every kernel (one or two SIMD vectors)
 _T = 64  # wires per tile when transposing between (row, wire) and (wire, row)
+# The P engine (build-time choices, docs/targets.md): "save" keeps the
+# back-sweep's differences for the backward, "recompute" re-runs each rank
+# group's back-sweep there; ranks are processed in groups of _GROUP.
+# Kernels below _SERIAL_WORK updates per call run on one thread.
+@@ENGINE@@
 
 
 @@HELPERS@@
@@ -122,214 +188,6 @@ _T = 64  # wires per tile when transposing between (row, wire) and (wire, row)
 
 @@KERNELS@@
 
-# ------------------------------------------------------------ host wrappers
-_KERNELS = {
-    np.dtype(np.float32): (_fwd_rows_f32, _bwd_rows_f32, _fwd_col_f32, _bwd_col_f32),
-    np.dtype(np.float64): (_fwd_rows_f64, _bwd_rows_f64, _fwd_col_f64, _bwd_col_f64),
-}
 
-
-# ------------------------------------------------ reused saved-state buffers
-# What a forward saves for backward (ps, sv, D, cs: ~60 MB at B = 64 for a
-# (5, 10450) network) comes from a small pool and goes back to it when autograd
-# frees the graph (_Saved.__del__), so a training loop does not fault in fresh
-# pages every step. At most 2 free arrays per shape, _POOL_SHAPES shapes
-# (the oldest dropped); free_buffers() empties it.
-_POOL = {}
-_POOL_SHAPES = 8
-
-
-def _take(shape, dtype):
-    free = _POOL.get((shape, np.dtype(dtype)))
-    return free.pop() if free else np.empty(shape, dtype=dtype)
-
-
-def _give(*arrays):
-    for a in arrays:
-        key = (a.shape, a.dtype)
-        if key not in _POOL and len(_POOL) >= _POOL_SHAPES:
-            del _POOL[next(iter(_POOL))]
-        free = _POOL.setdefault(key, [])
-        if len(free) < 2:
-            free.append(a)
-
-
-def free_buffers():
-    """Drop the pooled saved-state buffers (memory goes back to the system)."""
-    _POOL.clear()
-
-
-class _Saved:
-    """A forward's saved arrays; back to the pool when autograd frees them."""
-
-    def __init__(self, B, *arrays):
-        self.B = B
-        self.arrays = arrays
-
-    def __del__(self):
-        _give(*self.arrays)
-
-
-def rows_numpy(x, save=True):
-    """Forward kernel on a (B, n) float32/float64 C-contiguous array.
-    Returns ``values, P, saved`` (``saved`` feeds :func:`rows_backward_numpy`;
-    None without ``save``)."""
-    B = x.shape[0]
-    dt = x.dtype
-    nblk = (B + _W - 1) // _W
-    values = np.empty((B, _K), dtype=dt)
-    P = np.empty((B, _K, _N), dtype=dt)
-    ps = _take((nblk, _SIZE, _W), dt)
-    if save:
-        sv = _take((nblk, _SIZE, 2, _W), dt)
-        D = _take((nblk, _NNZ, _W), dt)
-    else:  # one scratch slot, overwritten
-        sv = np.empty((nblk, 1, 2, _W), dtype=dt)
-        D = np.empty((nblk, 0, _W), dtype=dt)
-    _KERNELS[dt][0](x, _CA, _CB, _CLO, _CHI, _DOFF, _OUTPUTS, values, P, ps, sv, D, save)
-    if not save:
-        _give(ps)
-        return values, P, None
-    return values, P, _Saved(B, ps, sv, D)
-
-
-def rows_backward_numpy(saved, gv, gP):
-    """Adjoint of :func:`rows_numpy`: gradient w.r.t. x from the gradients
-    of values (B, k) and P (B, k, n) (``gP`` may be None)."""
-    B = saved.B
-    ps, sv, D = saved.arrays
-    gx = np.empty((B, _N), dtype=ps.dtype)
-    has_gP = gP is not None
-    if gP is None:
-        gP = np.zeros((B, 0, 0), dtype=ps.dtype)
-    _KERNELS[ps.dtype][1](gv, gP, has_gP, _CA, _CB, _CLO, _CHI, _DOFF, _OUTPUTS, ps, sv, D, gx)
-    return gx
-
-
-def column_numpy(x, y, save=True):
-    """P[:, y] for (B, n) ``x`` and (B,) int64 ``y``; returns ``col, saved``
-    (None without ``save``)."""
-    B = x.shape[0]
-    dt = x.dtype
-    col = np.empty((B, _K), dtype=dt)
-    nblk = (B + _W - 1) // _W
-    # without save: one scratch slot, overwritten
-    cs = _take((nblk, _SIZE, 3, _W), dt) if save else np.empty((nblk, 1, 3, _W), dtype=dt)
-    _KERNELS[dt][2](x, y, _CA, _CB, _OUTPUTS, col, cs, save)
-    return col, (_Saved(B, cs) if save else None)
-
-
-def column_backward_numpy(saved, gcol):
-    (cs,) = saved.arrays
-    gx = np.empty((gcol.shape[0], _N), dtype=cs.dtype)
-    _KERNELS[cs.dtype][3](gcol, _CA, _CB, _OUTPUTS, cs, gx)
-    return gx
-
-
-def _np(t, dtype):
-    return np.ascontiguousarray(t.detach().to(dtype).numpy())
-
-
-class _Rows(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.set_materialize_grads(False)
-        save = bool(ctx.needs_input_grad[0])
-        values, P, saved = rows_numpy(_np(x, x.dtype), save)
-        ctx.saved = saved
-        return torch.from_numpy(values), torch.from_numpy(P)
-
-    @staticmethod
-    def backward(ctx, gv, gP):
-        if gv is None and gP is None:
-            return None
-        B = ctx.saved.B
-        dt = ctx.saved.arrays[0].dtype
-        gvn = np.zeros((B, _K), dtype=dt) if gv is None else _np(gv, _TORCH[dt])
-        gPn = None if gP is None else _np(gP, _TORCH[dt])
-        return torch.from_numpy(rows_backward_numpy(ctx.saved, gvn, gPn))
-
-
-class _Column(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, y):
-        ctx.set_materialize_grads(False)
-        col, saved = column_numpy(_np(x, x.dtype), y, bool(ctx.needs_input_grad[0]))
-        ctx.saved = saved
-        return torch.from_numpy(col)
-
-    @staticmethod
-    def backward(ctx, gcol):
-        if gcol is None:
-            return None, None
-        dt = ctx.saved.arrays[0].dtype
-        return torch.from_numpy(column_backward_numpy(ctx.saved, _np(gcol, _TORCH[dt]))), None
-
-
-_TORCH = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64}
-
-
-def _prepare(x):
-    if not isinstance(x, torch.Tensor):
-        raise ValueError(f"expected a torch.Tensor, got {type(x).__name__}")
-    if x.shape[-1:] != (_N,):
-        raise ValueError(f"input must have shape (..., {_N}), got {tuple(x.shape)}")
-    if x.device.type != "cpu":
-        raise ValueError(f"the numba target runs on CPU tensors; got a tensor on {x.device} (use the cuda target)")
-    if not x.dtype.is_floating_point:
-        raise ValueError(f"input must be floating point, got {x.dtype}")
-    if not bool(torch.isfinite(x).all()):
-        raise ValueError("input contains NaN or inf")
-    cdt = x.dtype if x.dtype in (torch.float32, torch.float64) else torch.float32
-    return x.reshape(-1, _N).to(cdt), x.shape[:-1], x.dtype
-
-
-class Layer(torch.nn.Module):
-    """Relaxed top-k / sorting layer for the network in ``NETWORK``."""
-
-    n = _N
-    k = _K
-
-    def forward(self, x):
-        x2, lead, dt = _prepare(x)
-        values, P = _Rows.apply(x2)
-        return values.reshape(*lead, _K).to(dt), P.reshape(*lead, _K, _N).to(dt)
-
-    def column(self, x, y):
-        x2, lead, dt = _prepare(x)
-        y = torch.as_tensor(y)
-        if y.dtype.is_floating_point or y.dtype == torch.bool or y.is_complex():
-            raise ValueError(f"y must be an integer tensor, got {y.dtype}")
-        if tuple(y.shape) != tuple(lead):
-            raise ValueError(f"y must have shape {tuple(lead)}, got {tuple(y.shape)}")
-        yn = np.ascontiguousarray(y.reshape(-1).cpu().numpy().astype(np.int64))
-        if yn.size and (yn.min() < 0 or yn.max() >= _N):
-            raise ValueError(f"y must lie in 0..{_N - 1}")
-        col = _Column.apply(x2, yn)
-        return col.reshape(*lead, _K).to(dt)
-
-    def hard(self, x):
-        """The exact network: ``(values, indices)`` of shapes (..., k)."""
-        if not isinstance(x, torch.Tensor) or x.dim() < 1 or x.shape[-1] != _N:
-            raise ValueError(f"input must be a tensor of shape (..., {_N})")
-        if x.dtype.is_floating_point and bool(torch.isnan(x).any()):
-            raise ValueError("input contains NaN values; the exact network needs ordered inputs")
-        lead = x.shape[:-1]
-        v = x.detach().reshape(-1, _N).clone()
-        idx = torch.arange(_N, device=v.device).expand(v.shape[0], _N).clone()
-        for l in range(len(_OFFSETS) - 1):
-            a = torch.from_numpy(_CA[_OFFSETS[l]:_OFFSETS[l + 1]])
-            c = torch.from_numpy(_CB[_OFFSETS[l]:_OFFSETS[l + 1]])
-            va, vc = v[:, a], v[:, c]
-            ia, ic = idx[:, a], idx[:, c]
-            swap = vc > va
-            v[:, a] = torch.where(swap, vc, va)
-            v[:, c] = torch.where(swap, va, vc)
-            idx[:, a] = torch.where(swap, ic, ia)
-            idx[:, c] = torch.where(swap, ia, ic)
-        o = torch.from_numpy(_OUTPUTS)
-        return v[:, o].reshape(*lead, _K), idx[:, o].reshape(*lead, _K)
-
-    def extra_repr(self):
-        return f"n={_N}, k={_K}, target=numba, {RELAXATION['distribution']}"
+@@RUNTIME@@
 '''

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from netgen.codegen import emit, write_module
+from netgen.codegen import emit, module_name, numba_target, write_module
 from netgen.codegen._numba_common import plan
 from netgen.codegen.loader import load
 from netgen.construct import build
@@ -27,11 +27,16 @@ def make(tmp_path_factory):
     cache = {}
     root = tmp_path_factory.mktemp("numba_gen")
 
-    def _make(net: Network, r: Relaxation, parallel: bool = False):
-        key = (net.key(), tuple(sorted(r.to_dict().items())), parallel)
+    def _make(net: Network, r: Relaxation, parallel: bool = False, mode=None, group=None):
+        key = (net.key(), tuple(sorted(r.to_dict().items())), parallel, mode, group)
         if key not in cache:
             out = root / ("par" if parallel else "ser")
-            path = write_module("numba", net, r, out)
+            if mode is None and group is None:
+                path = write_module("numba", net, r, out)
+            else:
+                out.mkdir(parents=True, exist_ok=True)
+                path = out / f"{module_name(net, r, 'numba')}_{mode}_{group}.py"
+                path.write_text(numba_target.emit(net, r, mode=mode, group=group))
             old = os.environ.get("NETGEN_NUMBA_PARALLEL")
             os.environ["NETGEN_NUMBA_PARALLEL"] = "1" if parallel else "0"
             try:
@@ -42,6 +47,8 @@ def make(tmp_path_factory):
                 else:
                     os.environ["NETGEN_NUMBA_PARALLEL"] = old
             assert mod._PARALLEL is parallel
+            if parallel:  # the parallel kernels even for these small batches
+                mod._SERIAL_WORK = 0
             cache[key] = (mod, mod.Layer(), net, r)
         return cache[key]
 
@@ -155,7 +162,7 @@ def test_parallel_module_as_shipped(make):
     # the cache is next to the generated file
     assert mod._CACHE
     cached = os.listdir(os.path.join(os.path.dirname(mod.__file__), "__pycache__"))
-    assert any(f.endswith(".nbi") and "_fwd_rows" in f for f in cached)
+    assert any(f.endswith(".nbi") and "_fwd_P" in f for f in cached)
 
 
 

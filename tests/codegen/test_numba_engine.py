@@ -1,0 +1,402 @@
+"""The numba target's P engine (issue 18) and its layer contract (issues 19,
+20): both backward modes (``save``: the back-sweep's differences kept from
+the forward; ``recompute``: re-run per rank group in the backward) and
+several rank-group sizes against the reference in float64 (1e-12) and
+gradcheck; the run-time steepness (attribute, tensor, gradient); refusals
+(second order, torch.func, overflow); inputs never written; threads.
+
+Modules are compiled serially (NETGEN_NUMBA_PARALLEL=0) except the
+workqueue test, which compiles a tiny parallel module in a subprocess. The
+mode and group size are build-time constants of a module (``emit(...,
+mode=, group=)``); the wrappers read ``_MODE`` / ``_GROUP`` at call time, so
+one compiled module is also run with other values here (no recompilation)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from netgen.codegen import module_name, numba_target
+from netgen.codegen.loader import load
+from netgen.construct import build
+from netgen.network import Network
+from netgen.relax import reference
+from netgen.relax.distributions import Relaxation
+
+TOL = 1e-12
+
+
+@pytest.fixture(scope="module")
+def make(tmp_path_factory):
+    cache = {}
+    root = tmp_path_factory.mktemp("numba_engine")
+
+    def _make(net: Network, r: Relaxation, mode=None, group=None):
+        key = (net.key(), tuple(sorted(r.to_dict().items())), mode, group)
+        if key not in cache:
+            path = root / f"{module_name(net, r, 'numba')}_{mode}_{group}.py"
+            path.write_text(numba_target.emit(net, r, mode=mode, group=group))
+            old = os.environ.get("NETGEN_NUMBA_PARALLEL")
+            os.environ["NETGEN_NUMBA_PARALLEL"] = "0"
+            try:
+                mod = load(path)
+            finally:
+                if old is None:
+                    del os.environ["NETGEN_NUMBA_PARALLEL"]
+                else:
+                    os.environ["NETGEN_NUMBA_PARALLEL"] = old
+            cache[key] = mod
+        return cache[key]
+
+    return _make
+
+
+def _grads(v, P, x, gv, gP):
+    loss = (v * gv).sum() + (P * gP).sum()
+    return torch.autograd.grad(loss, x, retain_graph=True)[0]
+
+
+def _check(layer, net, r, x, steepness=None):
+    x = x.clone().requires_grad_(True)
+    v, P = layer(x)
+    r0 = r if steepness is None else Relaxation(r.distribution, float(steepness), r.art_lambda, r.art_epsilon)
+    v0, P0 = reference.forward(net, x, r0)
+    torch.testing.assert_close(v, v0, atol=TOL, rtol=0)
+    torch.testing.assert_close(P, P0, atol=TOL, rtol=0)
+    gen = torch.Generator().manual_seed(11)
+    gv = torch.randn(v.shape, generator=gen, dtype=v.dtype)
+    gP = torch.randn(P.shape, generator=gen, dtype=P.dtype)
+    for a, b in ((gv, gP), (gv * 0, gP), (gv, gP * 0)):
+        g = _grads(v, P, x, a, b)
+        g0 = _grads(v0, P0, x, a, b)
+        torch.testing.assert_close(g, g0, atol=TOL * max(1.0, float(g0.abs().max())), rtol=0)
+    # P only (dL/dvalues None) and values only (dL/dP None)
+    g = torch.autograd.grad((P * gP).sum(), x, retain_graph=True)[0]
+    g0 = torch.autograd.grad((P0 * gP).sum(), x, retain_graph=True)[0]
+    torch.testing.assert_close(g, g0, atol=TOL * max(1.0, float(g0.abs().max())), rtol=0)
+    g = torch.autograd.grad((v * gv).sum(), x)[0]
+    g0 = torch.autograd.grad((v0 * gv).sum(), x)[0]
+    torch.testing.assert_close(g, g0, atol=TOL * max(1.0, float(g0.abs().max())), rtol=0)
+
+
+def test_emit_options_choose_the_engine():
+    net = build("oddeven", 12, 12)
+    src = numba_target.emit(net, Relaxation("logistic", 4.0), mode="recompute", group=5)
+    assert "_MODE = 'recompute'\n_GROUP = 5\n" in src
+    assert numba_target.engine(net, "save", 100) == ("save", 12)  # clipped to k
+    with pytest.raises(ValueError, match="mode"):
+        numba_target.emit(net, Relaxation("logistic", 4.0), mode="fast")
+    with pytest.raises(ValueError, match="group"):
+        numba_target.engine(net, None, 2.5)
+    # the build-time choice: top-5 keeps the differences, large sorters recompute
+    assert numba_target.engine(build("splitter", 200, 5))[0] == "save"
+    assert numba_target.engine(build("oddeven", 256, 256))[0] == "recompute"
+
+
+@pytest.mark.parametrize("mode", ["save", "recompute"])
+def test_sorting_modes_and_group_sizes(make, mode):
+    """k = n sorting (odd-even, 12 wires) in both modes, the module's own
+    group size and others set at run time (1, 5: a group that splits the
+    plan's row ranges, 12 = all ranks), B = 1, 19 (odd, a partial block) and 33."""
+    net = build("oddeven", 12, 12)
+    r = Relaxation("logistic", steepness=4.0)
+    mod = make(net, r, mode=mode, group=3)
+    assert (mod._MODE, mod._GROUP) == (mode, 3)
+    layer = mod.Layer()
+    gen = torch.Generator().manual_seed(1)
+    for group in (3, 1, 5, 12):
+        mod._GROUP = group
+        for B in (1, 19, 33):
+            _check(layer, net, r, torch.randn(B, 12, generator=gen, dtype=torch.float64))
+    mod._GROUP = 3
+    xs = torch.randn(3, 12, generator=gen, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: layer(t), (xs,), atol=1e-7)
+
+
+@pytest.mark.parametrize("mode", ["save", "recompute"])
+@pytest.mark.parametrize("kind,n,k", [("splitter", 16, 5), ("splitter", 9, 1), ("bitonic", 8, 8)])
+def test_topk_modes(make, mode, kind, n, k):
+    """Selection networks (ranges of rows that groups of 2 split; k = 1) in
+    both modes; unbatched input; gradcheck."""
+    net = build(kind, n, k)
+    r = Relaxation("cauchy", steepness=3.0)
+    mod = make(net, r, mode=mode, group=2)
+    layer = mod.Layer()
+    gen = torch.Generator().manual_seed(2)
+    _check(layer, net, r, torch.randn(2, 3, n, generator=gen, dtype=torch.float64))
+    _check(layer, net, r, torch.randn(n, generator=gen, dtype=torch.float64))
+    xs = torch.randn(2, n, generator=gen, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: layer(t), (xs,), atol=1e-7)
+
+
+def test_float32_recompute(make):
+    net = build("oddeven", 12, 12)
+    r = Relaxation("cauchy", steepness=5.0)
+    mod = make(net, r, mode="recompute", group=5)
+    x = torch.randn(21, 12, generator=torch.Generator().manual_seed(3)).requires_grad_(True)
+    v, P = mod.Layer()(x)
+    v0, P0 = reference.forward(net, x, r)
+    torch.testing.assert_close(P, P0, atol=1e-5, rtol=0)
+    W = torch.randn(P.shape)
+    g = torch.autograd.grad((P * W).sum() + v.sum(), x)[0]
+    g0 = torch.autograd.grad((P0 * W).sum() + v0.sum(), x)[0]
+    torch.testing.assert_close(g, g0, atol=1e-4 * max(1.0, float(g0.abs().max())), rtol=0)
+
+
+# ---------------------------------------------------------------- steepness
+def test_steepness_is_live_and_never_recompiles(make):
+    net = build("splitter", 16, 5)
+    r = Relaxation("logistic", steepness=4.0)
+    mod = make(net, r, mode="recompute", group=2)
+    layer = mod.Layer()
+    assert layer.steepness == 4.0
+    x = torch.randn(3, 16, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    y = torch.tensor([0, 5, 9])
+    _check(layer, net, r, x)
+    P4 = layer(x)[1]
+    c4 = layer.column(x, y)
+    nsig = [len(k.signatures) for d in (mod._KERNELS, mod._KERNELS_SERIAL) for k in d[np.dtype(np.float64)]]
+    assert sum(nsig) >= 4  # compiled kernels are counted
+    for s in (10.0, np.float32(2.5), torch.tensor(7.0), torch.nn.Parameter(torch.tensor(1.5, dtype=torch.float64))):
+        layer.steepness = s
+        P = layer(x)[1]
+        assert (P - P4).abs().max() > 1e-3  # the output changed
+        _check(layer, net, r, x, steepness=float(s.detach()) if isinstance(s, torch.Tensor) else float(s))
+        r1 = Relaxation("logistic", float(s))
+        torch.testing.assert_close(layer.column(x, y), reference.column(net, x, y, r1), atol=TOL, rtol=0)
+    assert (layer.column(x, y) - c4).abs().max() > 1e-3
+    assert [len(k.signatures) for d in (mod._KERNELS, mod._KERNELS_SERIAL) for k in d[np.dtype(np.float64)]] == nsig  # nothing recompiled
+    assert isinstance(layer.steepness, torch.nn.Parameter) and "steepness" in dict(layer.named_parameters())
+    layer.steepness = 4.0  # back from a Parameter to a number
+    assert "steepness" not in dict(layer.named_parameters())
+    torch.testing.assert_close(layer(x)[1], P4, atol=0, rtol=0)
+    assert mod.Layer(steepness=10.0).steepness == 10.0
+    for bad in (0.0, -1.0, float("nan"), float("inf"), "3", True, torch.ones(2)):
+        with pytest.raises(ValueError, match="steepness"):
+            mod.Layer(steepness=bad)
+    layer.steepness = torch.nn.Parameter(torch.tensor(2.0, dtype=torch.float64))
+    with torch.no_grad():
+        layer.steepness.fill_(-1.0)  # checked at every call too
+    with pytest.raises(ValueError, match="steepness"):
+        layer(x)
+
+
+@pytest.mark.parametrize("mode", ["save", "recompute"])
+def test_steepness_gradient(make, mode):
+    """dL/ds of a tensor steepness (rows: values and P; column) against
+    finite differences (gradcheck in float64) and against the reference's
+    autograd (the reference with a steepness tensor is differentiable
+    through the swap code: compared with central differences of it)."""
+    net = build("splitter", 12, 4)
+    r = Relaxation("cauchy", steepness=3.0)
+    mod = make(net, r, mode=mode, group=2)
+    layer = mod.Layer()
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(19, 12, generator=gen, dtype=torch.float64)
+    y = torch.randint(0, 12, (19,), generator=gen)
+    W = torch.randn(19, 4, 12, generator=gen, dtype=torch.float64)
+    w = torch.randn(19, 4, generator=gen, dtype=torch.float64)
+
+    def rows(s):
+        layer.steepness = s
+        v, P = layer(x)
+        return (P * W).sum() + (v * w).sum()
+
+    def col(s):
+        layer.steepness = s
+        return (layer.column(x, y) * w).sum()
+
+    s = torch.tensor(3.0, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(rows, (s,), atol=1e-7)
+    assert torch.autograd.gradcheck(col, (s,), atol=1e-7)
+    # against central differences of the reference
+    (gs,) = torch.autograd.grad(rows(s), s)
+    h = 1e-6
+
+    def ref(sv):
+        v0, P0 = reference.forward(net, x, Relaxation("cauchy", sv))
+        return float((P0 * W).sum() + (v0 * w).sum())
+
+    fd = (ref(3.0 + h) - ref(3.0 - h)) / (2 * h)
+    assert abs(float(gs) - fd) < 1e-6 * max(1.0, abs(fd))
+    # x and s together
+    xs = x[:3].clone().requires_grad_(True)
+    s2 = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
+
+    def both(t, sv):
+        layer.steepness = sv
+        return layer(t)
+
+    assert torch.autograd.gradcheck(both, (xs, s2), atol=1e-7)
+    layer.steepness = torch.nn.Parameter(torch.tensor(3.0, dtype=torch.float64))
+    (layer(x)[1] * W).sum().backward()
+    assert layer.steepness.grad is not None and torch.isfinite(layer.steepness.grad)
+
+
+# ----------------------------------------------------------------- refusals
+def test_second_order_and_torch_func_are_refused(make):
+    net = build("splitter", 12, 4)
+    r = Relaxation("logistic", steepness=4.0)
+    layer = make(net, r, mode="recompute", group=2).Layer()
+    x = torch.randn(3, 12, generator=torch.Generator().manual_seed(6), dtype=torch.float64, requires_grad=True)
+    v, P = layer(x)
+    (g,) = torch.autograd.grad((P * P).sum() + v.sum(), x, create_graph=True)  # first order: fine
+    g0 = torch.autograd.grad(*(lambda vp: ((vp[1] * vp[1]).sum() + vp[0].sum(), x))(reference.forward(net, x, r)))[0]
+    torch.testing.assert_close(g.detach(), g0, atol=1e-11, rtol=0)
+    with pytest.raises(RuntimeError, match="second-order.*netgen.relax.reference"):
+        g.pow(2).sum().backward()
+    c = layer.column(x, torch.tensor([1, 2, 3]))
+    (gc,) = torch.autograd.grad(c.sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="second-order"):
+        gc.sum().backward()
+    with pytest.raises(RuntimeError, match="second-order"):
+        torch.autograd.gradgradcheck(lambda t: layer(t)[1], (x,))
+    with pytest.raises(ValueError, match="torch.func"):
+        torch.func.vmap(lambda t: layer(t)[0])(x.detach())
+    with pytest.raises(ValueError, match="torch.func"):
+        torch.func.grad(lambda t: layer(t)[0].sum())(x.detach()[0])
+
+
+def test_overflow_is_named(make):
+    net = build("splitter", 12, 4)
+    layer = make(net, Relaxation("logistic", steepness=4.0)).Layer()
+    x = torch.zeros(2, 12)
+    x[0, 0], x[0, 1] = 3e38, -3e38
+    with pytest.raises(ValueError, match=r"overflows torch.float32.*4\.0"):
+        layer(x)
+    with pytest.raises(ValueError, match="overflows"):
+        layer.column(x, torch.tensor([0, 1]))
+    layer.steepness = 1e300
+    with pytest.raises(ValueError, match="1e\\+300"):
+        layer(torch.randn(2, 12))
+    layer.steepness = 1e300
+    layer(torch.randn(2, 12, dtype=torch.float64) * 1e-9)  # 1e300 * ~4e-9: fine in float64
+    with pytest.raises(ValueError, match="overflows torch.float64"):
+        layer(torch.randn(2, 12, dtype=torch.float64) * 1e10)
+
+
+@pytest.mark.parametrize("shape", ["B1", "unbatched", "transposed", "expanded", "strided"])
+def test_inputs_are_never_written(make, shape):
+    net = build("splitter", 12, 4)
+    mod = make(net, Relaxation("logistic", steepness=4.0), mode="recompute", group=2)
+    layer = mod.Layer()
+    gen = torch.Generator().manual_seed(7)
+    base = torch.randn(12, 5, generator=gen, dtype=torch.float64)
+    x = {
+        "B1": base[:, 0].reshape(1, 12).clone(),
+        "unbatched": base[:, 1].clone(),
+        "transposed": base.t(),
+        "expanded": base[:, 2].expand(3, 12),
+        "strided": torch.randn(4, 24, generator=gen, dtype=torch.float64)[:, ::2],
+    }[shape]
+    before = x.clone()
+    y = torch.zeros(x.shape[:-1], dtype=torch.long)
+    for _ in range(2):
+        xr = x.detach().requires_grad_(True)
+        v, P = layer(xr)
+        c = layer.column(xr, y)
+        (P.sum() + v.sum() + c.sum()).backward()
+        hv, hi = layer.hard(x)
+        assert torch.equal(x, before)
+    assert torch.equal(hi, reference.hard(net, before)[1])
+    x32 = x.float()
+    before32 = x32.clone()
+    layer(x32)
+    layer.hard(x32)
+    assert torch.equal(x32, before32)
+
+
+# ------------------------------------------------------------------ threads
+def test_threads_option_and_concurrent_python_threads(make):
+    net = build("oddeven", 12, 12)
+    r = Relaxation("logistic", steepness=4.0)
+    mod = make(net, r, mode="recompute", group=5)
+    with pytest.raises(ValueError, match="threads"):
+        mod.Layer(threads=0)
+    layer = mod.Layer(threads=1)
+    gen = torch.Generator().manual_seed(8)
+    xs = [torch.randn(37, 12, generator=gen, dtype=torch.float64) for _ in range(4)]
+    want = [reference.forward(net, x, r)[1] for x in xs]
+    errors = []
+
+    def work(i):
+        try:
+            for _ in range(5):
+                x = xs[i].clone().requires_grad_(True)
+                P = layer(x)[1]
+                P.sum().backward()
+                torch.testing.assert_close(P, want[i], atol=TOL, rtol=0)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors
+
+
+_WORKQUEUE = textwrap.dedent('''
+    import sys, threading
+    import numba, torch
+    from netgen.codegen.loader import load
+    from netgen.construct import build
+    from netgen.relax import reference
+    from netgen.relax.distributions import Relaxation
+    mod = load(sys.argv[1])
+    assert mod._PARALLEL
+    mod._SERIAL_WORK = 0  # parallel kernels even for this tiny case
+    layer = mod.Layer(threads=2)
+    net = build("oddeven", 6, 6)
+    r = Relaxation("logistic", 4.0)
+    xs = [torch.randn(40, 6, dtype=torch.float64) for _ in range(4)]
+    want = [reference.forward(net, x, r)[1] for x in xs]
+    bad = []
+    def work(i):
+        for _ in range(20):
+            with torch.no_grad():
+                P = layer(xs[i])[1]
+            if not torch.allclose(P, want[i], atol=1e-12, rtol=0):
+                bad.append(i)
+    ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    print(numba.threading_layer(), "bad", len(bad))
+''')
+
+
+def test_workqueue_threading_layer_is_safe(tmp_path):
+    """numba's workqueue layer aborts the process when two Python threads
+    launch parallel kernels at once; the module serialises calls under it."""
+    net = build("oddeven", 6, 6)
+    path = tmp_path / "wq_mod.py"
+    path.write_text(numba_target.emit(net, Relaxation("logistic", 4.0)))
+    env = dict(os.environ, NUMBA_THREADING_LAYER="workqueue", NETGEN_NUMBA_PARALLEL="1", NUMBA_NUM_THREADS="2")
+    env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), env.get("PYTHONPATH", "")])
+    p = subprocess.run([sys.executable, "-c", _WORKQUEUE, str(path)], env=env, capture_output=True, text=True,
+                       timeout=900)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "workqueue bad 0" in p.stdout
+
+
+# -------------------------------------------------------------- the source
+def test_network_strings_never_reach_the_source_unescaped():
+    net = build("splitter", 8, 2)
+    evil = 'x"""; __import__("os").system("false"); """ \\x @@KERNELS@@ \\N{ \0 \n'
+    net = Network.from_layers(net.n, [list(map(tuple, net.layer(l))) for l in range(net.depth)],
+                              outputs=list(net.outputs), construction={"kind": evil, "note": "@@DOC@@"})
+    src = numba_target.emit(net, Relaxation("logistic", 4.0))
+    compile(src, "<numba module>", "exec")
+    assert src.count("def _fwd_P_f32(") == 1 and src.count("def _bwd_rows_f64(") == 1
+    ns: dict = {}
+    exec(compile(src.split("\n@numba.njit", 1)[0].split("\nif platform.machine", 1)[0], "<gen>", "exec"), ns)
+    assert evil in ns["__doc__"]
+    assert ns["NETWORK"]["construction"]["kind"] == evil
