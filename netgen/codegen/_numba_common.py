@@ -104,7 +104,7 @@ def plan(n, comparators, layer_offsets, outputs):
 # Module-level tables every generated numba/cuda module derives from its
 # NETWORK literal (the same text in both targets).
 TABLES_SOURCE = '''
-def _tables():
+def _network_tables():
     layers = NETWORK["layers"]
     sizes = [len(layer) for layer in layers]
     comps = np.array([c for layer in layers for c in layer], dtype=np.int64).reshape(-1, 2)
@@ -116,7 +116,7 @@ def _tables():
 _N = NETWORK["n"]
 _OUTPUTS = np.array(NETWORK["outputs"], dtype=np.int64)
 _K = len(_OUTPUTS)
-_COMPS, _OFFSETS = _tables()
+_COMPS, _OFFSETS = _network_tables()
 _SIZE = len(_COMPS)
 _CLO, _CHI, _DOFF = plan(_N, _COMPS, _OFFSETS, NETWORK["outputs"])
 _NNZ = int(_DOFF[-1])'''
