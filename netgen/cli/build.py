@@ -13,7 +13,7 @@ import click
 from .common import BadInput, handle_errors, log
 
 TARGETS = ("json", "torch", "numba", "cuda")
-KINDS = ("splitter", "bitonic", "oddeven", "pairwise", "transposition", "best")
+KINDS = ("splitter", "bitonic", "oddeven", "pairwise", "transposition", "best", "record")
 OBJECTIVES = ("size", "depth")
 
 

@@ -14,6 +14,10 @@ selection networks, for any n >= 1 and 1 <= k <= n.
   that is shallower.
 * ``best`` (2 <= n <= 64): the best-known sorter (SorterHunter, shipped in
   the package; :mod:`.best`) by ``objective``, cone-pruned to the top k.
+* ``record`` (the cells of the shipped record table, k < n): the
+  shallowest ("depth") or smallest ("size") proved top-k selector netgen
+  knows for (n, k) (:mod:`.record`, docs/records.md); ValueError for a cell
+  the table does not have.
 
 Every result is cone-pruned to its outputs where that can remove anything,
 packed ASAP, never touches padding wires and has construction record
@@ -31,8 +35,9 @@ from .splitter_tail import shallowest_splitter
 
 #: constructions for any n >= 1
 KINDS = ("splitter", "bitonic", "oddeven", "pairwise", "transposition")
-#: everything ``build`` accepts: the constructions and the shipped best-known networks (2 <= n <= 64)
-ALL_KINDS = KINDS + ("best",)
+#: everything ``build`` accepts: the constructions, the shipped best-known networks (2 <= n <= 64)
+#: and the shipped record table (its cells only)
+ALL_KINDS = KINDS + ("best", "record")
 
 
 def size_estimate(kind: str, n: int, k: int | None = None) -> int:
@@ -43,7 +48,7 @@ def size_estimate(kind: str, n: int, k: int | None = None) -> int:
     k = n if k is None else k
     if kind == "splitter":
         return splitter_size_estimate(n, k)
-    if kind == "best":
+    if kind in ("best", "record"):
         return n * n
     if k == n or kind == "transposition":
         return sorter_size_estimate(kind, n)
@@ -62,6 +67,10 @@ def build(kind: str, n: int, k: int | None = None, objective: str = "size") -> N
         from .best import best
 
         return best(n, k, objective)
+    if kind == "record":
+        from .record import record
+
+        return record(n, k, objective)
     if kind == "splitter":
         if k is None:
             raise ValueError("the splitter network needs k (1 <= k <= n)")

@@ -1,7 +1,8 @@
 """The portfolio default: build every construction that is cheap at (n, k),
 prove each, keep the best by the objective.
 
-Candidates for k < n: the pruned best-known sorter (n <= 64), the splitter
+Candidates for k < n: the record network of the cell where the shipped
+record table has one (:mod:`.record`), the pruned best-known sorter (n <= 64), the splitter
 network, the Wah-Chen selection networks (bitonic, oddeven, pairwise) and
 the Batcher sorters cone-pruned to the top k; for k = n the best-known sorter
 (n <= 64) and the Batcher sorters. Each candidate runs the same passes and
@@ -66,8 +67,11 @@ class Candidate:
 def candidates(n: int, k: int, objective: str = DEFAULT_OBJECTIVE) -> list[Candidate]:
     """The portfolio at (n, k), most likely winners first."""
     from . import build
+    from .record import has_record, record
 
     out = []
+    if k < n and has_record(n, k):  # the shipped record table (issue 22)
+        out.append(Candidate("record (docs/records.md)", None, n * n, lambda: record(n, k, objective)))
     if N_MIN <= n <= N_MAX:
         out.append(Candidate("best (SorterHunter" + (", pruned)" if k < n else ")"), None, n * n,
                              lambda: best(n, k, objective)))
