@@ -218,9 +218,10 @@ def _neg(x):
     return (not x) if isinstance(x, bool) else -x
 
 
-def encode(n: int, k: int, vectors, free: int):
+def encode(n: int, k: int, vectors, free: int, ranks=None):
     """Clauses for ``free`` standard layers taking every vector (bit masks)
-    to a sorted top-k on wires 0..k-1. Returns (model, edge variables)."""
+    to a sorted top-k on wires 0..k-1 (only rank r on wire r for r in
+    ``ranks``, if given). Returns (model, edge variables)."""
     md = _Model()
     pairs = list(itertools.combinations(range(n), 2))
     edge = [{p: md.new() for p in pairs} for _ in range(free)]
@@ -263,25 +264,39 @@ def encode(n: int, k: int, vectors, free: int):
                 md.add([-e, xa, _neg(yb)])
                 md.add([-e, xb, _neg(yb)])
             cur = nxt
-        for r in range(k):
+        for r in (range(k) if ranks is None else ranks):
             md.add([cur[r]] if ones > r else [_neg(cur[r])])
     return md, edge
 
 
 def complete(n: int, k: int, prefix, free: int, *, solver: str = DEFAULT_SOLVER,
-             time_limit: float | None = None):
+             time_limit: float | None = None, max_free_comparators: int | None = None, ranks=None):
     """Can the fixed standard ``prefix`` (list of layers) be finished with
-    ``free`` standard layers into a sorted top-k selector (outputs 0..k-1)?
+    ``free`` standard layers (at most ``max_free_comparators`` comparators in
+    them, if given) into a sorted top-k selector (outputs 0..k-1)?
     Returns ``(status, layers or None, variables, clauses)``."""
     Solver = _require_pysat()
-    vectors = np.unique(apply_layers(masks_upto(n, k), prefix))
+    if max_free_comparators is not None and max_free_comparators < 0:
+        return "UNSAT", None, 0, 0
+    inputs = masks_upto(n, k)
+    if ranks is not None:  # only the inputs with r or r + 1 ones decide rank r (monotonicity)
+        counts = np.array([bin(int(v)).count("1") for v in inputs])
+        inputs = inputs[np.isin(counts, sorted({c for r in ranks for c in (r, r + 1) if c >= 1}))]
+    vectors = np.unique(apply_layers(inputs, prefix))
     if free == 0:
-        ok = all(_correct(int(v), n, k) for v in vectors)
+        ok = all(_correct(int(v), n, k, ranks) for v in vectors)
         return ("SAT" if ok else "UNSAT"), ([list(map(tuple, l)) for l in prefix] if ok else None), 0, 0
     try:
-        md, edge = encode(n, k, vectors, free)
+        md, edge = encode(n, k, vectors, free, ranks)
     except _Unsat:
         return "UNSAT", None, 0, 0
+    if max_free_comparators is not None:
+        from pysat.card import CardEnc, EncType
+
+        lits = [v for layer in edge for v in layer.values()]
+        card = CardEnc.atmost(lits=lits, bound=max_free_comparators, top_id=md.top, encoding=EncType.seqcounter)
+        md.clauses += card.clauses
+        md.top = max(md.top, card.nv)
     with Solver(name=solver, bootstrap_with=md.clauses) as s:
         timer = None
         if time_limit is not None:
@@ -303,16 +318,24 @@ def complete(n: int, k: int, prefix, free: int, *, solver: str = DEFAULT_SOLVER,
     return "SAT", layers, md.top, len(md.clauses)
 
 
-def _correct(v: int, n: int, k: int) -> bool:
+def _correct(v: int, n: int, k: int, ranks=None) -> bool:
     c = bin(v).count("1")
-    return all(bool(v >> r & 1) == (c > r) for r in range(k))
+    return all(bool(v >> r & 1) == (c > r) for r in (range(k) if ranks is None else ranks))
 
 
 def search(n: int, k: int, depth: int, *, solver: str = DEFAULT_SOLVER, time_limit: float | None = None,
-           construction: dict | None = None) -> SearchResult:
+           construction: dict | None = None, max_size: int | None = None, ranks=None) -> SearchResult:
     """Is there a depth-``depth`` sorted top-k selector on n wires? With the
     symmetry breaking of the module docstring. ``time_limit`` (seconds) for
-    the whole question; past it the status is "UNKNOWN".
+    the whole question (the one-off enumeration of second layers, cached per
+    n, is not interrupted: about 10 s at n = 11); past it the status is
+    "UNKNOWN". ``max_size``: at
+    most that many comparators, the maximal first layer included (a
+    heuristic for small networks of that depth: the symmetry breaking is not
+    without loss of generality for size, so UNSAT then proves nothing).
+    ``ranks``: require only rank r on wire r for r in ``ranks`` (a subset of
+    0..k-1; default all: the sorted top k). The symmetry breaking holds for
+    any set of ranks (the same argument).
 
     Why the symmetry breaking loses nothing: take any selector N of depth d.
     Fill its first layer up to a maximal matching (comparators put in front
@@ -326,6 +349,10 @@ def search(n: int, k: int, depth: int, *, solver: str = DEFAULT_SOLVER, time_lim
     _require_pysat()
     if not (2 <= n <= 40 and 1 <= k < n and depth >= 1):
         raise ValueError(f"need 2 <= n <= 40, 1 <= k < n, depth >= 1; got n={n}, k={k}, depth={depth}")
+    if ranks is not None:
+        ranks = sorted(set(ranks))
+        if not ranks or not all(isinstance(r, int) and 0 <= r < k for r in ranks):
+            raise ValueError(f"ranks must be a non-empty subset of 0..{k - 1}, got {ranks}")
     t0 = time.perf_counter()
     res = SearchResult(n, k, depth, "UNSAT", 0.0, solver)
     l1 = first_layer(n)
@@ -340,7 +367,9 @@ def search(n: int, k: int, depth: int, *, solver: str = DEFAULT_SOLVER, time_lim
         if left is not None and left <= 0:
             unknown = True
             break
-        status, layers, nv, nc = complete(n, k, pre, depth - len(pre), solver=solver, time_limit=left)
+        cap = None if max_size is None else max_size - sum(len(l) for l in pre)
+        status, layers, nv, nc = complete(n, k, pre, depth - len(pre), solver=solver, time_limit=left,
+                                          max_free_comparators=cap, ranks=ranks)
         res.variables, res.clauses = max(res.variables, nv), max(res.clauses, nc)
         if status == "UNKNOWN":
             unknown = True

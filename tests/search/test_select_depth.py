@@ -75,6 +75,19 @@ def test_known_optimal_depths(n, k, optimal):
     assert sd.search(n, k, optimal - 1, time_limit=60).status == "UNSAT"
 
 
+@pytest.mark.parametrize("n,r,d", [(6, 1, 3), (6, 1, 4), (7, 2, 4), (8, 1, 4), (8, 1, 5)])
+def test_single_rank_agrees_with_the_plain_model(n, r, d):
+    pytest.importorskip("pysat")
+    from netgen.search import select_sat
+
+    plain = select_sat.solve(n, {r: d}, depth=d)
+    ours = sd.search(n, r + 1, d, ranks=[r], time_limit=60)
+    assert ours.status == plain.status
+    if ours.status == "SAT":  # rank r on wire r on every 0-1 input
+        for bits in itertools.product([0, 1], repeat=n):
+            assert ours.network.apply(np.array(bits))[r] == (sum(bits) > r)
+
+
 def test_second_layers_are_standard_matchings_and_fewer_than_orbits():
     reps = sd._orbit_reps(8)
     kept = sd.second_layers(8, 3)
@@ -87,7 +100,7 @@ def test_second_layers_are_standard_matchings_and_fewer_than_orbits():
 
 def test_time_limit_gives_unknown_not_a_bound():
     pytest.importorskip("pysat")
-    r = sd.search(11, 8, 6, time_limit=0.05)
+    r = sd.search(9, 8, 6, time_limit=0.05)  # UNSAT, but not in 0.05 s
     assert r.status == "UNKNOWN" and r.network is None
 
 
@@ -106,6 +119,8 @@ def test_bad_arguments():
         sd.search(5, 5, 3)
     with pytest.raises(ValueError, match="depth >= 1"):
         sd.search(5, 2, 0)
+    with pytest.raises(ValueError, match="ranks"):
+        sd.search(5, 2, 3, ranks=[2])
 
 
 def test_missing_pysat_is_a_clear_error(monkeypatch):
