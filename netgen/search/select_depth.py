@@ -29,14 +29,16 @@ deduplicated before encoding. Layer variables: one per wire pair and layer
 ("comparator (i, j) in layer t"), at most one comparator per wire and layer
 (pairwise), a "wire used" variable, and for every vector and layer one
 variable per wire (constants folded where the value is forced). Solver:
-python-sat (CaDiCaL 1.9.5 by default), one thread, interrupted at the time
-limit (then status "UNKNOWN": no bound).
+python-sat (CaDiCaL 1.9.5 by default), one thread, stopped at the time
+limit (then status "UNKNOWN": no bound; CaDiCaL cannot be interrupted in
+python-sat, so it runs in a forked child that is killed).
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
+import multiprocessing
 import threading
 import time
 from dataclasses import dataclass, field
@@ -275,7 +277,7 @@ def complete(n: int, k: int, prefix, free: int, *, solver: str = DEFAULT_SOLVER,
     ``free`` standard layers (at most ``max_free_comparators`` comparators in
     them, if given) into a sorted top-k selector (outputs 0..k-1)?
     Returns ``(status, layers or None, variables, clauses)``."""
-    Solver = _require_pysat()
+    _require_pysat()
     if max_free_comparators is not None and max_free_comparators < 0:
         return "UNSAT", None, 0, 0
     inputs = masks_upto(n, k)
@@ -297,17 +299,7 @@ def complete(n: int, k: int, prefix, free: int, *, solver: str = DEFAULT_SOLVER,
         card = CardEnc.atmost(lits=lits, bound=max_free_comparators, top_id=md.top, encoding=EncType.seqcounter)
         md.clauses += card.clauses
         md.top = max(md.top, card.nv)
-    with Solver(name=solver, bootstrap_with=md.clauses) as s:
-        timer = None
-        if time_limit is not None:
-            timer = threading.Timer(max(time_limit, 0.0), s.interrupt)
-            timer.start()
-        try:
-            ans = s.solve_limited(expect_interrupt=True) if timer is not None else s.solve()
-        finally:
-            if timer is not None:
-                timer.cancel()
-        model = s.get_model() if ans else None
+    ans, model = _solve(solver, md.clauses, time_limit)
     if ans is None:
         return "UNKNOWN", None, md.top, len(md.clauses)
     if not ans:
@@ -316,6 +308,54 @@ def complete(n: int, k: int, prefix, free: int, *, solver: str = DEFAULT_SOLVER,
     layers = [list(map(tuple, l)) for l in prefix]
     layers += [[p for p, v in edge[t].items() if v in true] for t in range(free)]
     return "SAT", layers, md.top, len(md.clauses)
+
+
+#: python-sat solvers whose interrupt() works (CaDiCaL's and Kissat's raise NotImplementedError)
+_INTERRUPTIBLE = ("glucose", "maple", "minisat", "gluecard", "minicard", "mergesat")
+
+
+def _solve(solver: str, clauses, time_limit: float | None):
+    """(True, model), (False, None) or (None, None) when ``time_limit``
+    seconds pass first. Solvers without a working interrupt run in a forked
+    child that is killed at the limit."""
+    Solver = _require_pysat()
+    if time_limit is None or solver.startswith(_INTERRUPTIBLE):
+        with Solver(name=solver, bootstrap_with=clauses) as s:
+            timer = None
+            if time_limit is not None:
+                timer = threading.Timer(max(time_limit, 0.0), s.interrupt)
+                timer.start()
+            try:
+                ans = s.solve_limited(expect_interrupt=True) if timer is not None else s.solve()
+            finally:
+                if timer is not None:
+                    timer.cancel()
+            return ans, (s.get_model() if ans else None)
+    ctx = multiprocessing.get_context("fork")
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(solver, clauses, send), daemon=True)
+    proc.start()
+    send.close()
+    try:
+        if recv.poll(max(time_limit, 0.0)):
+            try:
+                return recv.recv()
+            except EOFError:  # the child died (out of memory?): no answer
+                return None, None
+        return None, None
+    finally:
+        recv.close()
+        if proc.is_alive():
+            proc.kill()
+        proc.join()
+
+
+def _child(solver, clauses, send):  # pragma: no cover - runs in the forked child
+    Solver = _require_pysat()
+    with Solver(name=solver, bootstrap_with=clauses) as s:
+        ans = s.solve()
+        send.send((ans, s.get_model() if ans else None))
+    send.close()
 
 
 def _correct(v: int, n: int, k: int, ranks=None) -> bool:
