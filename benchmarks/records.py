@@ -42,7 +42,7 @@ from netgen.construct import portfolio  # noqa: E402
 from netgen.construct._common import ceil_lg  # noqa: E402
 from netgen.construct.record import FORMAT, INDEX  # noqa: E402
 from netgen.io import atomic_write_text, dumps  # noqa: E402
-from netgen.search import select_depth  # noqa: E402
+from netgen.search import masks, select_depth  # noqa: E402
 
 PASSES = ("prune", "clean", "schedule")
 SEMANTICS = ("outputs[r] holds rank r (rank 0 = the largest) for r < k: the k largest inputs as a sorted list "
@@ -98,7 +98,8 @@ def inherited_lb(cells: dict, n: int, k: int):
 
 def run_cell(n, k, cells, args, deadline):
     t_cell = time.perf_counter()
-    budget = args.small_cell_budget if n <= args.small_n else args.cell_budget
+    budget = (args.small_cell_budget if n <= args.small_n else
+              args.cell_budget if n <= args.sat_n_max else args.large_cell_budget)
     cell_end = min(deadline, time.monotonic() + budget)
     pool = []  # (net, report, source, method)
     base = {}
@@ -113,32 +114,42 @@ def run_cell(n, k, cells, args, deadline):
     if inh[1] == "sat-implied":
         lb["from"] = inh[3]
     sat_log = []
+
+    def ask(d):
+        left = cell_end - time.monotonic()
+        if left <= 1:
+            return None
+        r = select_depth.search(n, k, d, solver=args.solver, time_limit=left)
+        sat_log.append({"depth": d, "status": r.status, "seconds": round(r.seconds, 3), "solver": r.solver,
+                        "prefixes": r.prefixes, "answered": r.solved, "variables": r.variables,
+                        "clauses": r.clauses, "time_limit": round(left, 1)})
+        print(f"    SAT {r.line()}", flush=True)
+        return r
+
+    def proved_bound(d, r):
+        nonlocal lb
+        if d + 1 >= lb["value"]:
+            lb = {"value": d + 1, "source": "sat",
+                  "detail": f"SAT model UNSAT at depth {d} ({r.solver}, {r.seconds:.2f} s, "
+                            f"{r.prefixes} prefixes)"}
+
     if n <= args.sat_n_max:
-        d = max(1, lb["value"] - 1)
-        while d < ub:
-            left = cell_end - time.monotonic()
-            if left <= 1:
+        d = lb["value"]
+        while d < ub:  # upward from the lower bound: the first SAT depth is optimal
+            r = ask(d)
+            if r is None or r.status == "UNKNOWN":
                 break
-            r = select_depth.search(n, k, d, solver=args.solver, time_limit=left)
-            sat_log.append({"depth": d, "status": r.status, "seconds": round(r.seconds, 3), "solver": r.solver,
-                            "prefixes": r.prefixes, "answered": r.solved, "variables": r.variables,
-                            "clauses": r.clauses, "time_limit": round(left, 1)})
-            print(f"    SAT {r.line()}", flush=True)
             if r.status == "UNSAT":
-                if d + 1 >= lb["value"]:
-                    lb = {"value": d + 1, "source": "sat",
-                          "detail": f"SAT model UNSAT at depth {d} ({r.solver}, {r.seconds:.2f} s, "
-                                    f"{r.prefixes} second-layer prefixes)"}
+                proved_bound(d, r)
                 d += 1
-            elif r.status == "SAT":
-                pool.append((r.network, None, "sat", f"SAT depth search ({r.solver}), depth {d}, "
-                             f"time limit {left:.0f} s, deterministic"))
-                ub = d
-                break
             else:
-                if d + 1 > lb["value"]:
-                    break
-                d += 1  # this depth is already known impossible: go on
+                pool.append((r.network, None, "sat", f"SAT depth search ({r.solver}), depth {d}, "
+                             f"found in {r.seconds:.1f} s, deterministic"))
+                ub = d
+        if lb["source"] != "sat" and lb["value"] >= 2:  # this cell's own certificate for the bound
+            r = ask(lb["value"] - 1)
+            if r is not None and r.status == "UNSAT":
+                proved_bound(lb["value"] - 1, r)
     # prefix search: one layer shallower than the best so far
     if lb["value"] < ub:
         count = sum(math.comb(n, c) for c in range(1, k + 1))
@@ -163,6 +174,11 @@ def run_cell(n, k, cells, args, deadline):
                         break
     # prove everything, pick the winners
     final = []
+    for net, rep, source, method in list(pool):  # greedy shrink: a size heuristic on top of each
+        small = masks.shrink(net)
+        if small.size < net.size:
+            pool.append((small, None, source + " + shrink", method + "; then comparators dropped greedily "
+                         "while correct on all 0-1 inputs with <= k ones (netgen.search.masks.shrink)"))
     for net, rep, source, method in pool:
         if rep is None:
             got = proved(net, source)
@@ -197,8 +213,11 @@ def main(argv=None) -> int:
     p.add_argument("--cell-budget", type=float, default=60.0, help="seconds of search per cell")
     p.add_argument("--small-n", type=int, default=10, help="cells with n <= this get --small-cell-budget")
     p.add_argument("--small-cell-budget", type=float, default=300.0)
+    p.add_argument("--large-cell-budget", type=float, default=15.0, help="seconds per cell above --sat-n-max")
     p.add_argument("--prefix-budget", type=float, default=10.0, help="seconds per prefix-search question")
     p.add_argument("--sat-n-max", type=int, default=16)
+    p.add_argument("--set-n-max", type=int, default=0, help="also the unsorted-set variant for n <= this")
+    p.add_argument("--set-cell-budget", type=float, default=60.0)
     p.add_argument("--solver", default=select_depth.DEFAULT_SOLVER)
     p.add_argument("--out", type=Path, default=ROOT / "netgen" / "data" / "records")
     p.add_argument("--redo", action="store_true", help="recompute finished cells too")
@@ -210,6 +229,7 @@ def main(argv=None) -> int:
         p.error("--budget SECONDS is required (> 0)")
     deadline = time.monotonic() + args.budget
     idx = load_index(args.out)
+    idx.setdefault("machine", machine())
     cells = idx["cells"]
     print(f"records: n = {args.n_min}..{args.n_max}, k <= {args.k_max}, budget {args.budget:.0f} s, "
           f"{len(cells)} cells done before", flush=True)
@@ -232,7 +252,49 @@ def main(argv=None) -> int:
             print(f"  done in {e['seconds']:.1f} s: depth {d['depth']} (size {d['size']}), size {s['size']} "
                   f"(depth {s['depth']}); depth >= {e['depth_lb']['value']} ({e['depth_lb']['source']}); "
                   f"portfolio {e['portfolio']}", flush=True)
+    if args.set_n_max:
+        set_pass(idx, cells, args, deadline)
     return render(args.out)
+
+
+def set_pass(idx, cells, args, deadline):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from records_set import run_set_cell
+
+    from netgen.io import loads
+
+    def load_record(name):
+        return loads((args.out / name).read_text(encoding="utf-8"), source=name)
+
+    for key in list(cells):
+        n, k = map(int, key.split(","))
+        if n > args.set_n_max or ("set" in cells[key] and not args.redo):
+            continue
+        if time.monotonic() >= deadline:
+            print("budget spent; rerun to go on", flush=True)
+            break
+        print(f"set cell n={n} k={k}", flush=True)
+        e = run_set_cell(n, k, cells, args, deadline, load_record)
+        atomic_write_text(args.out / INDEX, json.dumps(idx, indent=1) + "\n")
+        print(f"  done in {e['seconds']:.1f} s: depth {e['depth']} (size {e['size']}); depth >= "
+              f"{e['depth_lb']['value']} ({e['depth_lb']['source']})", flush=True)
+
+
+def machine() -> str:
+    import os
+    import platform
+
+    model = platform.processor() or "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import pysat
+
+    return f"{model}, {os.cpu_count()} cores, python-sat {pysat.__version__}"
 
 
 def render(out: Path) -> int:

@@ -34,6 +34,10 @@ with an independent exhaustive 0-1 check for n <= 24).
   which carries over (fix n - n' inputs to -inf, drop outputs).
 * `fan-in`: ceil(log2 n), the maximum's fan-in (no solver).
 
+**Times** are wall-clock seconds of the run recorded in the index
+(`machine`: {machine}), including the Python encoding; the machine was
+shared with other jobs, so they overstate the solver's CPU time.
+
 **Size lower bounds** are counting bounds only (marked `counting`):
 max((n - k) ceil(log2(k + 1)), n - 1).
 
@@ -73,29 +77,37 @@ def summary(cells: dict) -> dict:
     solver_s = sum(a["seconds"] for c in cells.values() for a in c.get("sat", []))
     calls = sum(len(c.get("sat", [])) for c in cells.values())
     unknown = sum(1 for c in cells.values() for a in c.get("sat", []) if a["status"] == "UNKNOWN")
-    ns_all_opt = [n for n in sorted({c["n"] for c in cells.values()})
-                  if all(c.get("optimal_depth") for c in cells.values() if c["n"] == n)]
-    largest = max((c["n"] for c in opt), default=None)
-    # largest n such that every cell with n' <= n is depth-optimal
-    prefix = 0
-    for n in ns_all_opt:
-        if n == prefix + 1 or (prefix == 0 and n == 2):
-            prefix = n
+    ns = sorted({c["n"] for c in cells.values()})
+    prefix = 0  # every cell with n' <= prefix is depth-optimal
+    for n in ns:
+        if n != prefix + 1 and not (prefix == 0 and n == 2):
+            break
+        if not all(c.get("optimal_depth") for c in cells.values() if c["n"] == n):
+            break
+        prefix = n
+    largest = max((c["n"] for c in sat_opt), default=None)
+    by_source = {}
+    for c in opt:
+        by_source[c["depth_lb"]["source"]] = by_source.get(c["depth_lb"]["source"], 0) + 1
     return {"cells": n_cells, "optimal_depth": len(opt), "optimal_by_sat": len(sat_opt),
             "better_depth": better_depth, "shallower": shallower, "better_size": better_size, "smaller": smaller,
             "solver_seconds": solver_s, "sat_calls": calls, "unknown": unknown,
-            "largest_n_optimal_cell": largest, "all_optimal_up_to_n": prefix}
+            "largest_n_sat_optimal": largest, "all_optimal_up_to_n": prefix, "optimal_by_source": by_source,
+            "ns": ns}
 
 
 def render(index: dict) -> str:
     cells = index["cells"]
     s = summary(cells)
-    out = [HEAD.format(semantics=index.get("semantics", "?"), symmetry=index.get("symmetry_breaking", "?"))]
+    out = [HEAD.format(semantics=index.get("semantics", "?"), symmetry=index.get("symmetry_breaking", "?"),
+                       machine=index.get("machine", "not recorded"))]
     out.append("## Summary\n")
-    out.append(f"* cells: {s['cells']}; depth proved optimal (record depth = lower bound): {s['optimal_depth']} "
-               f"({s['optimal_by_sat']} of them by the SAT model, the rest by the fan-in bound)")
-    out.append(f"* every cell with n <= {s['all_optimal_up_to_n']} has proved-optimal depth; the largest n with "
-               f"some proved-optimal cell: {s['largest_n_optimal_cell']}")
+    src = ", ".join(f"{v} by `{k}`" for k, v in sorted(s["optimal_by_source"].items()))
+    out.append(f"* cells: {s['cells']} (n = {s['ns'][0]}..{s['ns'][-1]}); depth proved optimal (record depth = "
+               f"proved lower bound): {s['optimal_depth']} ({src})")
+    out.append(f"* every cell with n <= {s['all_optimal_up_to_n']} has proved-optimal depth; the largest n with a "
+               f"cell whose optimal depth is proved by the SAT model (`sat` or `sat-implied`): "
+               f"{s['largest_n_sat_optimal']}")
     out.append(f"* better than today's portfolio: {s['better_depth']} cells by (depth, size), {s['shallower']} of them "
                f"strictly shallower; {s['better_size']} cells by (size, depth), {s['smaller']} strictly smaller "
                "(marked * below)")

@@ -46,6 +46,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..network import Network
+from .masks import apply_layers, masks_upto, untangle
+
+__all__ = ["search", "improve", "complete", "encode", "second_layers", "first_layer", "masks_upto",
+           "apply_layers", "untangle", "SearchResult", "DEFAULT_SOLVER", "SYMMETRY_BREAKING"]
 
 DEFAULT_SOLVER = "cadical195"
 SYMMETRY_BREAKING = ("standard comparators, outputs on wires 0..k-1; first layer maximal (0,1),(2,3),...; "
@@ -81,58 +85,7 @@ def _require_pysat():
     return Solver
 
 
-# ----------------------------------------------------------------- 0-1 vectors
-def masks_upto(n: int, k: int) -> np.ndarray:
-    """All n-bit masks with 1..k ones (uint64), as 0-1 inputs (bit w = wire w)."""
-    if not 1 <= n <= 63:
-        raise ValueError(f"n must be in 1..63 for bit masks, got {n}")
-    out = []
-    cur = np.zeros(1, dtype=np.uint64)
-    top = np.zeros(1, dtype=np.int64)  # index of the highest set bit + 1
-    for _ in range(min(k, n)):
-        nm, nt = [], []
-        for b in range(n):
-            sel = top <= b
-            if sel.any():
-                nm.append(cur[sel] | np.uint64(1 << b))
-                nt.append(np.full(int(sel.sum()), b + 1, dtype=np.int64))
-        cur, top = np.concatenate(nm), np.concatenate(nt)
-        out.append(cur)
-    return np.concatenate(out) if out else np.zeros(0, np.uint64)
-
-
-def apply_layers(masks: np.ndarray, layers) -> np.ndarray:
-    """Run comparators (max to the first wire) on bit-mask inputs."""
-    m = np.array(masks, dtype=np.uint64, copy=True)
-    one = np.uint64(1)
-    for layer in layers:
-        for a, b in layer:
-            a, b = int(a), int(b)
-            xa, xb = (m >> np.uint64(a)) & one, (m >> np.uint64(b)) & one
-            m &= ~np.uint64((1 << a) | (1 << b))
-            m |= ((xa | xb) << np.uint64(a)) | ((xa & xb) << np.uint64(b))
-    return m
-
-
-def untangle(layers) -> list[list[tuple[int, int]]]:
-    """The standard network (every comparator max to the lower wire) equal to
-    ``layers`` up to a relabelling of wires after each comparator."""
-    label: dict[int, int] = {}
-    out = []
-    for layer in layers:
-        cur = []
-        for a, b in layer:
-            a, b = label.get(int(a), int(a)), label.get(int(b), int(b))
-            if a > b:  # swap the two labels from here on
-                inv = {v: w for w, v in label.items()}
-                wa, wb = inv.get(a, a), inv.get(b, b)
-                label[wa], label[wb] = b, a
-                a, b = b, a
-            cur.append((a, b))
-        out.append(cur)
-    return out
-
-
+# ----------------------------------------------------------------- prefixes
 def first_layer(n: int) -> list[tuple[int, int]]:
     return [(2 * i, 2 * i + 1) for i in range(n // 2)]
 
@@ -220,10 +173,11 @@ def _neg(x):
     return (not x) if isinstance(x, bool) else -x
 
 
-def encode(n: int, k: int, vectors, free: int, ranks=None):
+def encode(n: int, k: int, vectors, free: int, ranks=None, unsorted: bool = False):
     """Clauses for ``free`` standard layers taking every vector (bit masks)
     to a sorted top-k on wires 0..k-1 (only rank r on wire r for r in
-    ``ranks``, if given). Returns (model, edge variables)."""
+    ``ranks``, if given; ``unsorted``: the vectors have k ones, which must
+    end on wires 0..k-1 in any order). Returns (model, edge variables)."""
     md = _Model()
     pairs = list(itertools.combinations(range(n), 2))
     edge = [{p: md.new() for p in pairs} for _ in range(free)]
@@ -267,12 +221,13 @@ def encode(n: int, k: int, vectors, free: int, ranks=None):
                 md.add([-e, xb, _neg(yb)])
             cur = nxt
         for r in (range(k) if ranks is None else ranks):
-            md.add([cur[r]] if ones > r else [_neg(cur[r])])
+            md.add([cur[r]] if ones > r or unsorted else [_neg(cur[r])])
     return md, edge
 
 
 def complete(n: int, k: int, prefix, free: int, *, solver: str = DEFAULT_SOLVER,
-             time_limit: float | None = None, max_free_comparators: int | None = None, ranks=None):
+             time_limit: float | None = None, max_free_comparators: int | None = None, ranks=None,
+             unsorted: bool = False):
     """Can the fixed standard ``prefix`` (list of layers) be finished with
     ``free`` standard layers (at most ``max_free_comparators`` comparators in
     them, if given) into a sorted top-k selector (outputs 0..k-1)?
@@ -281,15 +236,18 @@ def complete(n: int, k: int, prefix, free: int, *, solver: str = DEFAULT_SOLVER,
     if max_free_comparators is not None and max_free_comparators < 0:
         return "UNSAT", None, 0, 0
     inputs = masks_upto(n, k)
-    if ranks is not None:  # only the inputs with r or r + 1 ones decide rank r (monotonicity)
+    if ranks is not None or unsorted:
+        # only the inputs with r or r + 1 ones decide rank r, only those with
+        # k ones decide the unsorted top k (monotonicity)
         counts = np.array([bin(int(v)).count("1") for v in inputs])
-        inputs = inputs[np.isin(counts, sorted({c for r in ranks for c in (r, r + 1) if c >= 1}))]
+        keep = [k] if unsorted else sorted({c for r in ranks for c in (r, r + 1) if c >= 1})
+        inputs = inputs[np.isin(counts, keep)]
     vectors = np.unique(apply_layers(inputs, prefix))
     if free == 0:
-        ok = all(_correct(int(v), n, k, ranks) for v in vectors)
+        ok = all(_correct(int(v), n, k, ranks, unsorted) for v in vectors)
         return ("SAT" if ok else "UNSAT"), ([list(map(tuple, l)) for l in prefix] if ok else None), 0, 0
     try:
-        md, edge = encode(n, k, vectors, free, ranks)
+        md, edge = encode(n, k, vectors, free, ranks, unsorted)
     except _Unsat:
         return "UNSAT", None, 0, 0
     if max_free_comparators is not None:
@@ -358,13 +316,16 @@ def _child(solver, clauses, send):  # pragma: no cover - runs in the forked chil
     send.close()
 
 
-def _correct(v: int, n: int, k: int, ranks=None) -> bool:
+def _correct(v: int, n: int, k: int, ranks=None, unsorted: bool = False) -> bool:
     c = bin(v).count("1")
+    if unsorted:
+        return c != k or v == (1 << k) - 1
     return all(bool(v >> r & 1) == (c > r) for r in (range(k) if ranks is None else ranks))
 
 
 def search(n: int, k: int, depth: int, *, solver: str = DEFAULT_SOLVER, time_limit: float | None = None,
-           construction: dict | None = None, max_size: int | None = None, ranks=None) -> SearchResult:
+           construction: dict | None = None, max_size: int | None = None, ranks=None,
+           unsorted: bool = False) -> SearchResult:
     """Is there a depth-``depth`` sorted top-k selector on n wires? With the
     symmetry breaking of the module docstring. ``time_limit`` (seconds) for
     the whole question (the one-off enumeration of second layers, cached per
@@ -375,7 +336,9 @@ def search(n: int, k: int, depth: int, *, solver: str = DEFAULT_SOLVER, time_lim
     without loss of generality for size, so UNSAT then proves nothing).
     ``ranks``: require only rank r on wire r for r in ``ranks`` (a subset of
     0..k-1; default all: the sorted top k). The symmetry breaking holds for
-    any set of ranks (the same argument).
+    any set of ranks (the same argument). ``unsorted``: the k largest on
+    wires 0..k-1 in any order (a standard network leaves a sorted input
+    alone, so the set is on 0..k-1 here too).
 
     Why the symmetry breaking loses nothing: take any selector N of depth d.
     Fill its first layer up to a maximal matching (comparators put in front
@@ -409,7 +372,7 @@ def search(n: int, k: int, depth: int, *, solver: str = DEFAULT_SOLVER, time_lim
             break
         cap = None if max_size is None else max_size - sum(len(l) for l in pre)
         status, layers, nv, nc = complete(n, k, pre, depth - len(pre), solver=solver, time_limit=left,
-                                          max_free_comparators=cap, ranks=ranks)
+                                          max_free_comparators=cap, ranks=ranks, unsorted=unsorted)
         res.variables, res.clauses = max(res.variables, nv), max(res.clauses, nc)
         if status == "UNKNOWN":
             unknown = True
