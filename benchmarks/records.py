@@ -220,11 +220,12 @@ def main(argv=None) -> int:
     p.add_argument("--set-cell-budget", type=float, default=60.0)
     p.add_argument("--solver", default=select_depth.DEFAULT_SOLVER)
     p.add_argument("--out", type=Path, default=ROOT / "netgen" / "data" / "records")
+    p.add_argument("--docs", type=Path, default=ROOT / "docs" / "records.md", help="where --render writes")
     p.add_argument("--redo", action="store_true", help="recompute finished cells too")
     p.add_argument("--render", action="store_true", help="only render docs/records.md from the data")
     args = p.parse_args(argv)
     if args.render:
-        return render(args.out)
+        return render(args.out, args.docs)
     if args.budget is None or args.budget <= 0:
         p.error("--budget SECONDS is required (> 0)")
     deadline = time.monotonic() + args.budget
@@ -242,7 +243,7 @@ def main(argv=None) -> int:
                 print("budget spent; rerun to go on", flush=True)
                 idx["cells"] = dict(sorted(cells.items(), key=lambda kv: tuple(map(int, kv[0].split(",")))))
                 atomic_write_text(args.out / INDEX, json.dumps(idx, indent=1) + "\n")
-                return render(args.out)
+                return render(args.out, args.docs)
             print(f"cell n={n} k={k}", flush=True)
             e = run_cell(n, k, cells, args, deadline)
             cells[key] = e
@@ -254,7 +255,7 @@ def main(argv=None) -> int:
                   f"portfolio {e['portfolio']}", flush=True)
     if args.set_n_max:
         set_pass(idx, cells, args, deadline)
-    return render(args.out)
+    return render(args.out, args.docs)
 
 
 def set_pass(idx, cells, args, deadline):
@@ -297,12 +298,12 @@ def machine() -> str:
     return f"{model}, {os.cpu_count()} cores, python-sat {pysat.__version__}"
 
 
-def render(out: Path) -> int:
+def render(out: Path, docs: Path) -> int:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from records_render import write_docs
 
-    write_docs(out, ROOT / "docs" / "records.md")
-    print("wrote docs/records.md", flush=True)
+    write_docs(out, docs)
+    print(f"wrote {docs}", flush=True)
     return 0
 
 
