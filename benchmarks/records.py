@@ -108,12 +108,23 @@ def run_cell(n, k, cells, args, deadline):
         if b is not None:
             pool.append((b[0], b[1], f"portfolio: {b[2]}", f"netgen portfolio candidate, objective {obj}"))
             base[obj] = [b[0].depth, b[0].size] if obj == "depth" else [b[0].size, b[0].depth]
+    prev = cells.get(f"{n},{k}")  # --redo: start from what an earlier run found and proved
+    if prev:
+        from netgen.io import loads
+
+        for obj in ("depth", "size"):
+            e = prev[obj]
+            net = loads((args.out / e["file"]).read_text(encoding="utf-8"), source=e["file"])
+            pool.append((net.with_(construction={"kind": "record", "n": n, "k": k}), None, e["source"], e["method"]))
     ub = min(p[0].depth for p in pool)
     inh = inherited_lb(cells, n, k)
     lb = {"value": inh[0], "source": inh[1], "detail": inh[2]}
     if inh[1] == "sat-implied":
         lb["from"] = inh[3]
-    sat_log = []
+    sat_log = list(prev.get("sat", [])) if prev else []
+    if prev and prev["depth_lb"]["value"] > lb["value"] or (prev and prev["depth_lb"]["source"] == "sat"
+                                                           and prev["depth_lb"]["value"] == lb["value"]):
+        lb = dict(prev["depth_lb"])
 
     def ask(d):
         left = cell_end - time.monotonic()
@@ -246,6 +257,8 @@ def main(argv=None) -> int:
                 return render(args.out, args.docs)
             print(f"cell n={n} k={k}", flush=True)
             e = run_cell(n, k, cells, args, deadline)
+            if key in cells and "set" in cells[key]:  # --redo keeps the unsorted-set entry
+                e["set"] = cells[key]["set"]
             cells[key] = e
             idx["cells"] = dict(sorted(cells.items(), key=lambda kv: tuple(map(int, kv[0].split(",")))))
             atomic_write_text(args.out / INDEX, json.dumps(idx, indent=1) + "\n")
@@ -255,7 +268,17 @@ def main(argv=None) -> int:
                   f"portfolio {e['portfolio']}", flush=True)
     if args.set_n_max:
         set_pass(idx, cells, args, deadline)
+    drop_orphans(args.out, idx)
     return render(args.out, args.docs)
+
+
+def drop_orphans(out: Path, idx: dict) -> None:
+    """Delete network files no cell refers to any more (left by --redo)."""
+    used = {c[obj]["file"] for c in idx["cells"].values() for obj in ("depth", "size", "set") if obj in c}
+    for f in out.glob("*.json"):
+        if f.name != INDEX and f.name not in used:
+            f.unlink()
+            print(f"removed {f.name} (no cell refers to it)", flush=True)
 
 
 def set_pass(idx, cells, args, deadline):
