@@ -232,6 +232,7 @@ def main(argv=None) -> int:
     p.add_argument("--solver", default=select_depth.DEFAULT_SOLVER)
     p.add_argument("--out", type=Path, default=ROOT / "netgen" / "data" / "records")
     p.add_argument("--docs", type=Path, default=ROOT / "docs" / "records.md", help="where --render writes")
+    p.add_argument("--cells", nargs="*", help="only these cells, as N,K (e.g. --cells 11,3 12,4)")
     p.add_argument("--redo", action="store_true", help="recompute finished cells too")
     p.add_argument("--render", action="store_true", help="only render docs/records.md from the data")
     args = p.parse_args(argv)
@@ -248,6 +249,8 @@ def main(argv=None) -> int:
     for n in range(max(2, args.n_min), args.n_max + 1):
         for k in range(1, min(args.k_max, n - 1) + 1):
             key = f"{n},{k}"
+            if args.cells and key not in args.cells:
+                continue
             if key in cells and not args.redo:
                 continue
             if time.monotonic() >= deadline:
