@@ -1,10 +1,12 @@
 """The portfolio default: build every construction that is cheap at (n, k),
 prove each, keep the best by the objective.
 
-Candidates for k < n: the record network of the cell where the shipped
-record table has one (:mod:`.record`), the pruned best-known sorter (n <= 64), the splitter
+Candidates for k < n: the pruned best-known sorter (n <= 64), the splitter
 network, the Wah-Chen selection networks (bitonic, oddeven, pairwise) and
-the Batcher sorters cone-pruned to the top k; for k = n the best-known sorter
+the Batcher sorters cone-pruned to the top k, and last the record network
+of the cell where the shipped record table has one (:mod:`.record`; last,
+so that it is chosen only where it is strictly better, ties keep the
+construction that built it); for k = n the best-known sorter
 (n <= 64) and the Batcher sorters. Each candidate runs the same passes and
 proof as ``netgen build --network KIND``.
 
@@ -70,8 +72,6 @@ def candidates(n: int, k: int, objective: str = DEFAULT_OBJECTIVE) -> list[Candi
     from .record import has_record, record
 
     out = []
-    if k < n and has_record(n, k):  # the shipped record table (issue 22)
-        out.append(Candidate("record (docs/records.md)", None, n * n, lambda: record(n, k, objective)))
     if N_MIN <= n <= N_MAX:
         out.append(Candidate("best (SorterHunter" + (", pruned)" if k < n else ")"), None, n * n,
                              lambda: best(n, k, objective)))
@@ -89,6 +89,8 @@ def candidates(n: int, k: int, objective: str = DEFAULT_OBJECTIVE) -> list[Candi
         for kind in BATCHER:
             out.append(Candidate(f"{kind} sorter", sorter_depth, sorter_size_estimate(kind, n),
                                  lambda kind=kind: build(kind, n, n)))
+    if k < n and has_record(n, k):  # the shipped record table (issue 22); last, so it wins only when strictly better
+        out.append(Candidate("record (docs/records.md)", None, n * n, lambda: record(n, k, objective)))
     return [c for c in out if c.est_size <= MAX_COMPARATORS]
 
 

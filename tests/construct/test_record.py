@@ -208,4 +208,4 @@ def test_portfolio_uses_the_record():
     compiled, cands = choose(n, k, "depth")
     assert compiled.network.depth == CELLS[(n, k)]["depth"]["depth"]
     assert compiled.network.construction["kind"] == "record"
-    assert cands[0].label.startswith("record")
+    assert any(c.label.startswith("record") for c in cands)
