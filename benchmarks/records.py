@@ -46,7 +46,8 @@ from netgen.search import masks, select_depth  # noqa: E402
 
 PASSES = ("prune", "clean", "schedule")
 SEMANTICS = ("outputs[r] holds rank r (rank 0 = the largest) for r < k: the k largest inputs as a sorted list "
-             "(netgen's outputs convention); the unsorted-set variant is not recorded")
+             "(netgen's outputs convention). The unsorted-set variant (the k largest on outputs 0..k-1 in any "
+             "order) is recorded separately for small n (the `set` entry of a cell)")
 PREFIX_MAX_INPUTS = 200_000  # the prefix search only where the 0-1 inputs with <= k ones are few
 
 
@@ -243,6 +244,7 @@ def main(argv=None) -> int:
     deadline = time.monotonic() + args.budget
     idx = load_index(args.out)
     idx.setdefault("machine", machine())
+    idx["semantics"], idx["symmetry_breaking"] = SEMANTICS, select_depth.SYMMETRY_BREAKING
     cells = idx["cells"]
     print(f"records: n = {args.n_min}..{args.n_max}, k <= {args.k_max}, budget {args.budget:.0f} s, "
           f"{len(cells)} cells done before", flush=True)

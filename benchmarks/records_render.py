@@ -20,6 +20,17 @@ portfolio (`netgen build --n N --k K`) takes it as a candidate too.
 
 **Semantics.** {semantics}.
 
+**Search.** Per cell, n ascending: today's portfolio (both objectives), the
+SAT depth search for n <= 16 (upward from the best lower bound; each
+question limited by the cell's time budget), a prefix search (keep the
+first layers of the best network, ask the SAT model for a finish one layer
+shallower) where the 0-1 inputs with <= k ones are at most 200,000, and a
+greedy shrink (drop comparators while correct). Each network's JSON file
+records its source, method and proof in `construction`. The same SAT model
+settled the open question of `docs/splitter-tail.md` (the second largest of
+9 needs 6 layers, so depth 22 at (5, 10450) is out of reach for the
+splitter-tail decomposition).
+
 **Every network is proved** by netgen's verifier (after prune, clean,
 schedule) before it is written, and again in CI (`tests/construct/test_record.py`,
 with an independent exhaustive 0-1 check for n <= 24).
