@@ -153,7 +153,8 @@ def render(index: dict) -> str:
     out.append("|---|---|---|---|---|---|---|")
     for c in cells.values():
         for a in c.get("sat", []):
-            out.append(f"| {c['n']} | {c['k']} | {a['depth']} | {a['status']} | {a['seconds']:.2f} | {a['solver']} "
+            note = f" ({a['note']})" if a.get("note") else ""
+            out.append(f"| {c['n']} | {c['k']} | {a['depth']} | {a['status']}{note} | {a['seconds']:.2f} | {a['solver']} "
                        f"| {a['answered']}/{a['prefixes']} |")
         for a in c.get("set", {}).get("sat", []):
             out.append(f"| {c['n']} | {c['k']} (set) | {a['depth']} | {a['status']} | {a['seconds']:.2f} | "
