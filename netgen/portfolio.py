@@ -3,7 +3,10 @@ prove each, keep the best by the objective.
 
 Candidates for k < n: the pruned best-known sorter (n <= 64), the splitter
 network, the Wah-Chen selection networks (bitonic, oddeven, pairwise) and
-the Batcher sorters cone-pruned to the top k; for k = n the best-known sorter
+the Batcher sorters cone-pruned to the top k, and last the record network
+of the cell where the shipped record table has one (:mod:`netgen.construct.record`; last,
+so that it is chosen only where it is strictly better, ties keep the
+construction that built it); for k = n the best-known sorter
 (n <= 64) and the Batcher sorters. Each candidate runs the same passes and
 proof as ``netgen build --network KIND`` (:func:`netgen.compiled.compile_network`).
 
@@ -29,6 +32,7 @@ from typing import Callable, Iterable
 from .compiled import Compiled, compile_network
 from .construct import construct, smallest_estimate
 from .construct._common import MAX_COMPARATORS, ceil_lg, check_nk, select_top
+from .construct.record import has_record, record
 from .construct.best import N_MAX, N_MIN, best, check_objective, objective_key
 from .construct.selection import selection_depth, selection_size_estimate
 from .construct.sorters import sorter, sorter_size_estimate
@@ -92,6 +96,8 @@ def candidates(n: int, k: int, objective: str = DEFAULT_OBJECTIVE) -> list[Candi
         for kind in BATCHER:
             out.append(Candidate(f"{kind} sorter", sorter_depth, sorter_size_estimate(kind, n),
                                  lambda kind=kind: construct(kind, n, n)))
+    if k < n and has_record(n, k):  # the shipped record table (issue 22); last, so it wins only when strictly better
+        out.append(Candidate("record (docs/records.md)", None, n * n, lambda: record(n, k, objective)))
     return [c for c in out if c.est_size <= MAX_COMPARATORS and c.est_size + n <= check_max_size(None)]
 
 

@@ -17,6 +17,10 @@ name, kept as an alias.
   that is shallower.
 * ``best`` (2 <= n <= 64): the best-known sorter (SorterHunter, shipped in
   the package; :mod:`.best`) by ``objective``, cone-pruned to the top k.
+* ``record`` (the cells of the shipped record table, k < n): the
+  shallowest ("depth") or smallest ("size") proved top-k selector netgen
+  knows for (n, k) (:mod:`.record`, docs/records.md); ValueError for a cell
+  the table does not have.
 
 Every result is cone-pruned to its outputs where that can remove anything,
 packed ASAP, never touches padding wires and has construction record
@@ -34,8 +38,9 @@ from .splitter_tail import shallowest_splitter
 
 #: constructions for any n >= 1
 KINDS = ("splitter", "bitonic", "oddeven", "pairwise", "transposition")
-#: everything ``construct`` accepts: the constructions and the shipped best-known networks (2 <= n <= 64)
-ALL_KINDS = KINDS + ("best",)
+#: everything ``construct`` accepts: the constructions, the shipped best-known networks (2 <= n <= 64)
+#: and the shipped record table (its cells only)
+ALL_KINDS = KINDS + ("best", "record")
 
 
 def size_estimate(kind: str, n: int, k: int | None = None) -> int:
@@ -46,7 +51,7 @@ def size_estimate(kind: str, n: int, k: int | None = None) -> int:
     k = n if k is None else k
     if kind == "splitter":
         return splitter_size_estimate(n, k)
-    if kind == "best":
+    if kind in ("best", "record"):
         return n * n
     if k == n or kind == "transposition":
         return sorter_size_estimate(kind, n)
@@ -76,6 +81,10 @@ def construct(kind: str, n: int, k: int | None = None, objective: str = "size", 
         from .best import best
 
         return best(n, k, objective)
+    if kind == "record":
+        from .record import record
+
+        return record(n, k, objective)
     if kind == "splitter":
         return shallowest_splitter(n, k)
     if k is None or k == n:
