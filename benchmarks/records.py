@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from netgen.compiler import compile_network  # noqa: E402
-from netgen.construct import portfolio  # noqa: E402
+from netgen import portfolio  # noqa: E402
 from netgen.construct._common import ceil_lg  # noqa: E402
 from netgen.construct.record import FORMAT, INDEX  # noqa: E402
 from netgen.io import atomic_write_text, dumps  # noqa: E402

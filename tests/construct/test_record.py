@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from netgen import io
 from netgen.cli import main
 from netgen.construct import build
-from netgen.construct.portfolio import choose
+from netgen.portfolio import choose
 from netgen.construct.record import cells, data_dir, record
 from netgen.network import Network
 from netgen.verify import verify
