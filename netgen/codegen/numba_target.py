@@ -1,6 +1,6 @@
 """``--target numba``: emit a module of ``@njit`` CPU kernels.
 
-The emitted module (DESIGN.md section 8 contract) holds:
+The emitted module (docs/design.md section 8 contract) holds:
 
 * ``NETWORK``, ``RELAXATION``, ``TARGET = "numba"`` and the comparator table
   (rebuilt from ``NETWORK`` at import);

@@ -58,7 +58,7 @@ class Case:
             from netgen.codegen import emit, module_name, target_module
 
             if "threads" in inspect.signature(target_module("cuda").emit).parameters:
-                src = target_module("cuda").emit(self.net, self.r, threads=8)
+                src = target_module("cuda").emit(self.net, self.r, threads=32)  # the smallest block the cuda target allows
                 emit("cuda", self.net, self.r)  # the public path still compiles
                 path = out_dir / f"{module_name(self.net, self.r, 'cuda')}.py"
                 path.write_text(src)
