@@ -14,6 +14,15 @@ from pathlib import Path
 import click
 
 
+class InternalError(click.ClickException):
+    """A netgen bug, reported in one line with exit code 1."""
+
+    exit_code = 1
+
+    def show(self, file=None):
+        click.echo(f"netgen: internal error: {self.format_message()}", err=True)
+
+
 class BadInput(click.ClickException):
     """A one-line message on stderr and exit code 2."""
 
@@ -26,7 +35,9 @@ class BadInput(click.ClickException):
 def handle_errors(fn):
     """Turn ValueError (and MemoryError, RecursionError, an OS error on a
     path, and a missing optional dependency) raised by the library into a
-    one-line message with exit code 2 instead of a traceback."""
+    one-line message with exit code 2 instead of a traceback; a generated
+    module that fails its compile check (a netgen bug) is one line with
+    exit code 1."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -48,6 +59,12 @@ def handle_errors(fn):
         except OSError as e:
             where = f"{e.filename}: " if e.filename else ""
             raise BadInput(f"{where}{e.strerror or e}") from None
+        except RuntimeError as e:
+            from ..codegen.literals import GeneratedSourceError
+
+            if not isinstance(e, GeneratedSourceError):
+                raise
+            raise InternalError(str(e)) from None
 
     return wrapper
 

@@ -235,3 +235,17 @@ def test_an_internal_portfolio_failure_is_exit_1_with_a_clear_message(monkeypatc
     assert r.exit_code == 1, r.output
     assert "netgen: internal error: no candidate network for n = 12, k = 3 passed verification" in r.stderr
     assert "Traceback" not in r.output and not out.exists()
+
+
+def test_a_generated_module_that_does_not_compile_is_an_internal_error(tmp_path, monkeypatch):
+    """A module that fails the compile-before-write check is a netgen bug:
+    one line, exit 1, nothing written."""
+    from netgen.codegen import torch_target
+
+    monkeypatch.setattr(torch_target, "emit", lambda net, r: "def broken(:\n")
+    r = run("build", "--n", "8", "--k", "2", "--target", "torch", "-o", str(tmp_path / "out"))
+    assert r.exit_code == 1, r.output
+    lines = [l for l in r.output.splitlines() if "internal error" in l]
+    assert len(lines) == 1 and "netgen bug" in lines[0], r.output
+    assert "Traceback" not in r.output
+    assert not list(tmp_path.rglob("*.py"))
