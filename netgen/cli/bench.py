@@ -116,12 +116,6 @@ def command(out_dir, quick, sorting, max_memory, methods, reference, batch, ns, 
             options[name] = {"temperature": float(value)}
         except ValueError:
             raise BadInput(f"--temperature value must be a number, got {t!r}") from None
-    if device == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise BadInput("--device cuda: no CUDA GPU is available")
-
     if not no_plots:  # before the (long) run, not after it
         from ..extras import require
 
