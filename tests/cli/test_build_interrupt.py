@@ -30,6 +30,13 @@ time.sleep(120)
 """
 
 
+def _default_sigint() -> None:
+    # a job started in the background by a non-interactive shell inherits
+    # SIGINT ignored, and Python then never raises KeyboardInterrupt; give
+    # the build the disposition a terminal's Ctrl-C meets
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -51,7 +58,8 @@ def test_interrupted_cuda_build_leaves_nothing(tmp_path, sig):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(tmp_path)]), TMPDIR=str(scratch_root),
                NETGEN_CUDA_COMPILE_WORKER="fakeworker", FAKE_PID_DIR=str(pids))
     proc = subprocess.Popen([sys.executable, "-m", "netgen.cli", "build", "--n", "8", "--k", "2", "--target", "cuda",
-                             "-o", str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "-o", str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_sigint)
     try:
         deadline = time.monotonic() + 240
         while len(list(pids.iterdir())) < 2 and time.monotonic() < deadline and proc.poll() is None:
