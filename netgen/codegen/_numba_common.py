@@ -119,12 +119,20 @@ _K = len(_OUTPUTS)
 _COMPS, _OFFSETS = _network_tables()
 _SIZE = len(_COMPS)
 _CLO, _CHI, _DOFF = plan(_N, _COMPS, _OFFSETS, NETWORK["outputs"])
-_NNZ = int(_DOFF[-1])'''
+_NNZ = int(_DOFF[-1])
+# the exact network (Layer.hard) indexes with torch tensors
+_HARD_A = torch.from_numpy(np.ascontiguousarray(_COMPS[:, 0]))
+_HARD_B = torch.from_numpy(np.ascontiguousarray(_COMPS[:, 1]))
+_HARD_OUTS = torch.from_numpy(_OUTPUTS)'''
 
 
 def plan_source() -> str:
-    """Source of :func:`plan` and of the table set-up, for generated modules."""
-    return inspect.getsource(plan) + "\n" + TABLES_SOURCE
+    """Source of :func:`plan`, of the table set-up and of the exact network
+    (:func:`netgen.codegen.runtime.common.hard_network`, the one ``hard``
+    every target runs), for generated modules."""
+    from .runtime.common import hard_network
+
+    return inspect.getsource(plan) + "\n" + TABLES_SOURCE + "\n\n\n" + inspect.getsource(hard_network)
 
 
 def network_literal(net: Network) -> str:

@@ -427,25 +427,7 @@ class Layer(torch.nn.Module):
 
     def hard(self, x):
         """The exact network: ``(values, indices)`` of shapes (..., k) (on a copy of ``x``)."""
-        if not isinstance(x, torch.Tensor) or x.dim() < 1 or x.shape[-1] != _N:
-            raise ValueError(f"input must be a tensor of shape (..., {_N})")
-        if x.dtype.is_floating_point and bool(torch.isnan(x).any()):
-            raise ValueError("input contains NaN values; the exact network needs ordered inputs")
-        lead = x.shape[:-1]
-        v = x.detach().reshape(-1, _N).clone()
-        idx = torch.arange(_N, device=v.device).expand(v.shape[0], _N).clone()
-        for l in range(len(_OFFSETS) - 1):
-            a = torch.from_numpy(_CA[_OFFSETS[l]:_OFFSETS[l + 1]])
-            c = torch.from_numpy(_CB[_OFFSETS[l]:_OFFSETS[l + 1]])
-            va, vc = v[:, a], v[:, c]
-            ia, ic = idx[:, a], idx[:, c]
-            swap = vc > va
-            v[:, a] = torch.where(swap, vc, va)
-            v[:, c] = torch.where(swap, va, vc)
-            idx[:, a] = torch.where(swap, ic, ia)
-            idx[:, c] = torch.where(swap, ia, ic)
-        o = torch.from_numpy(_OUTPUTS)
-        return v[:, o].reshape(*lead, _K), idx[:, o].reshape(*lead, _K)
+        return hard_network(x, _N, _HARD_A, _HARD_B, _OFFSETS, _HARD_OUTS)
 
     def extra_repr(self):
         return f"n={_N}, k={_K}, target=numba, {RELAXATION['distribution']}, engine={_MODE}/{_GROUP}"
