@@ -96,16 +96,6 @@ def floor_child(cache_dir: str) -> None:
                       "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
 
 def run(cache_dir: str, which: str = "--child") -> dict:
     env = {**os.environ, "NETGEN_CACHE_DIR": cache_dir}
@@ -129,6 +119,8 @@ def main() -> None:
     if a.floor:
         floor_child(a.floor)
         return
+    from netgen.bench.networks import cpu_model
+
     print(f"CPU: {cpu_model()} ({os.cpu_count()} logical cores), load {os.getloadavg()[0]:.2f}; "
           f"python {platform.python_version()}")
     with tempfile.TemporaryDirectory(prefix="netgen-cache-") as d:

@@ -14,7 +14,6 @@ netgen.network.asap_layers ran before it became netgen.schedule.asap_levels
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import subprocess
 import sys
@@ -23,6 +22,7 @@ import time
 import numpy as np
 
 from netgen import schedule
+from netgen.bench.networks import cpu_model  # noqa: E402
 
 
 def old_asap_layers(n, comps):
@@ -60,15 +60,6 @@ def cold_compile_seconds() -> float:
             for _ in range(3)]
     return statistics.median(runs)
 
-
-def cpu_model() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def main() -> int:

@@ -36,13 +36,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from netgen.bench.networks import cpu_model  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -158,15 +158,6 @@ def run_rss(method, case, old_ref, threads):
     times, work, reset = _rss.measure(step, 2)
     return {"peak": _rss.status("VmHWM"), "work": work, "reset": reset, "time": statistics.median(times)}
 
-
-def cpu_model():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def main() -> None:
