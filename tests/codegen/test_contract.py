@@ -263,6 +263,15 @@ def check_second_order_refused(c: Case):
             assert "netgen.relax.reference" in str(e)
         else:
             raise AssertionError("a second backward through the layer did not raise")
+        # a second derivative taken with respect to x (autograd.grad, as gradgradcheck and gradient
+        # penalties do) must raise too, not come out as a silently missing (zero) term
+        (g,) = torch.autograd.grad(out(), x, create_graph=True)
+        try:
+            torch.autograd.grad(g.square().sum(), x, allow_unused=True)
+        except RuntimeError as e:
+            assert "second-order gradients through a generated layer are not supported" in str(e), str(e)
+        else:
+            raise AssertionError("a second derivative with respect to x through the layer did not raise")
     for transform in (lambda f: torch.func.vmap(f), lambda f: torch.func.grad(lambda t: f(t).sum()),
                       lambda f: torch.func.jacrev(f)):
         try:

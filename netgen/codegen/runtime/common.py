@@ -105,12 +105,13 @@ def check_values(xt, s):
 
 
 class _SecondOrder(torch.autograd.Function):
-    """Identity on gradients (after a dummy input that needs a gradient, so
-    the outputs are part of the graph) whose own backward refuses."""
+    """Identity on gradients, placed after the inputs they were computed for
+    (the first ``n_inputs`` arguments), so that any second derivative with
+    respect to those inputs passes through here; its own backward refuses."""
 
     @staticmethod
-    def forward(ctx, dummy, *grads):
-        return tuple(g.clone() for g in grads)
+    def forward(ctx, n_inputs, *tensors):
+        return tuple(g.clone() for g in tensors[n_inputs:])
 
     @staticmethod
     def backward(ctx, *unused):
@@ -121,18 +122,22 @@ class _SecondOrder(torch.autograd.Function):
         )
 
 
-def refuse_second_order(grads):
+def refuse_second_order(grads, inputs=()):
     """``grads`` as computed; when autograd is recording (create_graph=True)
-    they get a node that raises on a second backward, never a silently
+    they get a node, downstream of ``inputs`` (the tensors the gradients are
+    for), that raises on any second derivative (``backward`` or
+    ``autograd.grad`` with respect to those inputs): never a silently
     missing term."""
     if not torch.is_grad_enabled():
         return grads
     live = [i for i, g in enumerate(grads) if isinstance(g, torch.Tensor)]
     if not live:
         return grads
+    deps = [t for t in inputs if isinstance(t, torch.Tensor) and t.requires_grad]
+    if not deps:  # still part of a graph: a backward through it raises
+        deps = [torch.zeros((), device=grads[live[0]].device, requires_grad=True)]
     out = list(grads)
-    dummy = torch.zeros((), device=grads[live[0]].device, requires_grad=True)
-    wrapped = _SecondOrder.apply(dummy, *[grads[i] for i in live])
+    wrapped = _SecondOrder.apply(len(deps), *deps, *[grads[i] for i in live])
     for i, g in zip(live, wrapped):
         out[i] = g
     return tuple(out)

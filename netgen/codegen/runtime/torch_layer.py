@@ -130,15 +130,16 @@ class _TopK(torch.autograd.Function):
             if train:
                 torch.sub(Ra, Rb, out=D_all[s0:e0])
         if train:
-            ctx.save_for_backward(bad, a, b, outs, p_all, d_all, g_all, D_all, gs_all)
+            ctx.save_for_backward(bad, a, b, outs, p_all, d_all, g_all, D_all, gs_all, x,
+                                  s if isinstance(s, torch.Tensor) else None)
         return _nan_rows(values, bad), _nan_rows(R, bad)
 
     @staticmethod
     def backward(ctx, g_values, g_R):
-        bad, a, b, outs, p_all, d_all, g_all, D_all, gs_all = ctx.saved_tensors
+        bad, a, b, outs, p_all, d_all, g_all, D_all, gs_all, x, s = ctx.saved_tensors
         with torch.no_grad():
             gx, gs = _topk_backward(g_values, g_R, bad, a, b, outs, p_all, d_all, g_all, D_all, gs_all)
-        gx, gs = refuse_second_order((gx, gs))
+        gx, gs = refuse_second_order((gx, gs), (x, s))
         return gx, gs, None, None, None, None
 
 
@@ -208,15 +209,16 @@ class _Column(torch.autograd.Function):
                 d_all[s0:e0] = W
                 g_all[s0:e0] = g
         if train:
-            ctx.save_for_backward(bad, a, b, outs, p_all, d_all, g_all, gs_all)
+            ctx.save_for_backward(bad, a, b, outs, p_all, d_all, g_all, gs_all, x,
+                                  s if isinstance(s, torch.Tensor) else None)
         return _nan_rows(V[outs, 1], bad)
 
     @staticmethod
     def backward(ctx, g_col):
-        saved = ctx.saved_tensors
+        *saved, x, s = ctx.saved_tensors
         with torch.no_grad():
             gx, gs = _column_backward(g_col, *saved)
-        gx, gs = refuse_second_order((gx, gs))
+        gx, gs = refuse_second_order((gx, gs), (x, s))
         return gx, gs, None, None, None, None, None
 
 
