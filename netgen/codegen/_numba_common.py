@@ -126,13 +126,16 @@ _HARD_B = torch.from_numpy(np.ascontiguousarray(_COMPS[:, 1]))
 _HARD_OUTS = torch.from_numpy(_OUTPUTS)'''
 
 
-def plan_source() -> str:
-    """Source of :func:`plan`, of the table set-up and of the exact network
+def plan_source(shared=()) -> str:
+    """Source of :func:`plan`, of the table set-up, of the exact network
     (:func:`netgen.codegen.runtime.common.hard_network`, the one ``hard``
-    every target runs), for generated modules."""
+    every target runs) and of the functions ``shared`` (more pieces of
+    :mod:`netgen.codegen.runtime.common`), for generated modules."""
     from .runtime.common import hard_network
 
-    return inspect.getsource(plan) + "\n" + TABLES_SOURCE + "\n\n\n" + inspect.getsource(hard_network)
+    parts = [inspect.getsource(plan) + "\n" + TABLES_SOURCE]
+    parts += [inspect.getsource(f).rstrip() for f in (*shared, hard_network)]
+    return "\n\n\n".join(parts) + "\n"
 
 
 def network_literal(net: Network) -> str:

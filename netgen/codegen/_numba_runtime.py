@@ -217,39 +217,9 @@ def column_backward_numpy(saved, gcol, threads=None):
 
 # ---------------------------------------------------------------- autograd
 _TORCH = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64}
-_SECOND_ORDER = (
-    "netgen: second-order gradients through a generated layer are not supported (its backward "
-    "is a hand-written kernel, differentiable once); use netgen.relax.reference (plain autograd, "
-    "fully differentiable) for gradient penalties, Hessians and double backward"
-)
-
-
 def _np(t, dtype):
     # read-only use: may share memory with the caller's tensor (kernels never write to it)
     return np.ascontiguousarray(t.detach().to(dtype).numpy())
-
-
-class _Refuse(torch.autograd.Function):
-    """Identity on a computed gradient whose own backward refuses."""
-
-    @staticmethod
-    def forward(ctx, g, *deps):
-        return g.clone()
-
-    @staticmethod
-    def backward(ctx, *grads):
-        raise RuntimeError(_SECOND_ORDER)
-
-
-def _once(ctx, grads, deps):
-    """The gradients, marked as not differentiable again when the backward
-    runs with create_graph=True."""
-    if not torch.is_grad_enabled():
-        return grads
-    deps = [d for d in deps if isinstance(d, torch.Tensor) and d.requires_grad]
-    if not deps:
-        return grads
-    return tuple(None if g is None else _Refuse.apply(g, *deps) for g in grads)
 
 
 def _sgrad(s, dtype):
@@ -266,7 +236,7 @@ class _Rows(torch.autograd.Function):
         ctx.saved = saved
         ctx.threads = threads
         ctx.s_dtype = None if s_t is None else s_t.dtype
-        ctx.save_for_backward(x, s_t)
+        ctx.save_for_backward(x, s_t)  # what a second derivative would be taken with respect to
         return torch.from_numpy(values), torch.from_numpy(P)
 
     @staticmethod
@@ -281,8 +251,7 @@ class _Rows(torch.autograd.Function):
         gx, gs = rows_backward_numpy(saved, gvn, gPn, ctx.threads)
         gxt = torch.from_numpy(gx) if ctx.needs_input_grad[0] else None
         gst = _sgrad(gs, ctx.s_dtype) if ctx.needs_input_grad[1] else None
-        if torch.is_grad_enabled():  # create_graph=True: the gradient must refuse to be differentiated
-            gxt, gst = _once(ctx, (gxt, gst), ctx.saved_tensors + (gv, gP))
+        gxt, gst = refuse_second_order((gxt, gst), ctx.saved_tensors)  # create_graph=True: no silent term
         return gxt, gst, None, None
 
 
@@ -296,7 +265,7 @@ class _Column(torch.autograd.Function):
         ctx.saved = saved
         ctx.threads = threads
         ctx.s_dtype = None if s_t is None else s_t.dtype
-        ctx.save_for_backward(x, s_t)
+        ctx.save_for_backward(x, s_t)  # what a second derivative would be taken with respect to
         return torch.from_numpy(col)
 
     @staticmethod
@@ -307,68 +276,27 @@ class _Column(torch.autograd.Function):
         gx, gs = column_backward_numpy(ctx.saved, _np(gcol, _TORCH[dt]), ctx.threads)
         gxt = torch.from_numpy(gx) if ctx.needs_input_grad[0] else None
         gst = _sgrad(gs, ctx.s_dtype) if ctx.needs_input_grad[1] else None
-        if torch.is_grad_enabled():
-            gxt, gst = _once(ctx, (gxt, gst), ctx.saved_tensors + (gcol,))
+        gxt, gst = refuse_second_order((gxt, gst), ctx.saved_tensors)
         return gxt, gst, None, None, None
 
 
 # ------------------------------------------------------------------ checks
-def _check_steepness(s):
-    """The steepness as (float value, tensor or None); ValueError unless a
-    finite number > 0 (Python number, numpy scalar, 0-d tensor, Parameter)."""
-    if isinstance(s, torch.Tensor):
-        if s.numel() != 1 or s.dim() != 0:
-            raise ValueError(f"steepness must be a number or a 0-d tensor, got a tensor of shape {tuple(s.shape)}")
-        if not (s.dtype.is_floating_point or s.dtype in (torch.int32, torch.int64, torch.int16, torch.int8,
-                                                         torch.uint8)):
-            raise ValueError(f"steepness must be a real number, got a {s.dtype} tensor")
-        val = float(s.detach().cpu())
-        t = s
-    elif isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, float, np.integer, np.floating)):
-        raise ValueError(f"steepness must be a number or a 0-d tensor, got {type(s).__name__}")
-    else:
-        val = float(s)
-        t = None
-    if not (math.isfinite(val) and val > 0):
-        raise ValueError(f"steepness must be finite and > 0, got {val!r}")
-    return val, t
-
-
 def _prepare(x, steepness):
-    if torch._C._are_functorch_transforms_active():
-        raise ValueError(
-            "netgen: torch.func transforms (vmap, grad, jacrev, jvp, ...) are not supported by generated "
-            "layers (their kernels are opaque to functorch); use netgen.relax.reference for them"
-        )
-    if not isinstance(x, torch.Tensor):
-        raise ValueError(f"expected a torch.Tensor, got {type(x).__name__}")
-    if x.dim() < 1 or x.shape[-1] != _N:
-        raise ValueError(f"input must have shape (..., {_N}), got {tuple(x.shape)}")
+    """Checks (the shared runtime's: transforms, shape and dtype, steepness,
+    NaN/inf and overflow) and x as (B, n) in the compute dtype, with the
+    steepness as (float, tensor or None)."""
+    refuse_transforms()
+    check_input(x, _N)
     if x.device.type != "cpu":
         raise ValueError(f"the numba target runs on CPU tensors; got a tensor on {x.device} (use the cuda target)")
-    if not x.dtype.is_floating_point:
-        raise ValueError(f"input must be floating point, got {x.dtype}")
-    stp, s_t = _check_steepness(steepness)
+    s = steepness_value(steepness)
+    stp = float(s.detach()) if isinstance(s, torch.Tensor) else s
+    # the steepness as a tensor only where its gradient is asked for
+    learn = isinstance(s, torch.Tensor) and s.dtype.is_floating_point and s.requires_grad and torch.is_grad_enabled()
     cdt = x.dtype if x.dtype in (torch.float32, torch.float64) else torch.float32
     x2 = x.reshape(-1, _N).to(cdt)
-    if x2.shape[0]:
-        xd = x2.detach()
-        lo, hi = xd.amin(dim=-1), xd.amax(dim=-1)
-        if not (bool(torch.isfinite(lo).all()) and bool(torch.isfinite(hi).all())):
-            bad = "NaN" if bool(torch.isnan(xd).any()) else "inf"
-            raise ValueError(f"input contains {bad} values; relaxed networks need finite inputs")
-        rng = float((hi.double() - lo.double()).max())
-        big = float(torch.finfo(cdt).max)
-        if not stp * rng <= big:
-            raise ValueError(
-                f"steepness * (max(x) - min(x)) overflows {cdt}: steepness {stp!r} times an input range of "
-                f"{rng!r} is {stp * rng!r} > {big!r}; scale the inputs or lower the steepness"
-            )
-    if s_t is not None and not (s_t.requires_grad and torch.is_grad_enabled()):
-        s_t = None
-    elif s_t is not None and not s_t.dtype.is_floating_point:
-        s_t = None
-    return x2, x.shape[:-1], x.dtype, stp, s_t
+    check_values(x2.t(), stp)
+    return x2, x.shape[:-1], x.dtype, stp, s if learn else None
 
 
 def _check_threads(threads):
@@ -397,7 +325,7 @@ class Layer(torch.nn.Module):
 
     def __setattr__(self, name, value):
         if name == "steepness":
-            _check_steepness(value)
+            steepness_value(value)
             if not isinstance(value, torch.nn.Parameter):
                 self._parameters.pop("steepness", None)
                 object.__setattr__(self, name, value)

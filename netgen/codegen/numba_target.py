@@ -111,6 +111,8 @@ def emit(net: Network, r: Any = None, *, mode: str | None = None, group: int | N
     if not isinstance(net, Network):
         raise ValueError(f"expected a Network, got {type(net).__name__}")
     r = relaxation_of(net, r)
+    from .runtime import common  # the checks every generated layer shares (imports torch)
+
     mode, group = engine(net, mode, group)
     kernels = []
     for ft, serial in ((ft, serial) for serial in (False, True) for ft in FLOAT_TYPES):
@@ -126,7 +128,8 @@ def emit(net: Network, r: Any = None, *, mode: str | None = None, group: int | N
         "DOC": repr(_doc(net, r, mode, group)),
         "NETWORK": network_literal(net),
         "RELAXATION": relaxation_literal(r),
-        "PLAN": plan_source().rstrip(),
+        "PLAN": plan_source((common.steepness_value, common.refuse_transforms, common.check_input,
+                             common.check_values, common._SecondOrder, common.refuse_second_order)).rstrip(),
         "ENGINE": f"_MODE = {mode!r}\n_GROUP = {group!r}\n_SERIAL_WORK = {int(SERIAL_WORK)!r}",
         "HELPERS": HELPERS.rstrip(),
         "KERNELS": "\n\n".join(kernels),

@@ -90,17 +90,19 @@ def check_values(xt, s):
     value is)."""
     if xt.numel() == 0:
         return
-    span = float((xt.amax(0) - xt.amin(0)).max().detach())
+    xd = xt.detach()
+    span = float((xd.amax(0).double() - xd.amin(0).double()).max())  # in double: the span itself may overflow
     sv = float(s.detach()) if isinstance(s, torch.Tensor) else float(s)
-    if span * sv <= torch.finfo(xt.dtype).max:
+    big = torch.finfo(xt.dtype).max
+    if span * sv <= big:
         return
-    if bool(torch.isnan(xt).any()):
+    if bool(torch.isnan(xd).any()):
         raise ValueError("input contains NaN values; relaxed networks need finite inputs")
-    if bool(torch.isinf(xt).any()):
+    if bool(torch.isinf(xd).any()):
         raise ValueError("input contains inf values; relaxed networks need finite inputs")
     raise ValueError(
-        f"steepness {sv!r} times the input range {span!r} overflows {xt.dtype}; "
-        "scale the inputs or lower the steepness"
+        f"steepness {sv!r} times the input range {span!r} overflows {xt.dtype} (steepness {sv!r} * "
+        f"(max(x) - min(x)) must stay below {big!r}); scale the inputs or lower the steepness"
     )
 
 
