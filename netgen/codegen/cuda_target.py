@@ -2,7 +2,7 @@
 
 Same semantics and module contract as the numba CPU target
 (:mod:`netgen.codegen.numba_target`), laid out for a GPU. The generated
-module is assembled from four parts, one file each:
+module is assembled from:
 
 * :mod:`netgen.codegen._cuda_kernels`: the kernel sources (one thread block
   per batch row; all k ranks of the row's P back-sweep in that block; the
@@ -10,16 +10,22 @@ module is assembled from four parts, one file each:
   2 n for the column -- in dynamic shared memory up to the device's opt-in
   limit, 227 KB on Hopper, else in a global scratch row; bad rows flagged on
   the GPU);
-* :mod:`netgen.codegen._cuda_runtime`: the launcher (cached ``cuda.core``
-  kernel handles, Numba's kernel ABI packed from torch tensors and cached
-  per shape, torch's current stream);
-* :mod:`netgen.codegen._cuda_layer`: the ``torch.library`` custom ops, a
+* real, tested modules copied by source extraction
+  (:func:`netgen.codegen.runtime.assemble`, :func:`~netgen.codegen.runtime.statements`):
+  :mod:`netgen.codegen.runtime.cuda_launch` (host tables, cached
+  ``cuda.core`` kernel handles, Numba's kernel ABI packed from torch
+  tensors and cached per shape, torch's current stream, batch chunks),
+  :mod:`~netgen.codegen.runtime.cuda_ops` (the ``torch.library`` custom ops
+  and their autograd), :mod:`~netgen.codegen.runtime.cuda_layer` (the
   once-per-process self-check of the launch packing against Numba's
-  dispatcher, and ``Layer``;
-* this file: the header (network, relaxation, compact tables, the
-  numpy-2.5 shim) and :func:`emit`, plus :func:`compile_check`, which
-  compiles every kernel to PTX for a given compute capability and assembles
-  it to a cubin in a separate process (no GPU needed).
+  dispatcher, ``Layer``) and :mod:`~netgen.codegen.runtime.common` (checks,
+  the steepness rule, the second-order and torch.func refusals, ``hard``);
+* this file: the header (network, relaxation, the plan, the numpy-2.5
+  shim), the constants of a build (block sizes, shared-memory limit, the
+  D rule, the op namespace) written as literals, and :func:`emit`, plus
+  :func:`compile_check`, which compiles every kernel to PTX for a given
+  compute capability and assembles it to a cubin in a separate process (no
+  GPU needed).
 
 What the rows path keeps for its backward: the comparators' differences d
 (B x size) and, where the plan's nnz is at most ``SAVE_D_RATIO`` k n (top-k
@@ -38,6 +44,7 @@ the docstring included; placeholders are filled in one pass.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
@@ -50,8 +57,6 @@ from typing import Any
 
 from ..network import Network
 from ._cuda_kernels import KERNEL_ARGS, MIN_ROWS, kernel_sources
-from ._cuda_layer import LAYER
-from ._cuda_runtime import RUNTIME
 from ._numba_common import (
     FLOAT_TYPES,
     lit,
@@ -62,6 +67,8 @@ from ._numba_common import (
     relaxation_of,
     swap_code,
 )
+from .lines import Lines
+from .literals import Namespace, literal, top_level_definitions
 
 TARGET = "cuda"
 
@@ -116,21 +123,78 @@ def emit(net: Network, r: Any = None, *, shared_limit: int = SHARED_LIMIT, threa
                 kernels.append(src)
                 sfx = f"_f{size * 8}_{variant[0]}"
                 table.append(f"    (np.dtype(np.{ft}), {name!r}, {variant!r}): _{name}{sfx},")
+    from .runtime import common
+
     subs = {
         "DOC": repr(_doc(net, r)),
         "NETWORK": network_literal(net),
         "RELAXATION": relaxation_literal(r),
-        "PLAN": plan_source().rstrip(),
-        "THREADS": repr(threads),
-        "BIG_THREADS": repr(big_threads),
-        "SHARED_LIMIT": repr(shared_limit),
-        "SAVE_D_RATIO": repr(float(save_d_ratio)),
+        "PLAN": plan_source((common.steepness_value, common.refuse_transforms, common.check_input,
+                             common._SecondOrder, common.refuse_second_order)).rstrip(),
         "KERNEL_ARGS": "KERNEL_ARGS = {\n" + "".join(f"    {k!r}: {v!r},\n" for k, v in KERNEL_ARGS.items()) + "}",
         "KERNELS": "\n\n".join(kernels).rstrip(),
         "KERNEL_TABLE": "KERNELS = {\n" + "\n".join(table) + "\n}",
-        "OPS": repr(_ops_namespace(net, r)),
     }
-    return _fill(_HEADER + RUNTIME + LAYER, subs)
+    header = _fill(_HEADER, subs)
+    constants = {"THREADS": threads, "BIG_THREADS": big_threads, "SHARED_LIMIT": shared_limit,
+                 "SAVE_D_RATIO": float(save_d_ratio), "OPS_NAMESPACE": _ops_namespace(net, r)}
+    return header + "\n\n" + runtime_source(constants, header)
+
+
+# ---------------------------------------------------------------- runtime assembly
+#: comments above the build's constants in a generated module
+_CONSTANT_DOCS = {
+    "THREADS": "threads per block (launches whose shared memory leaves many blocks per SM)",
+    "BIG_THREADS": "the most threads per block of a launch whose shared memory leaves few blocks per SM "
+                   "(see _block), capped by the kernel's limit",
+    "SHARED_LIMIT": "dynamic shared memory a block may ask for (bytes; also capped by the device)",
+    "SAVE_D_RATIO": "the forward keeps D (B x nnz) where nnz <= SAVE_D_RATIO k n (SAVE_D)",
+    "OPS_NAMESPACE": "the torch.library namespace of this module's ops",
+}
+
+
+def _runtime_parts():
+    """The runtime modules a cuda module copies, as (module, state names,
+    functions): the launcher, the ops, the layer."""
+    from .runtime import cuda_launch, cuda_layer, cuda_ops
+
+    return ((cuda_launch, cuda_launch.STATE, cuda_launch.PARTS), (cuda_ops, (), cuda_ops.PARTS),
+            (cuda_layer, cuda_layer.STATE, cuda_layer.PARTS))
+
+
+def _runtime_code(names: Namespace) -> str:
+    """The copied runtime: every part's functions, then the module-level
+    state (which may call them), then the ops' registration."""
+    from .runtime import assemble, statements
+
+    parts = _runtime_parts()
+    L = Lines()
+    for _, _, functions in parts:
+        L(assemble(functions, names))
+        L.blank(2)
+    for module, state, _ in parts:
+        if state:
+            L(statements(module, state, names))
+            L.blank(2)
+    L("_register()")
+    return L.render()
+
+
+def runtime_source(constants: dict, header: str = "") -> str:
+    """The constants of a build (as literals) and the copied runtime, for a
+    module whose ``header`` (kernels, tables) defines the rest. Every
+    top-level name is claimed once, the header's included."""
+    names = Namespace()
+    for name, _ in top_level_definitions(ast.parse(header)):
+        if name not in names:
+            names.define(name)
+    L = Lines()
+    for name, value in constants.items():
+        L(f"#: {_CONSTANT_DOCS[name]}")
+        L(f"{names.define(name)} = {literal(value)}")
+    L.blank(2)
+    L(_runtime_code(names))
+    return L.render()
 
 
 _PLACEHOLDER = re.compile(r"@@([A-Z_]+)@@")
@@ -149,7 +213,7 @@ def _ops_namespace(net: Network, r) -> str:
     """``netgen_cuda_<hash>``: the torch.library namespace of the module's
     ops, one per (network, relaxation, kernel code)."""
     h = hashlib.sha256()
-    for part in (network_literal(net), relaxation_literal(r), repr(KERNEL_ARGS), RUNTIME, LAYER,
+    for part in (network_literal(net), relaxation_literal(r), repr(KERNEL_ARGS), _runtime_code(Namespace()),
                  "".join(kernel_sources("float32", "shared", swap_code(r, 0, "float32", steepness="s"), lit).values())):
         h.update(part.encode())
     return f"netgen_cuda_{h.hexdigest()[:12]}"
@@ -300,6 +364,7 @@ def _looks_like_source(v) -> bool:
 
 _HEADER = '''@@DOC@@
 
+import logging
 import math
 import os
 
@@ -322,29 +387,8 @@ TARGET = "cuda"
 
 
 @@PLAN@@
-#: wires (and rank bounds) as uint16 where n < 65,536, else uint32; offsets
-#: uint32: unsigned indices, so the kernels do no negative-index wraparound
-WIRE_DTYPE = np.dtype(np.uint16) if _N < 65536 else np.dtype(np.uint32)
-#: host copies of the tables the kernels read (uploaded once per device)
-TABLES = {
-    "wa": np.ascontiguousarray(_COMPS[:, 0]).astype(WIRE_DTYPE),
-    "wb": np.ascontiguousarray(_COMPS[:, 1]).astype(WIRE_DTYPE),
-    "offs": _OFFSETS.astype(np.uint32),
-    "outs": _OUTPUTS.astype(WIRE_DTYPE),
-    "clo": _CLO.astype(WIRE_DTYPE),
-    "chi": _CHI.astype(WIRE_DTYPE),
-    "doff": _DOFF.astype(np.uint32),
-}
-THREADS = @@THREADS@@
-#: the most threads per block of a launch whose shared memory leaves few
-#: blocks per SM (SM_SHARED bytes per SM; see _block), capped by the kernel's limit
-BIG_THREADS = @@BIG_THREADS@@
-SM_SHARED = 228 * 1024
-#: dynamic shared memory a block may ask for (bytes; also capped by the device)
-SHARED_LIMIT = @@SHARED_LIMIT@@
-#: the forward keeps D (B x nnz) for the backward where nnz <= SAVE_D_RATIO k n;
-#: otherwise the backward recomputes the back-sweep (chunks of the batch)
-SAVE_D = _NNZ <= @@SAVE_D_RATIO@@ * _K * _N
+
+
 #: argument kinds of each kernel: f1/f2 float arrays, w1 wire vector
 #: (WIRE_DTYPE), u1 uint32, i1 int64, b1 int32 vectors, bool a flag
 @@KERNEL_ARGS@@

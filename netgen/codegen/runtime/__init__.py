@@ -10,16 +10,24 @@ what varies: constants, tables and the rendered swap function.
 * :mod:`.common`: pieces any target can use (checks with one wording, the
   steepness rule, the second-order and torch.func refusals, ``hard``).
 * :mod:`.torch_layer`: the torch target's sweeps and ``Layer``.
+* :mod:`.cuda_launch`: the cuda target's launcher (tables, variants, block
+  sizes, kernel-argument packing, launches, chunks).
+* :mod:`.cuda_layer`: the cuda target's ``torch.library`` ops, launch
+  self-check and ``Layer``.
+
+Module-level state (caches, settings read from the environment) is copied
+the same way, statement by statement, with :func:`statements`.
 """
 
 from __future__ import annotations
 
+import ast
 import inspect
 import textwrap
 
 from ..literals import Namespace
 
-__all__ = ["assemble"]
+__all__ = ["assemble", "statements"]
 
 
 def assemble(parts, names: Namespace) -> str:
@@ -31,3 +39,38 @@ def assemble(parts, names: Namespace) -> str:
         names.define(obj.__name__)
         chunks.append(textwrap.dedent(inspect.getsource(obj)).strip("\n"))
     return "\n\n\n".join(chunks)
+
+
+def statements(module, wanted, names: Namespace) -> str:
+    """Source of the top-level statements of ``module`` that bind a name in
+    ``wanted`` (``NAME = ...``, ``NAME: T = ...``) or call a function named
+    in it (``name()``), in file order, each with the ``#:`` comment lines
+    right above it; every bound name is claimed in ``names``. A wanted name that
+    no statement binds or calls is an internal error (AssertionError)."""
+    src = inspect.getsource(module)
+    lines = src.splitlines()
+    wanted = set(wanted)
+    found, chunks = set(), []
+    for node in ast.parse(src).body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            bound = [t.id for t in targets if isinstance(t, ast.Name)]
+        elif (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+              and isinstance(node.value.func, ast.Name)):
+            bound = [node.value.func.id]
+        else:
+            continue
+        if not bound or not set(bound) <= wanted:
+            continue
+        first = node.lineno - 1
+        while first > 0 and lines[first - 1].lstrip().startswith("#:"):
+            first -= 1
+        for name in bound:
+            if not isinstance(node, ast.Expr):
+                names.define(name)
+            found.add(name)
+        chunks.append("\n".join(lines[first:node.end_lineno]))
+    missing = wanted - found
+    if missing:
+        raise AssertionError(f"{module.__name__} has no top-level statement for {sorted(missing)}")
+    return "\n".join(chunks)

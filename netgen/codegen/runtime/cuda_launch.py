@@ -1,5 +1,14 @@
-"""Runtime half of a generated ``cuda`` module, as a text template: how the
-kernels are launched and how they are exposed to PyTorch.
+"""How a generated ``cuda`` module launches its kernels: the host tables,
+the variant and block size of a launch, Numba's kernel ABI packed from
+torch tensors, the launch on torch's current stream, batch chunks.
+
+Real code, copied into generated modules by source extraction
+(:data:`STATE` with :func:`netgen.codegen.runtime.statements`, :data:`PARTS`
+with :func:`netgen.codegen.runtime.assemble`). It reads what the cuda
+emitter writes (network tables from the plan, ``THREADS``,
+``BIG_THREADS``, ``SHARED_LIMIT``, ``SAVE_D_RATIO``, ``KERNEL_ARGS``,
+``KERNELS``) and the ``cuda`` module the generated file imports; the
+stand-ins below only let this file import, lint and be tested on its own.
 
 * **Variants.** A launch runs a kernel's ``shared`` variant (its wire arrays
   in dynamic shared memory) when what *that launch* needs -- k n floats for
@@ -8,65 +17,115 @@ kernels are launched and how they are exposed to PyTorch.
   (a scratch row per block; the batch then goes in chunks that fit
   ``NETGEN_CUDA_WORKSPACE_MB``, default 2048).
 * **Launching.** Each kernel is compiled by Numba once per (device, dtype);
-  its ``cuda.core`` handle is cached and launched on torch's current stream
-  with Numba's kernel ABI (an array is ``meminfo, parent, size, itemsize,
-  data, *shape, *strides``) packed from the torch tensors, the packing
-  cached per shape (only data pointers change): no ``cuda.as_cuda_array``,
-  no dispatcher, no host synchronisation. ``NETGEN_CUDA_LAUNCH=numba``
-  selects Numba's dispatcher instead (slower, same results).
+  its ``cuda.core`` handle is cached (:func:`_handle`) and launched on
+  torch's current stream with Numba's kernel ABI (an array is ``meminfo,
+  parent, size, itemsize, data, *shape, *strides``) packed from the torch
+  tensors, the packing cached per shape (only data pointers change): no
+  ``cuda.as_cuda_array``, no dispatcher, no host synchronisation.
+  ``NETGEN_CUDA_LAUNCH=numba`` selects Numba's dispatcher instead (slower,
+  same results).
 * **Simulator.** Under the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) the
   fast path unpacks the packed words back into arrays (pointers, shapes,
   strides), so the packing is tested there; the simulator gets a
   ``cuda.syncwarp`` (a barrier among a warp's threads).
-The ops, the self-check and the ``Layer`` follow in
-:mod:`netgen.codegen._cuda_layer` (the emitter pastes that template after
-this one). No placeholders.
 """
 
-RUNTIME = '''
-# ---------------------------------------------------------------- launching
-import logging  # noqa: E402
+from __future__ import annotations
 
+import logging
+import os
+
+import numba
+import numpy as np
+import torch
+
+# ---- stand-ins for what the generated module defines (not copied) ----
+cuda = None  # the generated module: ``from numba import cuda``
+_N = _K = _NNZ = 0
+_COMPS = np.zeros((0, 2), dtype=np.int64)
+_OFFSETS = np.zeros(1, dtype=np.int64)
+_OUTPUTS = _CLO = _CHI = np.zeros(0, dtype=np.int64)
+_DOFF = np.zeros(1, dtype=np.int64)
+THREADS = 256
+BIG_THREADS = 1024
+SHARED_LIMIT = 227 * 1024
+SAVE_D_RATIO = 4.0
+KERNEL_ARGS: dict = {}
+KERNELS: dict = {}
+
+
+# ---------------------------------------------------------------- state (copied)
 SIMULATED = bool(numba.config.ENABLE_CUDASIM)
 VIA_NUMBA = os.environ.get("NETGEN_CUDA_LAUNCH", "") == "numba"
 #: bytes of global scratch a launch may use before the batch is chunked
 WORKSPACE = int(os.environ.get("NETGEN_CUDA_WORKSPACE_MB", "2048")) * 2**20
 LOG = logging.getLogger("netgen")
+#: wires (and rank bounds) as uint16 where n < 65,536, else uint32; offsets
+#: uint32: unsigned indices, so the kernels do no negative-index wraparound
+WIRE_DTYPE = np.dtype(np.uint16) if _N < 65536 else np.dtype(np.uint32)
+#: host copies of the tables the kernels read (uploaded once per device)
+TABLES = {
+    "wa": np.ascontiguousarray(_COMPS[:, 0]).astype(WIRE_DTYPE),
+    "wb": np.ascontiguousarray(_COMPS[:, 1]).astype(WIRE_DTYPE),
+    "offs": _OFFSETS.astype(np.uint32),
+    "outs": _OUTPUTS.astype(WIRE_DTYPE),
+    "clo": _CLO.astype(WIRE_DTYPE),
+    "chi": _CHI.astype(WIRE_DTYPE),
+    "doff": _DOFF.astype(np.uint32),
+}
+#: shared memory per SM (bytes; Hopper): how many blocks of a launch fit an SM (see _block)
+SM_SHARED = 228 * 1024
+#: the forward keeps D (B x nnz) for the backward where nnz <= SAVE_D_RATIO k n;
+#: otherwise the backward recomputes the back-sweep (chunks of the batch)
+SAVE_D = _NNZ <= SAVE_D_RATIO * _K * _N
 _PATH = ["fast"]  # the self-check's reference run sets "numba"
-_HANDLES = {}  # (device index, dtype, kernel name, variant) -> cuda.core kernel handle
-_CONFIGS = {}  # (grid, threads, shared bytes) -> cuda.core LaunchConfig
-_STREAMS = {}  # torch stream handle -> cuda.core Stream
-_PACKS = {}  # argument shapes -> (packed words, data-pointer slots)
-_VARIANTS = {}  # (kernel, rows of n floats) -> the variant last launched (for tests)
-_MAXTHREADS = {}  # (device index, dtype, kernel, variant) -> the compiled kernel's thread limit
+_HANDLES: dict = {}  # (device index, dtype, kernel name, variant) -> cuda.core kernel handle
+_CONFIGS: dict = {}  # (grid, threads, shared bytes) -> cuda.core LaunchConfig
+_STREAMS: dict = {}  # torch stream handle -> cuda.core Stream
+_PACKS: dict = {}  # argument shapes -> (packed words, data-pointer slots)
+_VARIANTS: dict = {}  # (kernel, rows of n floats) -> the variant last launched (for tests)
+_MAXTHREADS: dict = {}  # (device index, dtype, kernel, variant) -> (thread limit, registers) of the compiled kernel
+_TABLES: dict = {}  # device -> tables as tensors on it (uploaded once)
+_CHECKED: list = []  # [True] once a CUDA device was found
 
 
-if SIMULATED:
-    # The simulator has no cuda.syncwarp: a barrier among the threads of one
-    # warp of one block (the kernels call it from warp 0 only).
-    import threading as _threading
 
-    from numba.cuda.simulator.kernelapi import FakeCUDAModule as _Fake
+# ---------------------------------------------------------------- functions (copied)
+def _sim_syncwarp(self, mask=0xFFFFFFFF):
+    """The simulator has no ``cuda.syncwarp``: a barrier among the threads
+    of one warp of one block (the kernels call it from warp 0 only)."""
+    import threading
 
-    _WARP_BARRIERS = {}
-    _WARP_LOCK = _threading.Lock()
+    th = threading.current_thread()
+    nthreads = int(np.prod(th._manager._block_dim))
+    warp = th.thread_id // 32
+    key = (id(th._manager), tuple(th.blockIdx), warp)
+    fake = type(self)
+    with fake._netgen_warp_lock:
+        bar = fake._netgen_warp_barriers.get(key)
+        if bar is None:
+            bar = fake._netgen_warp_barriers[key] = threading.Barrier(min(32, nthreads - 32 * warp))
+    bar.wait()
 
-    def _sim_syncwarp(self, mask=0xFFFFFFFF):
-        th = _threading.current_thread()
-        nthreads = int(np.prod(th._manager._block_dim))
-        warp = th.thread_id // 32
-        key = (id(th._manager), tuple(th.blockIdx), warp)
-        with _WARP_LOCK:
-            bar = _WARP_BARRIERS.get(key)
-            if bar is None:
-                bar = _WARP_BARRIERS[key] = _threading.Barrier(min(32, nthreads - 32 * warp))
-        bar.wait()
 
-    if not hasattr(_Fake, "syncwarp"):
-        _Fake.syncwarp = _sim_syncwarp
+def _install_syncwarp():
+    """Give the simulator's ``cuda`` module :func:`_sim_syncwarp` where it
+    lacks ``syncwarp`` (no-op on a GPU)."""
+    if not SIMULATED:
+        return
+    import threading
+
+    from numba.cuda.simulator.kernelapi import FakeCUDAModule
+
+    if not hasattr(FakeCUDAModule, "syncwarp"):
+        FakeCUDAModule._netgen_warp_lock = threading.Lock()
+        FakeCUDAModule._netgen_warp_barriers = {}
+        FakeCUDAModule.syncwarp = _sim_syncwarp
 
 
 def _numba_types(dtype):
+    """kernel name -> its Numba argument types in ``dtype`` (from the
+    argument kinds of ``KERNEL_ARGS``)."""
     from numba import types
 
     ft = types.float64 if dtype == np.float64 else types.float32
@@ -86,6 +145,7 @@ def kernel_signatures():
 
 
 def _shared_limit(device):
+    """The most dynamic shared memory (bytes) a block on ``device`` may use."""
     if SIMULATED:
         return SHARED_LIMIT
     props = torch.cuda.get_device_properties(device)
@@ -175,7 +235,8 @@ def _pack(args):
 
 def _sim_unpack(name, dt, words):
     """Simulator only: the arrays a GPU kernel would see from the packed
-    words (so the packing is checked without a GPU)."""
+    words (so the packing is checked without a GPU); ValueError where the
+    words do not fit the kernel's argument kinds."""
     import ctypes
 
     npdt = {"w1": WIRE_DTYPE, "u1": np.dtype(np.uint32), "i1": np.dtype(np.int64), "b1": np.dtype(np.int32)}
@@ -207,8 +268,8 @@ def _sim_unpack(name, dt, words):
 
 
 def _launch(name, like, blocks, args, rows):
-    """Run kernel ``name`` on ``blocks`` blocks of ``THREADS`` threads, on
-    torch's current stream, in the dtype of ``like`` (a tensor on the
+    """Run kernel ``name`` on ``blocks`` blocks (threads per :func:`_block`)
+    on torch's current stream, in the dtype of ``like`` (a tensor on the
     device), with ``rows`` rows of n floats of wire arrays per block (in
     shared memory where they fit, else a global scratch this function
     allocates). Tensors must be contiguous."""
@@ -248,14 +309,10 @@ def _launch(name, like, blocks, args, rows):
 
 
 def _chunks(B, per_row):
-    """Row ranges of the batch whose global scratch fits WORKSPACE."""
+    """Row ranges of the batch whose global scratch (``per_row`` bytes a
+    row; 0: none) fits WORKSPACE; at least one row each."""
     step = B if per_row <= 0 else max(1, min(B, WORKSPACE // per_row))
     return [(i, min(B, i + step)) for i in range(0, B, max(step, 1))]
-
-
-# ---------------------------------------------------------------- device state
-_TABLES = {}  # device -> tables as tensors on it (uploaded once)
-_CHECKED = []
 
 
 def _require_cuda(x):
@@ -276,6 +333,7 @@ def _require_cuda(x):
 
 
 def _tables(device):
+    """The kernels' tables as tensors on ``device`` (uploaded once)."""
     tabs = _TABLES.get(device)
     if tabs is None:
         tabs = _TABLES[device] = {k: torch.from_numpy(v).to(device) for k, v in TABLES.items()}
@@ -283,5 +341,16 @@ def _tables(device):
 
 
 def _np_dtype(t):
+    """The kernels' numpy float type for tensor ``t`` (float64, else float32)."""
     return np.dtype(np.float64) if t.dtype == torch.float64 else np.dtype(np.float32)
-'''
+
+
+_install_syncwarp()
+
+#: the module-level statements a generated module copies (after PARTS; in file order)
+STATE = ("SIMULATED", "VIA_NUMBA", "WORKSPACE", "LOG", "WIRE_DTYPE", "TABLES", "SM_SHARED", "SAVE_D", "_PATH",
+         "_HANDLES", "_CONFIGS", "_STREAMS", "_PACKS", "_VARIANTS", "_MAXTHREADS", "_TABLES", "_CHECKED",
+         "_install_syncwarp")
+#: the functions a generated module copies, in order
+PARTS = (_sim_syncwarp, _install_syncwarp, _numba_types, kernel_signatures, _shared_limit, _variant, _handle,
+         _block, _abi, _pack, _sim_unpack, _launch, _chunks, _require_cuda, _tables, _np_dtype)
