@@ -139,7 +139,7 @@ def _steepness(v, like):
     finite and > 0. A number's tensor is cached per (device, dtype)."""
     s = steepness_value(v)
     if isinstance(s, torch.Tensor):
-        return s.reshape(1).to(device=like.device, dtype=like.dtype)
+        return v.reshape(1).to(device=like.device, dtype=like.dtype)  # v: one view op fewer than s
     if torch.compiler.is_compiling():
         return torch.full((1,), s, dtype=like.dtype, device=like.device)
     key = (like.device, like.dtype)
