@@ -74,6 +74,14 @@ from netgen.construct import build
 from netgen.relax.distributions import default_relaxation
 net = compile_network(build("splitter", int(sys.argv[2]), int(sys.argv[3]))).network
 open(sys.argv[1], "w").write(emit(net, default_relaxation(net)))
+# divisions per comparator in the swap code as that tree's kernels paste it
+# (MUFU.RCP counts comparators in the SASS loops)
+from netgen.codegen._swap_code import swap_code
+try:
+    swap = swap_code(default_relaxation(net), 0, "float32", steepness="s")
+except TypeError:  # trees before the run-time steepness
+    swap = swap_code(default_relaxation(net), 0, "float32")
+open(sys.argv[1] + ".rcp", "w").write(str(max(1, swap.count(" / "))))
 '''
 _COMPILE = r'''
 import json, sys
@@ -110,6 +118,7 @@ def build(label, pkg_root, cache, n, k):
     tmp = (cache / f"emit_{label}.py").resolve()
     # cwd: ``python -c`` and ``-m`` put the working directory first on sys.path
     subprocess.run([sys.executable, "-c", _EMIT, str(tmp), str(n), str(k)], check=True, env=env, cwd=pkg_root)
+    rcp = int(Path(str(tmp) + ".rcp").read_text())
     out = cache / f"{label}_{hashlib.sha256(tmp.read_bytes()).hexdigest()[:12]}"
     if not (out / "compile.json").exists():
         out.mkdir(parents=True, exist_ok=True)
@@ -117,7 +126,7 @@ def build(label, pkg_root, cache, n, k):
         print(f"[{label}] compiling the ({k}, {n}) module's kernels (cached in {out}) ...", file=sys.stderr,
               flush=True)
         subprocess.run([sys.executable, "-c", _COMPILE, str(out)], check=True, env=env, cwd=pkg_root)
-    return json.loads((out / "compile.json").read_text())
+    return dict(json.loads((out / "compile.json").read_text()), rcp_per_comparator=rcp)
 
 
 def old_package(commit, cache):
@@ -379,14 +388,12 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from netgen.codegen._swap_code import swap_code
     from netgen.compiler import compile_network
     from netgen.construct import build as build_net
     from netgen.relax.distributions import default_relaxation
 
     net = compile_network(build_net("splitter", args.n, args.k)).network
     r = default_relaxation(net)
-    rcp = max(1, swap_code(r, 0, "float32").count(" / "))
     st = Structure(net)
     cache = Path(args.cache)
     head = "new"
@@ -394,7 +401,8 @@ def main(argv=None) -> int:
            "old": build("old", old_package(args.old, cache), cache, args.n, args.k)}
     names = {"new": ("fwd", "bwd", "fwd_col", "bwd_col"),
              "old": ("fwd_vals", "fwd_P", "bwd_P", "bwd_vals", "fwd_col", "bwd_col")}
-    sx = {w: {nm: kernel_sass(res[w], nm, rcp) for nm in names[w]} for w in names}
+    # each tree's own swap code: its divisions per comparator
+    sx = {w: {nm: kernel_sass(res[w], nm, res[w]["rcp_per_comparator"]) for nm in names[w]} for w in names}
     have_sass = all(v["sass"] for w in sx.values() for v in w.values())
     ks = {w: kernels(w, st, sx[w]) for w in names}
     # calibration: the model's raw time for e46262c's _fwd_vals structure vs its measurement
