@@ -1,7 +1,17 @@
-"""Kernel sources of the ``cuda`` target (Numba CUDA), generated per float
-type and *variant* by :func:`kernel_sources` (trusted text only: nothing
-from a network or a user reaches these strings; the tables are kernel
-arguments).
+"""The ``cuda`` target's kernels as objects, rendered per float type and
+*variant* with the :class:`~netgen.codegen.lines.Lines` builder.
+
+A :class:`Kernel` is a name, its arguments (name and kind each, in order;
+the wire-array scratch is always last), the smallest wire-array use (rows
+of n floats), and a body writer: a function that states the kernel's
+statements into a ``Lines`` builder. The statements are trusted text of
+this file; nothing from a network or a user reaches them (the tables are
+kernel arguments, the swap code comes from :mod:`netgen.codegen.render`,
+float constants from :func:`netgen.codegen.render.scalar_literal`), and no
+rendered text is searched or substituted again. What a generated module
+needs about the kernels -- ``KERNEL_ARGS`` (argument kinds), the kernel
+functions, the ``KERNELS`` table -- is derived from the objects
+(:func:`kernels_source`).
 
 Four kernels, one launch per direction (docs/cuda-kernels.md has the
 design, the choices and their estimates):
@@ -42,6 +52,13 @@ Variants: the block's wire arrays live in dynamic shared memory
 for the rows with P, n for values only, 2 n for the column) or in a global
 scratch row per block (``global``), the same code between.
 
+Float types: float64 kernels compile with IEEE arithmetic; float32 kernels
+with Numba's ``fastmath`` (:data:`FASTMATH`: approximate division and
+square root, flush-to-zero, fused multiply-adds, the fast ``expf``), which
+the model says the issue-bound kernels need (docs/cuda-kernels.md); the
+finiteness tests of the bad-row check stay comparisons against infinity,
+which fast math keeps (tests/codegen/test_cuda_ptx.py checks the PTX).
+
 Bad rows without a host synchronisation: a row of ``x`` with a NaN or inf,
 a steepness that is not finite and > 0, a ``steepness * (max(x) - min(x))``
 that overflows the float type, or (column) a ``y`` outside 0..n-1 is
@@ -51,383 +68,387 @@ the row's share of dL/ds) is NaN.
 
 from __future__ import annotations
 
-import textwrap
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Callable, Iterator
 
-#: kernel name -> argument kinds, in order: "f1"/"f2" float arrays of that
-#: rank (the compute dtype), "w1" wire vector (uint16 or uint32, the
-#: module's ``WIRE_DTYPE``), "u1" uint32 vector, "i1" int64 vector, "b1"
-#: int32 vector, "bool" a flag. Launchers, signatures, the packing and the
-#: compile check use these. The last argument is the wire-array scratch.
-KERNEL_ARGS = {
-    "fwd": ("f2", "f1", "w1", "w1", "u1", "w1", "w1", "u1", "w1", "f2", "f2", "f2", "b1", "f2", "f2", "bool",
-            "bool", "f2"),
-    "bwd": ("f1", "w1", "w1", "u1", "w1", "w1", "u1", "w1", "f2", "f2", "f2", "f2", "f2", "f2", "b1", "f2", "f1",
-            "bool", "bool", "bool", "bool", "f2"),
-    "fwd_col": ("f2", "i1", "f1", "w1", "w1", "u1", "w1", "f2", "f2", "f2", "b1", "bool", "f2"),
-    "bwd_col": ("f1", "w1", "w1", "u1", "w1", "f2", "f2", "f2", "b1", "f2", "f1", "bool", "f2"),
-}
+from .lines import Lines, literal
+from .render import scalar_literal
 
-#: the smallest wire-array use of each kernel, in rows of n floats (the
-#: shared variant is emitted where this fits the shared-memory limit)
-MIN_ROWS = {"fwd": 1, "bwd": 1, "fwd_col": 2, "bwd_col": 2}
+__all__ = ["Kernel", "KERNELS", "KERNEL_ARGS", "MIN_ROWS", "FASTMATH", "VARIANTS", "kernels_source"]
 
+#: argument kinds: "f1"/"f2" float arrays of that rank (the compute dtype),
+#: "w1" wire vector (uint16 or uint32, the module's ``WIRE_DTYPE``), "u1"
+#: uint32 vector, "i1" int64 vector, "b1" int32 vector, "bool" a flag
+KINDS = ("f1", "f2", "w1", "u1", "i1", "b1", "bool")
+VARIANTS = ("global", "shared")
+#: Numba's fastmath option per float type (see the module doc)
+FASTMATH = {"float32": False, "float64": False}
 WARP = 32
 
-_PROLOGUE = """\
-b = np.uint32(cuda.blockIdx.x)
-tx = np.uint32(cuda.threadIdx.x)
-nt = np.uint32(cuda.blockDim.x)
-U0 = np.uint32(0)
-U1 = np.uint32(1)
-U2 = np.uint32(2)
-WARP = np.uint32(32)
-L = np.uint32(offs.shape[0]) - U1
-k = np.uint32(outs.shape[0])
-s = sv[0]"""
+
+@dataclass(frozen=True)
+class Ctx:
+    """What a body writer needs besides the statements: the float type,
+    the variant and the swap code (defining p, dp, dps from d)."""
+
+    ft: str
+    variant: str
+    swap: str
 
 
-def _loop(body: str, reverse: bool) -> str:
-    """The layer loop around ``body`` (code for comparator ``i``): threads
+@dataclass(frozen=True)
+class Kernel:
+    """One kernel: ``name`` (``fwd`` -> functions ``_fwd_f32_s`` etc.),
+    ``args`` ((name, kind) in order, the scratch last), ``rows`` (its
+    smallest wire-array use in rows of n floats: the shared variant exists
+    where that fits), ``length`` (the argument whose ``shape[1]`` is n) and
+    ``body`` (writes the statements after the prologue)."""
+
+    name: str
+    args: tuple[tuple[str, str], ...]
+    rows: int
+    length: str
+    body: Callable[[Lines, Ctx], None]
+
+    def __post_init__(self) -> None:
+        names = [a for a, _ in self.args]
+        if (len(set(names)) != len(names) or any(k not in KINDS for _, k in self.args)
+                or self.args[-1] != ("scratch", "f2") or self.length not in names):  # pragma: no cover - a bug here
+            raise ValueError(f"kernel {self.name}: arguments {self.args} (unique names, known kinds, the scratch "
+                             f"last, {self.length!r} among them)")
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(k for _, k in self.args)
+
+    def function_name(self, ft: str, variant: str) -> str:
+        return f"_{self.name}_f{32 if ft == 'float32' else 64}_{variant[0]}"
+
+    def render(self, ft: str, variant: str, swap: str) -> str:
+        """The kernel function's source (decorator included) for float type
+        ``ft`` and ``variant`` ("shared" or "global"); ``swap``: the swap
+        code (:func:`netgen.codegen._swap_code.swap_code` with
+        ``steepness="s"``, indent 0)."""
+        if ft not in FASTMATH or variant not in VARIANTS:
+            raise ValueError(f"unknown float type or variant {ft!r} {variant!r}")
+        L = Lines()
+        L("@cuda.jit(fastmath=True)" if FASTMATH[ft] else "@cuda.jit")
+        with L.block(f"def {self.function_name(ft, variant)}({', '.join(a for a, _ in self.args)}):"):
+            _prologue(L, ft, self.length)
+            self.body(L, Ctx(ft, variant, swap))
+        return L.render()
+
+
+# ------------------------------------------------------------------ pieces
+def _prologue(L: Lines, ft: str, length: str) -> None:
+    """Block and thread indices, unsigned constants, the float constants
+    (locals: the compiler folds them), k, n, the steepness."""
+    nan, inf = ("np.float32(math.nan)", "np.float32(math.inf)") if ft == "float32" else ("math.nan", "math.inf")
+    L("b = np.uint32(cuda.blockIdx.x)",
+      "tx = np.uint32(cuda.threadIdx.x)",
+      "nt = np.uint32(cuda.blockDim.x)",
+      "U0 = np.uint32(0)",
+      "U1 = np.uint32(1)",
+      "U2 = np.uint32(2)",
+      f"WARP = np.uint32({WARP})",
+      f"ZERO = {scalar_literal(0.0, ft)}",
+      f"ONE = {scalar_literal(1.0, ft)}",
+      f"NAN = {nan}",
+      f"INF = {inf}",
+      "L = np.uint32(offs.shape[0]) - U1",
+      "k = np.uint32(outs.shape[0])",
+      "s = sv[0]",
+      f"n = np.uint32({length}.shape[1])")
+
+
+def _alloc(L: Lines, c: Ctx) -> None:
+    """``sm``: the block's wire arrays (dynamic shared memory or the
+    block's scratch row)."""
+    L(f"sm = cuda.shared.array(0, dtype=numba.{c.ft})" if c.variant == "shared" else "sm = scratch[b]")
+
+
+@contextmanager
+def _layers(L: Lines, reverse: bool) -> Iterator[None]:
+    """The layer loop around the body (code for comparator ``i``): threads
     stride over a layer's comparators; a layer of <= 32 comparators is run
     by warp 0 and closed with syncwarp when the next layer is narrow too,
     else every layer ends with syncthreads."""
-    if reverse:
-        order = "l = L - U1 - li"
-        nxt = "nxt_narrow = l > U0 and offs[l] - offs[l - U1] <= WARP"
+    with L.block("for li in range(U0, L, U1):"):
+        L("l = L - U1 - li" if reverse else "l = li",
+          "ls = offs[l]",
+          "le = offs[l + U1]",
+          "narrow = le - ls <= WARP")
+        with L.block("if narrow:"):
+            L("i0 = ls + tx if tx < WARP else le", "di = WARP")
+        with L.block("else:"):
+            L("i0 = ls + tx", "di = nt")
+        L("i = i0")
+        with L.block("while i < le:"):
+            yield
+            L("i += di")
+        L("nxt_narrow = l > U0 and offs[l] - offs[l - U1] <= WARP" if reverse
+          else "nxt_narrow = l + U1 < L and offs[l + U2] - offs[l + U1] <= WARP")
+        with L.block("if narrow and nxt_narrow:"):
+            with L.block("if tx < WARP:"):
+                L("cuda.syncwarp()")
+        with L.block("else:"):
+            L("cuda.syncthreads()")
+
+
+def _fill_rows(L: Lines, var: str, stop: str, *offsets: str) -> None:
+    """``sm[off + var] = ZERO`` for var < ``stop``, each offset, then a barrier."""
+    with L.block(f"for {var} in range(tx, {stop}, nt):"):
+        for off in offsets:
+            L(f"sm[{off}{var}] = ZERO")
+    L("cuda.syncthreads()")
+
+
+def _mix(L: Lines, a: str, c: str, va: str, vc: str, grad: str = "") -> None:
+    """The comparator update of one pair of entries: ``sm[a] = p va + q vc``,
+    ``sm[c] = q va + p vc`` (plus / minus ``grad`` in an adjoint)."""
+    L(f"sm[{a}] = p * {va} + q * {vc}{' + ' + grad if grad else ''}",
+      f"sm[{c}] = q * {va} + p * {vc}{' - ' + grad if grad else ''}")
+
+
+def _swap_at(L: Lines, c: Ctx, saved: str | None = None) -> None:
+    """Wires of comparator i, its difference d (``saved``: where the forward
+    kept it; else from the values xa, xc), then the swap code (p, dp, dps)
+    and q."""
+    L("a = wa[i]", "c = wb[i]")
+    if saved:
+        L(f"d = {saved}")
     else:
-        order = "l = li"
-        nxt = "nxt_narrow = l + U1 < L and offs[l + U2] - offs[l + U1] <= WARP"
-    return (
-        f"for li in range(U0, L, U1):\n"
-        f"    {order}\n"
-        f"    ls = offs[l]\n"
-        f"    le = offs[l + U1]\n"
-        f"    narrow = le - ls <= WARP\n"
-        f"    if narrow:\n"
-        f"        i0 = ls + tx if tx < WARP else le\n"
-        f"        di = WARP\n"
-        f"    else:\n"
-        f"        i0 = ls + tx\n"
-        f"        di = nt\n"
-        f"    i = i0\n"
-        f"    while i < le:\n"
-        + textwrap.indent(body, " " * 8) + "\n"
-        f"        i += di\n"
-        f"    {nxt}\n"
-        f"    if narrow and nxt_narrow:\n"
-        f"        if tx < WARP:\n"
-        f"            cuda.syncwarp()\n"
-        f"    else:\n"
-        f"        cuda.syncthreads()"
-    )
+        L("xa = sm[a]", "xc = sm[c]", "d = xa - xc")
+    L(c.swap, "q = ONE - p")
 
 
-def _load_row(ft: str, col: bool) -> str:
+def _load_row(L: Lines, c: Ctx, col: bool) -> None:
     """Load row b of x into ``sm[:n]`` (zeros for a bad row), flag bad rows:
     non-finite entries, a steepness not finite and > 0, an overflowing
     steepness * (max - min), and for the column a y outside 0..n-1."""
-    y_check = "nonfinite = 1 if yb < 0 or yb >= n else 0\n" if col else "nonfinite = 0\n"
-    zero_u = "    sm[n + w] = ZERO\n" if col else ""
-    return (
-        "mm = cuda.shared.array(2, dtype=numba." + ft + ")\n"
-        "if tx == U0:\n"
-        "    mm[0] = -INF\n"
-        "    mm[1] = INF\n"
-        "cuda.syncthreads()\n"
-        + y_check +
-        "hx = -INF\n"
-        "lx = INF\n"
-        "for w in range(tx, n, nt):\n"
-        "    xw = x[b, w]\n"
-        "    if not math.isfinite(xw):\n"
-        "        nonfinite = 1\n"
-        "    hx = max(hx, xw)\n"
-        "    lx = min(lx, xw)\n"
-        "    sm[w] = xw\n"
-        + zero_u +
-        "cuda.atomic.max(mm, 0, hx)\n"
-        "cuda.atomic.min(mm, 1, lx)\n"
-        "anybad = cuda.syncthreads_or(nonfinite)\n"
-        "spread = s * (mm[0] - mm[1])\n"
-        "isbad = anybad != 0 or not (s > ZERO and math.isfinite(s) and math.isfinite(spread))\n"
-        "if isbad:\n"
-        "    for w in range(tx, n, nt):\n"
-        "        sm[w] = ZERO\n"
-        "    cuda.syncthreads()\n"
-    )
+    L(f"mm = cuda.shared.array(2, dtype=numba.{c.ft})")
+    with L.block("if tx == U0:"):
+        L("mm[0] = -INF", "mm[1] = INF")
+    L("cuda.syncthreads()",
+      "nonfinite = 1 if yb < 0 or yb >= n else 0" if col else "nonfinite = 0",
+      "hx = -INF",
+      "lx = INF")
+    with L.block("for w in range(tx, n, nt):"):
+        L("xw = x[b, w]")
+        with L.block("if not math.isfinite(xw):"):
+            L("nonfinite = 1")
+        L("hx = max(hx, xw)", "lx = min(lx, xw)", "sm[w] = xw")
+        if col:
+            L("sm[n + w] = ZERO")
+    L("cuda.atomic.max(mm, 0, hx)",
+      "cuda.atomic.min(mm, 1, lx)",
+      "anybad = cuda.syncthreads_or(nonfinite)",
+      "spread = s * (mm[0] - mm[1])",
+      "isbad = anybad != 0 or not (s > ZERO and math.isfinite(s) and math.isfinite(spread))")
+    with L.block("if isbad:"):
+        with L.block("for w in range(tx, n, nt):"):
+            L("sm[w] = ZERO")
+        L("cuda.syncthreads()")
 
 
-def _backsweep(swap: str, save: str) -> str:
+@contextmanager
+def _ranks(L: Lines, acc: bool = False) -> Iterator[None]:
+    """Comparator i's planned ranks lo..hi-1 in wire-major rows: ``ia``,
+    ``ic`` run over its wires' entries (``ie`` the end), p and q read from
+    the forward; the body is the rank sweep's inner loop."""
+    L("lo = clo[i]", "hi = chi[i]")
+    if acc:
+        L("acc = ZERO")
+    with L.block("if lo < hi:"):
+        L("a = wa[i] * k",
+          "c = wb[i] * k",
+          "p = psb[i]",
+          "q = ONE - p",
+          "ia = a + lo",
+          "ic = c + lo",
+          "ie = a + hi")
+        yield
+
+
+def _rank_step(L: Lines, names: tuple[str, str], d_index: bool, body: Callable[[], None]) -> None:
+    """One ``while ia < ie`` loop over the ranks: load the pair, ``body``,
+    mix, advance (``j`` too where D is indexed)."""
+    va, vc = names
+    if d_index:
+        L("j = doff[i] + U0")
+    with L.block("while ia < ie:"):
+        L(f"{va} = sm[ia]", f"{vc} = sm[ic]")
+        body()
+        _mix(L, "ia", "ic", va, vc)
+        L("ia += U1", "ic += U1")
+        if d_index:
+            L("j += U1")
+
+
+def _backsweep(L: Lines, save: str) -> None:
     """R (k x n, wire-major, in ``sm``) <- R M_l from the last layer to the
     first over the planned ranks; saves D when ``save`` (a flag name)."""
-    body = (
-        "lo = clo[i]\n"
-        "hi = chi[i]\n"
-        "if lo < hi:\n"
-        "    a = wa[i] * k\n"
-        "    c = wb[i] * k\n"
-        "    p = psb[i]\n"
-        "    q = ONE - p\n"
-        "    ia = a + lo\n"
-        "    ic = c + lo\n"
-        "    ie = a + hi\n"
-        f"    if {save}:\n"
-        "        j = doff[i] + U0\n"
-        "        while ia < ie:\n"
-        "            ra = sm[ia]\n"
-        "            rc = sm[ic]\n"
-        "            Db[j] = ra - rc\n"
-        "            sm[ia] = p * ra + q * rc\n"
-        "            sm[ic] = q * ra + p * rc\n"
-        "            ia += U1\n"
-        "            ic += U1\n"
-        "            j += U1\n"
-        "    else:\n"
-        "        while ia < ie:\n"
-        "            ra = sm[ia]\n"
-        "            rc = sm[ic]\n"
-        "            sm[ia] = p * ra + q * rc\n"
-        "            sm[ic] = q * ra + p * rc\n"
-        "            ia += U1\n"
-        "            ic += U1"
-    )
-    return (
-        "for j in range(tx, kn, nt):\n"
-        "    sm[j] = ZERO\n"
-        "cuda.syncthreads()\n"
-        "for r in range(tx, k, nt):\n"
-        "    sm[outs[r] * k + r] = ONE\n"
-        "cuda.syncthreads()\n"
-        + _loop(body, reverse=True) + "\n"
-    )
+    _fill_rows(L, "j", "kn", "")
+    with L.block("for r in range(tx, k, nt):"):
+        L("sm[outs[r] * k + r] = ONE")
+    L("cuda.syncthreads()")
+    with _layers(L, reverse=True), _ranks(L):
+        with L.block(f"if {save}:"):
+            _rank_step(L, ("ra", "rc"), True, lambda: L("Db[j] = ra - rc"))
+        with L.block("else:"):
+            _rank_step(L, ("ra", "rc"), False, lambda: None)
 
 
-def _fwd(swap: str) -> str:
-    values = (
-        "a = wa[i]\n"
-        "c = wb[i]\n"
-        "xa = sm[a]\n"
-        "xc = sm[c]\n"
-        "d = xa - xc\n"
-        + swap + "\n"
-        "q = ONE - p\n"
-        "sm[a] = p * xa + q * xc\n"
-        "sm[c] = q * xa + p * xc\n"
-        "dsb[i] = d\n"
-        "psb[i] = p"
-    )
-    return (
-        "def _fwd@SFX@(x, sv, wa, wb, offs, clo, chi, doff, outs, values, ds, ps, bad, P, D, do_P, save_D,"
-        " scratch):\n"
-        + textwrap.indent(
-            _PROLOGUE + "\n"
-            "n = np.uint32(x.shape[1])\n"
-            "kn = k * n\n"
-            "dsb = ds[b]\n"
-            "psb = ps[b]\n"
-            "Db = D[b if save_D else U0]\n"
-            "@ALLOC@\n"
-            + _load_row("@FT@", col=False)
-            + _loop(values, reverse=False) + "\n"
-            "for r in range(tx, k, nt):\n"
-            "    values[b, r] = NAN if isbad else sm[outs[r]]\n"
-            "if tx == U0:\n"
-            "    bad[b] = 1 if isbad else 0\n"
-            "if do_P:\n"
-            "    cuda.syncthreads()\n"
-            + textwrap.indent(
-                _backsweep(swap, "save_D")
-                + "for j in range(tx, kn, nt):\n"
-                "    r = j // n\n"
-                "    P[b, j] = NAN if isbad else sm[(j - r * n) * k + r]\n", "    "),
-            "    ")
-    )
+def _grad_out(L: Lines) -> None:
+    """dL/dx from ``sm[:n]`` and the row's dL/ds (NaN for a bad row)."""
+    L("isbad = bad[b] != 0")
+    with L.block("for w in range(tx, n, nt):"):
+        L("gx[b, w] = NAN if isbad else sm[w]")
+    with L.block("if want_gs:"):
+        L("cuda.atomic.add(gs, b, NAN if isbad else acc_s)")
 
 
-def _bwd(swap: str) -> str:
-    gsweep = (
-        "lo = clo[i]\n"
-        "hi = chi[i]\n"
-        "acc = ZERO\n"
-        "if lo < hi:\n"
-        "    a = wa[i] * k\n"
-        "    c = wb[i] * k\n"
-        "    p = psb[i]\n"
-        "    q = ONE - p\n"
-        "    j = doff[i] + U0\n"
-        "    ia = a + lo\n"
-        "    ic = c + lo\n"
-        "    ie = a + hi\n"
-        "    while ia < ie:\n"
-        "        ga = sm[ia]\n"
-        "        gc = sm[ic]\n"
-        "        acc += (ga - gc) * Db[j]\n"
-        "        sm[ia] = p * ga + q * gc\n"
-        "        sm[ic] = q * ga + p * gc\n"
-        "        ia += U1\n"
-        "        ic += U1\n"
-        "        j += U1\n"
-        "gpb[i] = acc"
-    )
-    gvals = (
-        "a = wa[i]\n"
-        "c = wb[i]\n"
-        "d = dsb[i]\n"
-        + swap + "\n"
-        "q = ONE - p\n"
-        "ga = sm[a]\n"
-        "gc = sm[c]\n"
-        "gpi = (ga - gc) * d\n"
-        "if has_gP:\n"
-        "    gpi += gpb[i]\n"
-        "acc_s += gpi * dps\n"
-        "gd = gpi * dp\n"
-        "sm[a] = p * ga + q * gc + gd\n"
-        "sm[c] = q * ga + p * gc - gd"
-    )
-    return (
-        "def _bwd@SFX@(sv, wa, wb, offs, clo, chi, doff, outs, gv, gP, ds, ps, D, gp, bad, gx, gs,"
-        " has_gv, has_gP, recompute, want_gs, scratch):\n"
-        + textwrap.indent(
-            _PROLOGUE + "\n"
-            "n = np.uint32(gx.shape[1])\n"
-            "kn = k * n\n"
-            "dsb = ds[b]\n"
-            "psb = ps[b]\n"
-            "Db = D[b if has_gP else U0]\n"
-            "gpb = gp[b if has_gP else U0]\n"
-            "@ALLOC@\n"
-            "if has_gP:\n"
-            "    if recompute:\n"
-            + textwrap.indent(_backsweep(swap, "recompute"), "        ")
-            + "    for j in range(tx, kn, nt):\n"
-            "        r = j // n\n"
-            "        sm[(j - r * n) * k + r] = gP[b, j]\n"
-            "    cuda.syncthreads()\n"
-            + textwrap.indent(_loop(gsweep, reverse=False), "    ") + "\n"
-            "for w in range(tx, n, nt):\n"
-            "    sm[w] = ZERO\n"
-            "cuda.syncthreads()\n"
-            "if has_gv:\n"
-            "    for r in range(tx, k, nt):\n"
-            "        sm[outs[r]] = gv[b, r]\n"
-            "    cuda.syncthreads()\n"
-            "acc_s = ZERO\n"
-            + _loop(gvals, reverse=True) + "\n"
-            "isbad = bad[b] != 0\n"
-            "for w in range(tx, n, nt):\n"
-            "    gx[b, w] = NAN if isbad else sm[w]\n"
-            "if want_gs:\n"
-            "    cuda.atomic.add(gs, b, NAN if isbad else acc_s)\n",
-            "    ")
-    )
+def _per_rank(L: Lines, src: str) -> None:
+    """``for j < k n``: rank-major index j of a (k, n) row <-> wire-major
+    ``sm``; ``src`` is the statement with ``r`` and ``w`` of j bound."""
+    with L.block("for j in range(tx, kn, nt):"):
+        L("r = j // n", src)
 
 
-def _fwd_col(swap: str) -> str:
-    body = (
-        "a = wa[i]\n"
-        "c = wb[i]\n"
-        "xa = sm[a]\n"
-        "xc = sm[c]\n"
-        "d = xa - xc\n"
-        + swap + "\n"
-        "q = ONE - p\n"
-        "sm[a] = p * xa + q * xc\n"
-        "sm[c] = q * xa + p * xc\n"
-        "ua = sm[n + a]\n"
-        "uc = sm[n + c]\n"
-        "sm[n + a] = p * ua + q * uc\n"
-        "sm[n + c] = q * ua + p * uc\n"
-        "if save:\n"
-        "    ds[b, i] = d\n"
-        "    dus[b, i] = ua - uc"
-    )
-    return (
-        "def _fwd_col@SFX@(x, y, sv, wa, wb, offs, outs, col, ds, dus, bad, save, scratch):\n"
-        + textwrap.indent(
-            _PROLOGUE + "\n"
-            "n = np.uint32(x.shape[1])\n"
-            "yb = y[b]\n"
-            "@ALLOC@\n"
-            + _load_row("@FT@", col=True)
-            + "if tx == U0 and not isbad:\n"
-            "    sm[n + np.uint32(yb)] = ONE\n"
-            "cuda.syncthreads()\n"
-            + _loop(body, reverse=False) + "\n"
-            "for r in range(tx, k, nt):\n"
-            "    col[b, r] = NAN if isbad else sm[n + outs[r]]\n"
-            "if tx == U0:\n"
-            "    bad[b] = 1 if isbad else 0\n",
-            "    ")
-    )
+# ------------------------------------------------------------------ bodies
+def _fwd(L: Lines, c: Ctx) -> None:
+    L("kn = k * n", "dsb = ds[b]", "psb = ps[b]", "Db = D[b if save_D else U0]")
+    _alloc(L, c)
+    _load_row(L, c, col=False)
+    with _layers(L, reverse=False):
+        _swap_at(L, c)
+        _mix(L, "a", "c", "xa", "xc")
+        L("dsb[i] = d", "psb[i] = p")
+    with L.block("for r in range(tx, k, nt):"):
+        L("values[b, r] = NAN if isbad else sm[outs[r]]")
+    with L.block("if tx == U0:"):
+        L("bad[b] = 1 if isbad else 0")
+    with L.block("if do_P:"):
+        L("cuda.syncthreads()")
+        _backsweep(L, "save_D")
+        _per_rank(L, "P[b, j] = NAN if isbad else sm[(j - r * n) * k + r]")
 
 
-def _bwd_col(swap: str) -> str:
-    body = (
-        "a = wa[i]\n"
-        "c = wb[i]\n"
-        "d = ds[b, i]\n"
-        + swap + "\n"
-        "q = ONE - p\n"
-        "ga = sm[a]\n"
-        "gc = sm[c]\n"
-        "ua = sm[n + a]\n"
-        "uc = sm[n + c]\n"
-        "gpi = (ga - gc) * d + (ua - uc) * dus[b, i]\n"
-        "acc_s += gpi * dps\n"
-        "gd = gpi * dp\n"
-        "sm[a] = p * ga + q * gc + gd\n"
-        "sm[c] = q * ga + p * gc - gd\n"
-        "sm[n + a] = p * ua + q * uc\n"
-        "sm[n + c] = q * ua + p * uc"
-    )
-    return (
-        "def _bwd_col@SFX@(sv, wa, wb, offs, outs, gcol, ds, dus, bad, gx, gs, want_gs, scratch):\n"
-        + textwrap.indent(
-            _PROLOGUE + "\n"
-            "n = np.uint32(gx.shape[1])\n"
-            "@ALLOC@\n"
-            "for w in range(tx, n, nt):\n"
-            "    sm[w] = ZERO\n"
-            "    sm[n + w] = ZERO\n"
-            "cuda.syncthreads()\n"
-            "for r in range(tx, k, nt):\n"
-            "    sm[n + outs[r]] = gcol[b, r]\n"
-            "cuda.syncthreads()\n"
-            "acc_s = ZERO\n"
-            + _loop(body, reverse=True) + "\n"
-            "isbad = bad[b] != 0\n"
-            "for w in range(tx, n, nt):\n"
-            "    gx[b, w] = NAN if isbad else sm[w]\n"
-            "if want_gs:\n"
-            "    cuda.atomic.add(gs, b, NAN if isbad else acc_s)\n",
-            "    ")
-    )
+def _bwd(L: Lines, c: Ctx) -> None:
+    L("kn = k * n", "dsb = ds[b]", "psb = ps[b]", "Db = D[b if has_gP else U0]", "gpb = gp[b if has_gP else U0]")
+    _alloc(L, c)
+    with L.block("if has_gP:"):
+        with L.block("if recompute:"):
+            _backsweep(L, "recompute")
+        _per_rank(L, "sm[(j - r * n) * k + r] = gP[b, j]")
+        L("cuda.syncthreads()")
+        with _layers(L, reverse=False):
+            with _ranks(L, acc=True):
+                _rank_step(L, ("ga", "gc"), True, lambda: L("acc += (ga - gc) * Db[j]"))
+            L("gpb[i] = acc")
+    _fill_rows(L, "w", "n", "")
+    with L.block("if has_gv:"):
+        with L.block("for r in range(tx, k, nt):"):
+            L("sm[outs[r]] = gv[b, r]")
+        L("cuda.syncthreads()")
+    L("acc_s = ZERO")
+    with _layers(L, reverse=True):
+        _swap_at(L, c, "dsb[i]")
+        L("ga = sm[a]", "gc = sm[c]", "gpi = (ga - gc) * d")
+        with L.block("if has_gP:"):
+            L("gpi += gpb[i]")
+        L("acc_s += gpi * dps", "gd = gpi * dp")
+        _mix(L, "a", "c", "ga", "gc", "gd")
+    _grad_out(L)
 
 
-_BUILDERS = {"fwd": _fwd, "bwd": _bwd, "fwd_col": _fwd_col, "bwd_col": _bwd_col}
+def _fwd_col(L: Lines, c: Ctx) -> None:
+    L("yb = y[b]")
+    _alloc(L, c)
+    _load_row(L, c, col=True)
+    with L.block("if tx == U0 and not isbad:"):
+        L("sm[n + np.uint32(yb)] = ONE")
+    L("cuda.syncthreads()")
+    with _layers(L, reverse=False):
+        _swap_at(L, c)
+        _mix(L, "a", "c", "xa", "xc")
+        L("ua = sm[n + a]", "uc = sm[n + c]")
+        _mix(L, "n + a", "n + c", "ua", "uc")
+        with L.block("if save:"):
+            L("ds[b, i] = d", "dus[b, i] = ua - uc")
+    with L.block("for r in range(tx, k, nt):"):
+        L("col[b, r] = NAN if isbad else sm[n + outs[r]]")
+    with L.block("if tx == U0:"):
+        L("bad[b] = 1 if isbad else 0")
 
 
-def kernel_sources(ft: str, variant: str, swap: str, lit) -> dict[str, str]:
-    """Source of each kernel for float type ``ft`` and ``variant``
-    ("shared" or "global"), named ``_<kernel>_f32_s`` etc. ``swap``: the
-    swap code (:func:`netgen.codegen._swap_code.swap_code` with
-    ``steepness="s"``, indent 0); ``lit``: the float-literal function."""
-    sfx = f"_f{32 if ft == 'float32' else 64}_{variant[0]}"
-    alloc = (f"sm = cuda.shared.array(0, dtype=numba.{ft})" if variant == "shared" else "sm = scratch[b]")
-    consts = {
-        "@SFX@": sfx,
-        "@FT@": ft,
-        "@ALLOC@": alloc,
-    }
-    out = {}
-    for name, build in _BUILDERS.items():
-        src = build(swap)
-        for key, val in consts.items():  # trusted text only (see the module doc)
-            src = src.replace(key, val)
-        src = (src.replace("ZERO", lit(0.0, ft)).replace("ONE", lit(1.0, ft))
-               .replace("NAN", "np.float32(math.nan)" if ft == "float32" else "math.nan")
-               .replace("-INF", "-" + ("np.float32(math.inf)" if ft == "float32" else "math.inf"))
-               .replace("INF", "np.float32(math.inf)" if ft == "float32" else "math.inf"))
-        out[name] = "@cuda.jit\n" + src.rstrip() + "\n"
-    return out
+def _bwd_col(L: Lines, c: Ctx) -> None:
+    _alloc(L, c)
+    _fill_rows(L, "w", "n", "", "n + ")
+    with L.block("for r in range(tx, k, nt):"):
+        L("sm[n + outs[r]] = gcol[b, r]")
+    L("cuda.syncthreads()", "acc_s = ZERO")
+    with _layers(L, reverse=True):
+        _swap_at(L, c, "ds[b, i]")
+        L("ga = sm[a]", "gc = sm[c]", "ua = sm[n + a]", "uc = sm[n + c]",
+          "gpi = (ga - gc) * d + (ua - uc) * dus[b, i]",
+          "acc_s += gpi * dps",
+          "gd = gpi * dp")
+        _mix(L, "a", "c", "ga", "gc", "gd")
+        _mix(L, "n + a", "n + c", "ua", "uc")
+    _grad_out(L)
+
+
+# ------------------------------------------------------------------ the kernels
+_NET = (("wa", "w1"), ("wb", "w1"), ("offs", "u1"))
+_PLAN = (("clo", "w1"), ("chi", "w1"), ("doff", "u1"), ("outs", "w1"))
+_SCRATCH = (("scratch", "f2"),)
+
+#: the kernels of a generated module, in the order they are emitted
+KERNELS = (
+    Kernel("fwd", (("x", "f2"), ("sv", "f1"), *_NET, *_PLAN, ("values", "f2"), ("ds", "f2"), ("ps", "f2"),
+                   ("bad", "b1"), ("P", "f2"), ("D", "f2"), ("do_P", "bool"), ("save_D", "bool"), *_SCRATCH),
+           rows=1, length="x", body=_fwd),
+    Kernel("bwd", (("sv", "f1"), *_NET, *_PLAN, ("gv", "f2"), ("gP", "f2"), ("ds", "f2"), ("ps", "f2"),
+                   ("D", "f2"), ("gp", "f2"), ("bad", "b1"), ("gx", "f2"), ("gs", "f1"), ("has_gv", "bool"),
+                   ("has_gP", "bool"), ("recompute", "bool"), ("want_gs", "bool"), *_SCRATCH),
+           rows=1, length="gx", body=_bwd),
+    Kernel("fwd_col", (("x", "f2"), ("y", "i1"), ("sv", "f1"), *_NET, ("outs", "w1"), ("col", "f2"), ("ds", "f2"),
+                       ("dus", "f2"), ("bad", "b1"), ("save", "bool"), *_SCRATCH),
+           rows=2, length="x", body=_fwd_col),
+    Kernel("bwd_col", (("sv", "f1"), *_NET, ("outs", "w1"), ("gcol", "f2"), ("ds", "f2"), ("dus", "f2"),
+                       ("bad", "b1"), ("gx", "f2"), ("gs", "f1"), ("want_gs", "bool"), *_SCRATCH),
+           rows=2, length="gx", body=_bwd_col),
+)
+
+#: kernel name -> argument kinds, in order (launchers, signatures, the
+#: packing and the compile check use these; derived from KERNELS)
+KERNEL_ARGS = {kern.name: kern.kinds for kern in KERNELS}
+#: the smallest wire-array use of each kernel, in rows of n floats
+MIN_ROWS = {kern.name: kern.rows for kern in KERNELS}
+
+
+def kernels_source(n: int, shared_limit: int, swaps: dict[str, str]) -> tuple[str, str, str]:
+    """What a generated module holds about its kernels, from the objects:
+    (the ``KERNEL_ARGS`` assignment, the kernel functions, the ``KERNELS``
+    table ``(dtype, name, variant) -> kernel``). ``swaps``: float type ->
+    swap code. A shared variant is emitted where the kernel's smallest
+    wire-array use (``rows`` x n floats) fits ``shared_limit`` bytes."""
+    args = Lines()
+    with args.indented():
+        for kern in KERNELS:
+            args(f"{literal(kern.name)}: {literal(kern.kinds)},")
+    sources, table = [], Lines()
+    with table.indented():
+        for ft, swap in swaps.items():
+            size = 4 if ft == "float32" else 8
+            for variant in VARIANTS:
+                for kern in KERNELS:
+                    if variant == "shared" and kern.rows * n * size > shared_limit:
+                        continue
+                    sources.append(kern.render(ft, variant, swap))
+                    table(f"(np.dtype(np.{ft}), {literal(kern.name)}, {literal(variant)}): "
+                          f"{kern.function_name(ft, variant)},")
+    return ("KERNEL_ARGS = {\n" + args.render() + "}", "\n\n".join(s.rstrip() for s in sources),
+            "KERNELS = {\n" + table.render() + "}")

@@ -49,12 +49,11 @@ from pathlib import Path
 from typing import Any
 
 from ..network import Network
-from ._cuda_kernels import KERNEL_ARGS, MIN_ROWS, kernel_sources
+from ._cuda_kernels import KERNEL_ARGS, kernels_source
 from ._cuda_layer import LAYER
 from ._cuda_runtime import RUNTIME
 from ._numba_common import (
     FLOAT_TYPES,
-    lit,
     network_literal,
     plan,
     plan_source,
@@ -104,18 +103,8 @@ def emit(net: Network, r: Any = None, *, shared_limit: int = SHARED_LIMIT, threa
     if int(doff[-1]) >= 2**32 or net.size >= 2**32:
         raise ValueError(f"network too large for the cuda target: {int(doff[-1])} (comparator, rank) pairs "
                          "(32-bit offsets)")
-    kernels, table = [], []
-    for ft in FLOAT_TYPES:
-        size = 4 if ft == "float32" else 8
-        swap = swap_code(r, 0, ft, steepness="s")
-        for variant in ("global", "shared"):
-            srcs = kernel_sources(ft, variant, swap, lit)
-            for name, src in srcs.items():
-                if variant == "shared" and MIN_ROWS[name] * net.n * size > shared_limit:
-                    continue
-                kernels.append(src)
-                sfx = f"_f{size * 8}_{variant[0]}"
-                table.append(f"    (np.dtype(np.{ft}), {name!r}, {variant!r}): _{name}{sfx},")
+    kernel_args, kernels, table = kernels_source(
+        net.n, shared_limit, {ft: swap_code(r, 0, ft, steepness="s") for ft in FLOAT_TYPES})
     subs = {
         "DOC": repr(_doc(net, r)),
         "NETWORK": network_literal(net),
@@ -125,9 +114,9 @@ def emit(net: Network, r: Any = None, *, shared_limit: int = SHARED_LIMIT, threa
         "BIG_THREADS": repr(big_threads),
         "SHARED_LIMIT": repr(shared_limit),
         "SAVE_D_RATIO": repr(float(save_d_ratio)),
-        "KERNEL_ARGS": "KERNEL_ARGS = {\n" + "".join(f"    {k!r}: {v!r},\n" for k, v in KERNEL_ARGS.items()) + "}",
-        "KERNELS": "\n\n".join(kernels).rstrip(),
-        "KERNEL_TABLE": "KERNELS = {\n" + "\n".join(table) + "\n}",
+        "KERNEL_ARGS": kernel_args,
+        "KERNELS": kernels,
+        "KERNEL_TABLE": table,
         "OPS": repr(_ops_namespace(net, r)),
     }
     return _fill(_HEADER + RUNTIME + LAYER, subs)
@@ -150,7 +139,7 @@ def _ops_namespace(net: Network, r) -> str:
     ops, one per (network, relaxation, kernel code)."""
     h = hashlib.sha256()
     for part in (network_literal(net), relaxation_literal(r), repr(KERNEL_ARGS), RUNTIME, LAYER,
-                 "".join(kernel_sources("float32", "shared", swap_code(r, 0, "float32", steepness="s"), lit).values())):
+                 kernels_source(net.n, SHARED_LIMIT, {"float32": swap_code(r, 0, "float32", steepness="s")})[1]):
         h.update(part.encode())
     return f"netgen_cuda_{h.hexdigest()[:12]}"
 
