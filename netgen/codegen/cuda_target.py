@@ -104,7 +104,7 @@ def emit(net: Network, r: Any = None, *, shared_limit: int = SHARED_LIMIT, threa
         raise ValueError(f"network too large for the cuda target: {int(doff[-1])} (comparator, rank) pairs "
                          "(32-bit offsets)")
     kernel_args, kernels, table = kernels_source(
-        net.n, shared_limit, {ft: swap_code(r, 0, ft, steepness="s") for ft in FLOAT_TYPES})
+        net.n, net.k, shared_limit, {ft: swap_code(r, 0, ft, steepness="s") for ft in FLOAT_TYPES})
     subs = {
         "DOC": repr(_doc(net, r)),
         "NETWORK": network_literal(net),
@@ -139,7 +139,7 @@ def _ops_namespace(net: Network, r) -> str:
     ops, one per (network, relaxation, kernel code)."""
     h = hashlib.sha256()
     for part in (network_literal(net), relaxation_literal(r), repr(KERNEL_ARGS), RUNTIME, LAYER,
-                 kernels_source(net.n, SHARED_LIMIT, {"float32": swap_code(r, 0, "float32", steepness="s")})[1]):
+                 kernels_source(net.n, net.k, SHARED_LIMIT, {"float32": swap_code(r, 0, "float32", steepness="s")})[1]):
         h.update(part.encode())
     return f"netgen_cuda_{h.hexdigest()[:12]}"
 
