@@ -327,10 +327,12 @@ def _grad_out(L: Lines) -> None:
 
 
 def _per_rank(L: Lines, src: str) -> None:
-    """``for j < k n``: rank-major index j of a (k, n) row <-> wire-major
-    ``sm``; ``src`` is the statement with ``r`` and ``w`` of j bound."""
-    with L.block("for j in range(tx, kn, nt):"):
-        L("r = j // n", src)
+    """For each rank r and wire w: ``src``, with ``j = r n + w`` the
+    rank-major index of a (k, n) row and ``sm[w * k + r]`` its wire-major
+    place (threads stride over w: coalesced; no division of j by n)."""
+    with L.block("for r in range(U0, k, U1):"):
+        with L.block("for w in range(tx, n, nt):"):
+            L("j = r * n + w", src)
 
 
 # ------------------------------------------------------------------ bodies
@@ -349,7 +351,7 @@ def _fwd(L: Lines, c: Ctx) -> None:
     with L.block("if do_P:"):
         L("cuda.syncthreads()")
         _backsweep(L, c, "save_D")
-        _per_rank(L, "P[b, j] = NAN if isbad else sm[(j - r * n) * k + r]")
+        _per_rank(L, "P[b, j] = NAN if isbad else sm[w * k + r]")
 
 
 def _bwd(L: Lines, c: Ctx) -> None:
@@ -358,7 +360,7 @@ def _bwd(L: Lines, c: Ctx) -> None:
     with L.block("if has_gP:"):
         with L.block("if recompute:"):
             _backsweep(L, c, "recompute")
-        _per_rank(L, "sm[(j - r * n) * k + r] = gP[b, j]")
+        _per_rank(L, "sm[w * k + r] = gP[b, j]")
         L("cuda.syncthreads()")
         with _layers(L, reverse=False):
             with _ranks(L, c, acc=True):
@@ -381,7 +383,7 @@ def _bwd(L: Lines, c: Ctx) -> None:
 
 
 def _fwd_col(L: Lines, c: Ctx) -> None:
-    L("yb = y[b]")
+    L("yb = y[b]", "dsb = ds[b if save else U0]", "dusb = dus[b if save else U0]")
     _alloc(L, c)
     _load_row(L, c, col=True)
     with L.block("if tx == U0 and not isbad:"):
@@ -393,7 +395,7 @@ def _fwd_col(L: Lines, c: Ctx) -> None:
         L("ua = sm[n + a]", "uc = sm[n + c]")
         _mix(L, "n + a", "n + c", "ua", "uc")
         with L.block("if save:"):
-            L("ds[b, i] = d", "dus[b, i] = ua - uc")
+            L("dsb[i] = d", "dusb[i] = ua - uc")
     with L.block("for r in range(tx, k, nt):"):
         L("col[b, r] = NAN if isbad else sm[n + outs[r]]")
     with L.block("if tx == U0:"):
@@ -401,15 +403,16 @@ def _fwd_col(L: Lines, c: Ctx) -> None:
 
 
 def _bwd_col(L: Lines, c: Ctx) -> None:
+    L("dsb = ds[b]", "dusb = dus[b]")
     _alloc(L, c)
     _fill_rows(L, "w", "n", "", "n + ")
     with L.block("for r in range(tx, k, nt):"):
         L("sm[n + outs[r]] = gcol[b, r]")
     L("cuda.syncthreads()", "acc_s = ZERO")
     with _layers(L, reverse=True):
-        _swap_at(L, c, "ds[b, i]")
+        _swap_at(L, c, "dsb[i]")
         L("ga = sm[a]", "gc = sm[c]", "ua = sm[n + a]", "uc = sm[n + c]",
-          "gpi = (ga - gc) * d + (ua - uc) * dus[b, i]",
+          "gpi = (ga - gc) * d + (ua - uc) * dusb[i]",
           "acc_s += gpi * dps",
           "gd = gpi * dp")
         _mix(L, "a", "c", "ga", "gc", "gd")

@@ -22,11 +22,11 @@ module is assembled from four parts, one file each:
   it to a cubin in a separate process (no GPU needed).
 
 What the rows path keeps for its backward: the comparators' differences d
-(B x size) and, where the plan's nnz is at most ``SAVE_D_RATIO`` k n (top-k
+and swap probabilities p (B x size each) and, where the plan's nnz is at most ``SAVE_D_RATIO`` k n (top-k
 networks: 2.6 k n at (5, 10450)), the back-sweep's row differences D (B x
 nnz); otherwise (sorting) nothing more: the backward recomputes the
 back-sweep into a scratch D, the batch processed in chunks that fit a
-working budget. p, dp/dd and dp/ds are always recomputed from d.
+working budget. dp/dd and dp/ds are recomputed from d in the backward.
 
 The module imports without a GPU; using the Layer there raises a
 RuntimeError saying a CUDA device is needed. No eager signatures
