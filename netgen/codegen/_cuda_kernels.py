@@ -4,7 +4,8 @@
 A :class:`Kernel` is a name, its arguments (name and kind each, in order;
 the wire-array scratch is always last), the smallest wire-array use (rows
 of n floats), and a body writer: a function that states the kernel's
-statements into a ``Lines`` builder. The statements are trusted text of
+statements into a ``Lines`` builder, made of the shared pieces in
+:mod:`netgen.codegen._cuda_sweeps`. The statements are trusted text of
 this file; nothing from a network or a user reaches them (the tables are
 kernel arguments, the swap code comes from :mod:`netgen.codegen.render`,
 float constants from :func:`netgen.codegen.render.scalar_literal`), and no
@@ -68,12 +69,26 @@ the row's share of dL/ds) is NaN.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable
 
+from ._cuda_sweeps import (
+    UNROLL_RANKS,
+    Ctx,
+    alloc,
+    backsweep,
+    fill_rows,
+    grad_out,
+    layers,
+    load_row,
+    mix,
+    per_rank,
+    prologue,
+    rank_step,
+    ranks,
+    swap_at,
+)
 from .lines import Lines, literal
-from .render import scalar_literal
 
 __all__ = ["Kernel", "KERNELS", "KERNEL_ARGS", "MIN_ROWS", "FASTMATH", "UNROLL_RANKS", "VARIANTS", "kernels_source"]
 
@@ -84,21 +99,6 @@ KINDS = ("f1", "f2", "w1", "u1", "i1", "b1", "bool")
 VARIANTS = ("global", "shared")
 #: Numba's fastmath option per float type (see the module doc)
 FASTMATH = {"float32": True, "float64": False}
-#: rank sweeps of networks with k <= UNROLL_RANKS get one guarded copy of
-#: the update per rank instead of a rank loop (docs/cuda-kernels.md)
-UNROLL_RANKS = 8
-WARP = 32
-
-
-@dataclass(frozen=True)
-class Ctx:
-    """What a body writer needs besides the statements: the float type,
-    the variant, the swap code (defining p, dp, dps from d) and k."""
-
-    ft: str
-    variant: str
-    swap: str
-    k: int
 
 
 @dataclass(frozen=True)
@@ -140,209 +140,19 @@ class Kernel:
         L = Lines()
         L("@cuda.jit(fastmath=True)" if FASTMATH[ft] else "@cuda.jit")
         with L.block(f"def {self.function_name(ft, variant)}({', '.join(a for a, _ in self.args)}):"):
-            _prologue(L, ft, self.length, k)
+            prologue(L, ft, self.length, k)
             self.body(L, Ctx(ft, variant, swap, k))
         return L.render()
-
-
-# ------------------------------------------------------------------ pieces
-def _prologue(L: Lines, ft: str, length: str, k: int) -> None:
-    """Block and thread indices, unsigned constants, the float constants
-    (locals: the compiler folds them), k (the network's, a constant: the
-    wire-major index arithmetic multiplies by a literal), n, the
-    steepness."""
-    nan, inf = ("np.float32(math.nan)", "np.float32(math.inf)") if ft == "float32" else ("math.nan", "math.inf")
-    L("b = np.uint32(cuda.blockIdx.x)",
-      "tx = np.uint32(cuda.threadIdx.x)",
-      "nt = np.uint32(cuda.blockDim.x)",
-      "U0 = np.uint32(0)",
-      "U1 = np.uint32(1)",
-      "U2 = np.uint32(2)",
-      f"WARP = np.uint32({WARP})",
-      f"ZERO = {scalar_literal(0.0, ft)}",
-      f"ONE = {scalar_literal(1.0, ft)}",
-      f"NAN = {nan}",
-      f"INF = {inf}",
-      "L = np.uint32(offs.shape[0]) - U1",
-      f"k = np.uint32({literal(k)})",
-      "s = sv[0]",
-      f"n = np.uint32({length}.shape[1])")
-
-
-def _alloc(L: Lines, c: Ctx) -> None:
-    """``sm``: the block's wire arrays (dynamic shared memory or the
-    block's scratch row)."""
-    L(f"sm = cuda.shared.array(0, dtype=numba.{c.ft})" if c.variant == "shared" else "sm = scratch[b]")
-
-
-@contextmanager
-def _layers(L: Lines, reverse: bool) -> Iterator[None]:
-    """The layer loop around the body (code for comparator ``i``): threads
-    stride over a layer's comparators; a layer of <= 32 comparators is run
-    by warp 0 and closed with syncwarp when the next layer is narrow too,
-    else every layer ends with syncthreads."""
-    with L.block("for li in range(U0, L, U1):"):
-        L("l = np.uint32(L - U1 - li)" if reverse else "l = np.uint32(li)",
-          "ls = offs[l]",
-          "le = offs[l + U1]",
-          "narrow = le - ls <= WARP")
-        with L.block("if narrow:"):
-            L("i0 = np.uint32(ls + tx) if tx < WARP else le", "di = WARP")
-        with L.block("else:"):
-            L("i0 = np.uint32(ls + tx)", "di = nt")
-        L("i = i0")
-        with L.block("while i < le:"):
-            yield
-            L("i = np.uint32(i + di)")
-        L("nxt_narrow = l > U0 and offs[l] - offs[l - U1] <= WARP" if reverse
-          else "nxt_narrow = l + U1 < L and offs[l + U2] - offs[l + U1] <= WARP")
-        with L.block("if narrow and nxt_narrow:"):
-            with L.block("if tx < WARP:"):
-                L("cuda.syncwarp()")
-        with L.block("else:"):
-            L("cuda.syncthreads()")
-
-
-def _fill_rows(L: Lines, var: str, stop: str, *offsets: str) -> None:
-    """``sm[off + var] = ZERO`` for var < ``stop``, each offset, then a barrier."""
-    with L.block(f"for {var} in range(tx, {stop}, nt):"):
-        for off in offsets:
-            L(f"sm[{off}{var}] = ZERO")
-    L("cuda.syncthreads()")
-
-
-def _mix(L: Lines, a: str, c: str, va: str, vc: str, grad: str = "") -> None:
-    """The comparator update of one pair of entries: ``sm[a] = p va + q vc``,
-    ``sm[c] = q va + p vc`` (plus / minus ``grad`` in an adjoint)."""
-    L(f"sm[{a}] = p * {va} + q * {vc}{' + ' + grad if grad else ''}",
-      f"sm[{c}] = q * {va} + p * {vc}{' - ' + grad if grad else ''}")
-
-
-def _swap_at(L: Lines, c: Ctx, saved: str | None = None) -> None:
-    """Wires of comparator i, its difference d (``saved``: where the forward
-    kept it; else from the values xa, xc), then the swap code (p, dp, dps)
-    and q."""
-    L("a = wa[i]", "c = wb[i]")
-    if saved:
-        L(f"d = {saved}")
-    else:
-        L("xa = sm[a]", "xc = sm[c]", "d = xa - xc")
-    L(c.swap, "q = ONE - p")
-
-
-def _load_row(L: Lines, c: Ctx, col: bool) -> None:
-    """Load row b of x into ``sm[:n]`` (zeros for a bad row), flag bad rows:
-    non-finite entries, a steepness not finite and > 0, an overflowing
-    steepness * (max - min), and for the column a y outside 0..n-1."""
-    L(f"mm = cuda.shared.array(2, dtype=numba.{c.ft})")
-    with L.block("if tx == U0:"):
-        L("mm[0] = -INF", "mm[1] = INF")
-    L("cuda.syncthreads()",
-      "nonfinite = 1 if yb < 0 or yb >= n else 0" if col else "nonfinite = 0",
-      "hx = -INF",
-      "lx = INF")
-    with L.block("for w in range(tx, n, nt):"):
-        L("xw = x[b, w]")
-        with L.block("if not math.isfinite(xw):"):
-            L("nonfinite = 1")
-        L("hx = max(hx, xw)", "lx = min(lx, xw)", "sm[w] = xw")
-        if col:
-            L("sm[n + w] = ZERO")
-    L("cuda.atomic.max(mm, 0, hx)",
-      "cuda.atomic.min(mm, 1, lx)",
-      "anybad = cuda.syncthreads_or(nonfinite)",
-      "spread = s * (mm[0] - mm[1])",
-      "isbad = anybad != 0 or not (s > ZERO and math.isfinite(s) and math.isfinite(spread))")
-    with L.block("if isbad:"):
-        with L.block("for w in range(tx, n, nt):"):
-            L("sm[w] = ZERO")
-        L("cuda.syncthreads()")
-
-
-@contextmanager
-def _ranks(L: Lines, c: Ctx, acc: bool = False) -> Iterator[None]:
-    """Comparator i's planned ranks lo..hi-1 in wire-major rows (its wires'
-    entries start at ``a``, ``c``), p and q read from the forward; the body
-    is the rank sweep (:func:`_rank_step`)."""
-    L("lo = clo[i]", "hi = chi[i]")
-    if acc:
-        L("acc = ZERO")
-    with L.block("if lo < hi:"):
-        L("a = wa[i] * k", "c = wb[i] * k", "p = psb[i]", "q = ONE - p")
-        if c.k > UNROLL_RANKS:
-            L("ia = a + lo", "ic = c + lo", "ie = a + hi")
-        yield
-
-
-def _rank_step(L: Lines, c: Ctx, names: tuple[str, str], d_index: bool, body: Callable[[str], None]) -> None:
-    """The update of comparator i's ranks: load the pair, ``body`` (given
-    the D index of the rank), mix. Where k <= UNROLL_RANKS every rank r < k
-    gets its own guarded copy (``lo <= r < hi``; no rank loop: the model
-    counts ~25% fewer instructions per comparator at k = 5); otherwise a
-    ``while ia < ie`` loop with running indices (``j`` too where D is
-    indexed)."""
-    va, vc = names
-    if d_index:
-        L("j = doff[i] + U0")
-    if c.k <= UNROLL_RANKS:
-        for r in range(c.k):
-            L(f"r = np.uint32({r})")
-            with L.block("if lo <= r and r < hi:"):
-                L(f"{va} = sm[a + r]", f"{vc} = sm[c + r]")
-                body("j + r - lo")
-                _mix(L, "a + r", "c + r", va, vc)
-        return
-    with L.block("while ia < ie:"):
-        L(f"{va} = sm[ia]", f"{vc} = sm[ic]")
-        body("j")
-        _mix(L, "ia", "ic", va, vc)
-        L("ia += U1", "ic += U1")
-        if d_index:
-            L("j += U1")
-
-
-def _backsweep(L: Lines, c: Ctx, save: str) -> None:
-    """R (k x n, wire-major, in ``sm``) <- R M_l from the last layer to the
-    first over the planned ranks; saves D when ``save`` (a flag name: one
-    layer loop each way, so the flag is tested once, not per comparator)."""
-    _fill_rows(L, "j", "kn", "")
-    with L.block("for r in range(tx, k, nt):"):
-        L("sm[outs[r] * k + r] = ONE")
-    L("cuda.syncthreads()")
-    with L.block(f"if {save}:"):
-        with _layers(L, reverse=True), _ranks(L, c):
-            _rank_step(L, c, ("ra", "rc"), True, lambda j: L(f"Db[{j}] = ra - rc"))
-    with L.block("else:"):
-        with _layers(L, reverse=True), _ranks(L, c):
-            _rank_step(L, c, ("ra", "rc"), False, lambda j: None)
-
-
-def _grad_out(L: Lines) -> None:
-    """dL/dx from ``sm[:n]`` and the row's dL/ds (NaN for a bad row)."""
-    L("isbad = bad[b] != 0")
-    with L.block("for w in range(tx, n, nt):"):
-        L("gx[b, w] = NAN if isbad else sm[w]")
-    with L.block("if want_gs:"):
-        L("cuda.atomic.add(gs, b, NAN if isbad else acc_s)")
-
-
-def _per_rank(L: Lines, src: str) -> None:
-    """For each rank r and wire w: ``src``, with ``j = r n + w`` the
-    rank-major index of a (k, n) row and ``sm[w * k + r]`` its wire-major
-    place (threads stride over w: coalesced; no division of j by n)."""
-    with L.block("for r in range(U0, k, U1):"):
-        with L.block("for w in range(tx, n, nt):"):
-            L("j = r * n + w", src)
 
 
 # ------------------------------------------------------------------ bodies
 def _fwd(L: Lines, c: Ctx) -> None:
     L("kn = k * n", "dsb = ds[b]", "psb = ps[b]", "Db = D[b if save_D else U0]")
-    _alloc(L, c)
-    _load_row(L, c, col=False)
-    with _layers(L, reverse=False):
-        _swap_at(L, c)
-        _mix(L, "a", "c", "xa", "xc")
+    alloc(L, c)
+    load_row(L, c, col=False)
+    with layers(L, reverse=False):
+        swap_at(L, c)
+        mix(L, "a", "c", "xa", "xc")
         L("dsb[i] = d", "psb[i] = p")
     with L.block("for r in range(tx, k, nt):"):
         L("values[b, r] = NAN if isbad else sm[outs[r]]")
@@ -350,50 +160,50 @@ def _fwd(L: Lines, c: Ctx) -> None:
         L("bad[b] = 1 if isbad else 0")
     with L.block("if do_P:"):
         L("cuda.syncthreads()")
-        _backsweep(L, c, "save_D")
-        _per_rank(L, "P[b, j] = NAN if isbad else sm[w * k + r]")
+        backsweep(L, c, "save_D")
+        per_rank(L, "P[b, j] = NAN if isbad else sm[w * k + r]")
 
 
 def _bwd(L: Lines, c: Ctx) -> None:
     L("kn = k * n", "dsb = ds[b]", "psb = ps[b]", "Db = D[b if has_gP else U0]", "gpb = gp[b if has_gP else U0]")
-    _alloc(L, c)
+    alloc(L, c)
     with L.block("if has_gP:"):
         with L.block("if recompute:"):
-            _backsweep(L, c, "recompute")
-        _per_rank(L, "sm[w * k + r] = gP[b, j]")
+            backsweep(L, c, "recompute")
+        per_rank(L, "sm[w * k + r] = gP[b, j]")
         L("cuda.syncthreads()")
-        with _layers(L, reverse=False):
-            with _ranks(L, c, acc=True):
-                _rank_step(L, c, ("ga", "gc"), True, lambda j: L(f"acc += (ga - gc) * Db[{j}]"))
+        with layers(L, reverse=False):
+            with ranks(L, c, acc=True):
+                rank_step(L, c, ("ga", "gc"), True, lambda j: L(f"acc += (ga - gc) * Db[{j}]"))
             L("gpb[i] = acc")
-    _fill_rows(L, "w", "n", "")
+    fill_rows(L, "w", "n", "")
     with L.block("if has_gv:"):
         with L.block("for r in range(tx, k, nt):"):
             L("sm[outs[r]] = gv[b, r]")
         L("cuda.syncthreads()")
     L("acc_s = ZERO")
-    with _layers(L, reverse=True):
-        _swap_at(L, c, "dsb[i]")
+    with layers(L, reverse=True):
+        swap_at(L, c, "dsb[i]")
         L("ga = sm[a]", "gc = sm[c]", "gpi = (ga - gc) * d")
         with L.block("if has_gP:"):
             L("gpi += gpb[i]")
         L("acc_s += gpi * dps", "gd = gpi * dp")
-        _mix(L, "a", "c", "ga", "gc", "gd")
-    _grad_out(L)
+        mix(L, "a", "c", "ga", "gc", "gd")
+    grad_out(L)
 
 
 def _fwd_col(L: Lines, c: Ctx) -> None:
     L("yb = y[b]", "dsb = ds[b if save else U0]", "dusb = dus[b if save else U0]")
-    _alloc(L, c)
-    _load_row(L, c, col=True)
+    alloc(L, c)
+    load_row(L, c, col=True)
     with L.block("if tx == U0 and not isbad:"):
         L("sm[n + np.uint32(yb)] = ONE")
     L("cuda.syncthreads()")
-    with _layers(L, reverse=False):
-        _swap_at(L, c)
-        _mix(L, "a", "c", "xa", "xc")
+    with layers(L, reverse=False):
+        swap_at(L, c)
+        mix(L, "a", "c", "xa", "xc")
         L("ua = sm[n + a]", "uc = sm[n + c]")
-        _mix(L, "n + a", "n + c", "ua", "uc")
+        mix(L, "n + a", "n + c", "ua", "uc")
         with L.block("if save:"):
             L("dsb[i] = d", "dusb[i] = ua - uc")
     with L.block("for r in range(tx, k, nt):"):
@@ -404,20 +214,20 @@ def _fwd_col(L: Lines, c: Ctx) -> None:
 
 def _bwd_col(L: Lines, c: Ctx) -> None:
     L("dsb = ds[b]", "dusb = dus[b]")
-    _alloc(L, c)
-    _fill_rows(L, "w", "n", "", "n + ")
+    alloc(L, c)
+    fill_rows(L, "w", "n", "", "n + ")
     with L.block("for r in range(tx, k, nt):"):
         L("sm[n + outs[r]] = gcol[b, r]")
     L("cuda.syncthreads()", "acc_s = ZERO")
-    with _layers(L, reverse=True):
-        _swap_at(L, c, "dsb[i]")
+    with layers(L, reverse=True):
+        swap_at(L, c, "dsb[i]")
         L("ga = sm[a]", "gc = sm[c]", "ua = sm[n + a]", "uc = sm[n + c]",
           "gpi = (ga - gc) * d + (ua - uc) * dusb[i]",
           "acc_s += gpi * dps",
           "gd = gpi * dp")
-        _mix(L, "a", "c", "ga", "gc", "gd")
-        _mix(L, "n + a", "n + c", "ua", "uc")
-    _grad_out(L)
+        mix(L, "a", "c", "ga", "gc", "gd")
+        mix(L, "n + a", "n + c", "ua", "uc")
+    grad_out(L)
 
 
 # ------------------------------------------------------------------ the kernels
