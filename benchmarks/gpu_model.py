@@ -74,6 +74,14 @@ from netgen.construct import build
 from netgen.relax.distributions import default_relaxation
 net = compile_network(build("splitter", int(sys.argv[2]), int(sys.argv[3]))).network
 open(sys.argv[1], "w").write(emit(net, default_relaxation(net)))
+# divisions per comparator in the swap code as that tree's kernels paste it
+# (MUFU.RCP counts comparators in the SASS loops)
+from netgen.codegen._swap_code import swap_code
+try:
+    swap = swap_code(default_relaxation(net), 0, "float32", steepness="s")
+except TypeError:  # trees before the run-time steepness
+    swap = swap_code(default_relaxation(net), 0, "float32")
+open(sys.argv[1] + ".rcp", "w").write(str(max(1, swap.count(" / "))))
 '''
 _COMPILE = r'''
 import json, sys
@@ -110,6 +118,7 @@ def build(label, pkg_root, cache, n, k):
     tmp = (cache / f"emit_{label}.py").resolve()
     # cwd: ``python -c`` and ``-m`` put the working directory first on sys.path
     subprocess.run([sys.executable, "-c", _EMIT, str(tmp), str(n), str(k)], check=True, env=env, cwd=pkg_root)
+    rcp = int(Path(str(tmp) + ".rcp").read_text())
     out = cache / f"{label}_{hashlib.sha256(tmp.read_bytes()).hexdigest()[:12]}"
     if not (out / "compile.json").exists():
         out.mkdir(parents=True, exist_ok=True)
@@ -117,7 +126,7 @@ def build(label, pkg_root, cache, n, k):
         print(f"[{label}] compiling the ({k}, {n}) module's kernels (cached in {out}) ...", file=sys.stderr,
               flush=True)
         subprocess.run([sys.executable, "-c", _COMPILE, str(out)], check=True, env=env, cwd=pkg_root)
-    return json.loads((out / "compile.json").read_text())
+    return dict(json.loads((out / "compile.json").read_text()), rcp_per_comparator=rcp)
 
 
 def old_package(commit, cache):
@@ -153,7 +162,12 @@ def loop_costs(ins, rcp_per_comp):
     MUFU.RCP (their comparators counted by MUFU.RCP, ``rcp_per_comp`` per
     swap code) and loops without the swap code whose nested loops are leaf
     loops with shared loads (the rank sweeps that read p); rank pairs are
-    counted by shared loads (two per pair) or, failing those, global loads."""
+    counted by shared loads (two per pair) or, failing those, global loads.
+    A rank sweep whose ranks the kernel unrolls (small k: every rank's
+    update guarded, no rank loop) is a leaf loop without the swap code that
+    loads the uint16 tables (clo, chi, wa, wb: four ``LDG.E.U16``) and has two or more
+    shared loads and stores: its whole body is per comparator (``pair`` 0, all its
+    ranks ``unrolled``); the layer loops around it are not comparator loops."""
     addr = [a for a, _ in ins]
     idx = {a: i for i, a in enumerate(addr)}
     loops = []
@@ -173,16 +187,29 @@ def loop_costs(ins, rcp_per_comp):
     def outermost(lps):
         return [o for o in lps if not any(p != o and p[0] <= o[0] and o[1] <= p[1] for p in lps)]
 
+    def unrolled_ranks(lp):
+        return (not nested(lp) and not count(*lp, r"MUFU\.RCP") and count(*lp, r"\bLDS\b") >= 2
+                and count(*lp, r"\bSTS\b") >= 2 and count(*lp, r"LDG\.E\.U16") >= 4)
+
     out = []
     for lp in loops:
         inner = nested(lp)
         rcp = count(*lp, r"MUFU\.RCP")
+        if unrolled_ranks(lp):
+            first_branch = next((j for j in range(lp[0], lp[1]) if re.search(r"\bBRA\b", ins[j][1])), lp[0])
+            out.append({"at": ins[lp[0]][0], "rcp": False, "comp": float(lp[1] - lp[0] + 1), "pair": 0.0,
+                        "stores": count(*lp, r"\bSTG\b") > 0, "unrolled": count(*lp, r"\bLDS\b") // 2,
+                        "skip": first_branch - lp[0] + 4})
+            continue
+        if any(unrolled_ranks(o) for o in inner):
+            continue  # a layer loop around an unrolled rank sweep
         if rcp:
             if any(count(*o, r"MUFU\.RCP") for o in inner):
                 continue  # not innermost
             comps = max(1.0, rcp / rcp_per_comp)
         else:
-            if not inner or any(nested(o) for o in inner) or not any(count(*o, r"\bLDS\b") >= 2 for o in inner):
+            if (not inner or any(nested(o) for o in inner) or not any(count(*o, r"\bLDS\b") >= 2 for o in inner)
+                    or count(*lp, r"LDG\.E\.U16") < 2):  # a comparator loop reads the uint16 tables
                 continue
             comps = 1.0
         top = outermost(inner)
@@ -271,10 +298,15 @@ def occupancy(shared, regs, threads=256):
     return max(1, min(by_smem, by_regs, THREADS_SM // threads, BLOCKS_SM))
 
 
-def _phase(sx, kind, idx=-1):
+def _phase(sx, kind, idx=-1, stores=False):
     """Pick a phase's SASS costs: loops with rank pairs (``"pairs"``) or
-    without (``"plain"``), in address order; fallback constants otherwise."""
+    without (``"plain"``), in address order; ``stores``: of the swap-code
+    loops, those that store (the compiler duplicates a loop per flag: the
+    column forward that saves for the backward); fallback constants
+    otherwise."""
     cands = [lp for lp in sx["loops"] if (lp["pair"] is not None) == (kind == "pairs")]
+    if stores and any(lp["stores"] for lp in cands):
+        cands = [lp for lp in cands if lp["stores"]]
     if kind == "pairs" and any(not lp["rcp"] for lp in cands):
         # rank sweeps that read p (no swap code); the compiler duplicates the
         # loop per flag (saving D or not): the copy with a global store (the
@@ -322,7 +354,7 @@ def kernels(which, st, sx, isz=4):
         out["bwd"].update(
             dram=isz * (k * n + 2 * S + nnz + S + n), l2=(12 + isz) * S + (4 + 2 * isz) * S)
         for name in ("fwd_col", "bwd_col"):
-            c = _phase(sx[name], "plain", -1)
+            c = _phase(sx[name], "plain", -1, stores=name == "fwd_col")
             t = block_threads(2 * n * isz, sx[name]["regs"])
             out[name] = dict(blocks=1, shared=2 * n * isz, regs=sx[name]["regs"], cpc=(c["comp"],), ppc=None,
                              threads=t, warp_instr=wi * c["comp"], chain=st.chain(narrow_warp=True, threads=t),
@@ -349,7 +381,7 @@ def kernels(which, st, sx, isz=4):
                            ppc=bv["inner"], warp_instr=wi * bv["comp"] + wp * bv["inner"], chain=st.chain(),
                            dram=isz * (S + nnz + k + n), l2=24 * S + isz * nnz)
     for name in ("fwd_col", "bwd_col"):
-        c = _phase(sx[name], "plain", -1)
+        c = _phase(sx[name], "plain", -1, stores=name == "fwd_col")
         out[name] = dict(blocks=1, shared=2 * n * isz, regs=sx[name]["regs"], cpc=(c["comp"],), ppc=None,
                          warp_instr=wi * c["comp"], chain=st.chain(),
                          dram=isz * (n + 2 * S + k) if name == "fwd_col" else isz * (2 * S + k + n), l2=16 * S)
@@ -379,14 +411,12 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from netgen.codegen._swap_code import swap_code
     from netgen.compiler import compile_network
     from netgen.construct import build as build_net
     from netgen.relax.distributions import default_relaxation
 
     net = compile_network(build_net("splitter", args.n, args.k)).network
     r = default_relaxation(net)
-    rcp = max(1, swap_code(r, 0, "float32").count(" / "))
     st = Structure(net)
     cache = Path(args.cache)
     head = "new"
@@ -394,7 +424,8 @@ def main(argv=None) -> int:
            "old": build("old", old_package(args.old, cache), cache, args.n, args.k)}
     names = {"new": ("fwd", "bwd", "fwd_col", "bwd_col"),
              "old": ("fwd_vals", "fwd_P", "bwd_P", "bwd_vals", "fwd_col", "bwd_col")}
-    sx = {w: {nm: kernel_sass(res[w], nm, rcp) for nm in names[w]} for w in names}
+    # each tree's own swap code: its divisions per comparator
+    sx = {w: {nm: kernel_sass(res[w], nm, res[w]["rcp_per_comparator"]) for nm in names[w]} for w in names}
     have_sass = all(v["sass"] for w in sx.values() for v in w.values())
     ks = {w: kernels(w, st, sx[w]) for w in names}
     # calibration: the model's raw time for e46262c's _fwd_vals structure vs its measurement

@@ -132,10 +132,13 @@ def compile_module(path: str, out_dir: str, cc: tuple[int, int], part: tuple[int
     assembler = ptxas or "nvJitLink (cuda.core)"
     skipped = ""
     kernels = []
+    # each kernel as its module compiles it: the float32 kernels with fastmath
+    fastmath = {k.py_func.__name__: bool(getattr(k, "targetoptions", {}).get("fastmath"))
+                for k in getattr(mod, "KERNELS", {}).values() if hasattr(k, "py_func")}
     for idx, (name, fn, sig) in enumerate(mod.kernel_signatures()):
         if idx % part[1] != part[0]:
             continue
-        ptx, _ = numba.cuda.compile_ptx(fn, sig, cc=cc)
+        ptx, _ = numba.cuda.compile_ptx(fn, sig, cc=cc, fastmath=fastmath.get(name, False))
         ptx_path = out / f"{name}.ptx"
         ptx_path.write_text(ptx)
         cubin_path = out / f"{name}.{arch}.cubin"

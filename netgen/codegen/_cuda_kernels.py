@@ -1,7 +1,18 @@
-"""Kernel sources of the ``cuda`` target (Numba CUDA), generated per float
-type and *variant* by :func:`kernel_sources` (trusted text only: nothing
-from a network or a user reaches these strings; the tables are kernel
-arguments).
+"""The ``cuda`` target's kernels as objects, rendered per float type and
+*variant* with the :class:`~netgen.codegen.lines.Lines` builder.
+
+A :class:`Kernel` is a name, its arguments (name and kind each, in order;
+the wire-array scratch is always last), the smallest wire-array use (rows
+of n floats), and a body writer: a function that states the kernel's
+statements into a ``Lines`` builder, made of the shared pieces in
+:mod:`netgen.codegen._cuda_sweeps`. The statements are trusted text of
+this file; nothing from a network or a user reaches them (the tables are
+kernel arguments, the swap code comes from :mod:`netgen.codegen.render`,
+float constants from :func:`netgen.codegen.render.scalar_literal`), and no
+rendered text is searched or substituted again. What a generated module
+needs about the kernels -- ``KERNEL_ARGS`` (argument kinds), the kernel
+functions, the ``KERNELS`` table -- is derived from the objects
+(:func:`kernels_source`).
 
 Four kernels, one launch per direction (docs/cuda-kernels.md has the
 design, the choices and their estimates):
@@ -42,6 +53,13 @@ Variants: the block's wire arrays live in dynamic shared memory
 for the rows with P, n for values only, 2 n for the column) or in a global
 scratch row per block (``global``), the same code between.
 
+Float types: float64 kernels compile with IEEE arithmetic; float32 kernels
+with Numba's ``fastmath`` (:data:`FASTMATH`: approximate division and
+square root, flush-to-zero, fused multiply-adds, the fast ``expf``), which
+the model says the issue-bound kernels need (docs/cuda-kernels.md); the
+finiteness tests of the bad-row check stay comparisons against infinity,
+which fast math keeps (tests/codegen/test_cuda_ptx.py checks the PTX).
+
 Bad rows without a host synchronisation: a row of ``x`` with a NaN or inf,
 a steepness that is not finite and > 0, a ``steepness * (max(x) - min(x))``
 that overflows the float type, or (column) a ``y`` outside 0..n-1 is
@@ -51,383 +69,216 @@ the row's share of dL/ds) is NaN.
 
 from __future__ import annotations
 
-import textwrap
+from dataclasses import dataclass
+from typing import Callable
 
-#: kernel name -> argument kinds, in order: "f1"/"f2" float arrays of that
-#: rank (the compute dtype), "w1" wire vector (uint16 or uint32, the
-#: module's ``WIRE_DTYPE``), "u1" uint32 vector, "i1" int64 vector, "b1"
-#: int32 vector, "bool" a flag. Launchers, signatures, the packing and the
-#: compile check use these. The last argument is the wire-array scratch.
-KERNEL_ARGS = {
-    "fwd": ("f2", "f1", "w1", "w1", "u1", "w1", "w1", "u1", "w1", "f2", "f2", "f2", "b1", "f2", "f2", "bool",
-            "bool", "f2"),
-    "bwd": ("f1", "w1", "w1", "u1", "w1", "w1", "u1", "w1", "f2", "f2", "f2", "f2", "f2", "f2", "b1", "f2", "f1",
-            "bool", "bool", "bool", "bool", "f2"),
-    "fwd_col": ("f2", "i1", "f1", "w1", "w1", "u1", "w1", "f2", "f2", "f2", "b1", "bool", "f2"),
-    "bwd_col": ("f1", "w1", "w1", "u1", "w1", "f2", "f2", "f2", "b1", "f2", "f1", "bool", "f2"),
-}
+from ._cuda_sweeps import (
+    UNROLL_RANKS,
+    Ctx,
+    alloc,
+    backsweep,
+    fill_rows,
+    grad_out,
+    layers,
+    load_row,
+    mix,
+    per_rank,
+    prologue,
+    rank_step,
+    ranks,
+    swap_at,
+)
+from .lines import Lines, literal
 
-#: the smallest wire-array use of each kernel, in rows of n floats (the
-#: shared variant is emitted where this fits the shared-memory limit)
-MIN_ROWS = {"fwd": 1, "bwd": 1, "fwd_col": 2, "bwd_col": 2}
+__all__ = ["Kernel", "KERNELS", "KERNEL_ARGS", "MIN_ROWS", "FASTMATH", "UNROLL_RANKS", "VARIANTS", "kernels_source"]
 
-WARP = 32
-
-_PROLOGUE = """\
-b = np.uint32(cuda.blockIdx.x)
-tx = np.uint32(cuda.threadIdx.x)
-nt = np.uint32(cuda.blockDim.x)
-U0 = np.uint32(0)
-U1 = np.uint32(1)
-U2 = np.uint32(2)
-WARP = np.uint32(32)
-L = np.uint32(offs.shape[0]) - U1
-k = np.uint32(outs.shape[0])
-s = sv[0]"""
+#: argument kinds: "f1"/"f2" float arrays of that rank (the compute dtype),
+#: "w1" wire vector (uint16 or uint32, the module's ``WIRE_DTYPE``), "u1"
+#: uint32 vector, "i1" int64 vector, "b1" int32 vector, "bool" a flag
+KINDS = ("f1", "f2", "w1", "u1", "i1", "b1", "bool")
+VARIANTS = ("global", "shared")
+#: Numba's fastmath option per float type (see the module doc)
+FASTMATH = {"float32": True, "float64": False}
 
 
-def _loop(body: str, reverse: bool) -> str:
-    """The layer loop around ``body`` (code for comparator ``i``): threads
-    stride over a layer's comparators; a layer of <= 32 comparators is run
-    by warp 0 and closed with syncwarp when the next layer is narrow too,
-    else every layer ends with syncthreads."""
-    if reverse:
-        order = "l = L - U1 - li"
-        nxt = "nxt_narrow = l > U0 and offs[l] - offs[l - U1] <= WARP"
-    else:
-        order = "l = li"
-        nxt = "nxt_narrow = l + U1 < L and offs[l + U2] - offs[l + U1] <= WARP"
-    return (
-        f"for li in range(U0, L, U1):\n"
-        f"    {order}\n"
-        f"    ls = offs[l]\n"
-        f"    le = offs[l + U1]\n"
-        f"    narrow = le - ls <= WARP\n"
-        f"    if narrow:\n"
-        f"        i0 = ls + tx if tx < WARP else le\n"
-        f"        di = WARP\n"
-        f"    else:\n"
-        f"        i0 = ls + tx\n"
-        f"        di = nt\n"
-        f"    i = i0\n"
-        f"    while i < le:\n"
-        + textwrap.indent(body, " " * 8) + "\n"
-        f"        i += di\n"
-        f"    {nxt}\n"
-        f"    if narrow and nxt_narrow:\n"
-        f"        if tx < WARP:\n"
-        f"            cuda.syncwarp()\n"
-        f"    else:\n"
-        f"        cuda.syncthreads()"
-    )
+@dataclass(frozen=True)
+class Kernel:
+    """One kernel: ``name`` (``fwd`` -> functions ``_fwd_f32_s`` etc.),
+    ``args`` ((name, kind) in order, the scratch last), ``rows`` (its
+    smallest wire-array use in rows of n floats: the shared variant exists
+    where that fits), ``length`` (the argument whose ``shape[1]`` is n) and
+    ``body`` (writes the statements after the prologue)."""
+
+    name: str
+    args: tuple[tuple[str, str], ...]
+    rows: int
+    length: str
+    body: Callable[[Lines, Ctx], None]
+
+    def __post_init__(self) -> None:
+        names = [a for a, _ in self.args]
+        if (len(set(names)) != len(names) or any(k not in KINDS for _, k in self.args)
+                or self.args[-1] != ("scratch", "f2") or self.length not in names):  # pragma: no cover - a bug here
+            raise ValueError(f"kernel {self.name}: arguments {self.args} (unique names, known kinds, the scratch "
+                             f"last, {self.length!r} among them)")
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(k for _, k in self.args)
+
+    def function_name(self, ft: str, variant: str) -> str:
+        return f"_{self.name}_f{32 if ft == 'float32' else 64}_{variant[0]}"
+
+    def render(self, ft: str, variant: str, swap: str, k: int) -> str:
+        """The kernel function's source (decorator included) for float type
+        ``ft``, ``variant`` ("shared" or "global") and a network of ``k``
+        outputs; ``swap``: the swap code
+        (:func:`netgen.codegen._swap_code.swap_code` with ``steepness="s"``,
+        indent 0)."""
+        if ft not in FASTMATH or variant not in VARIANTS or int(k) < 1:
+            raise ValueError(f"unknown float type or variant {ft!r} {variant!r}")
+        L = Lines()
+        L("@cuda.jit(fastmath=True)" if FASTMATH[ft] else "@cuda.jit")
+        with L.block(f"def {self.function_name(ft, variant)}({', '.join(a for a, _ in self.args)}):"):
+            prologue(L, ft, self.length, k)
+            self.body(L, Ctx(ft, variant, swap, k))
+        return L.render()
 
 
-def _load_row(ft: str, col: bool) -> str:
-    """Load row b of x into ``sm[:n]`` (zeros for a bad row), flag bad rows:
-    non-finite entries, a steepness not finite and > 0, an overflowing
-    steepness * (max - min), and for the column a y outside 0..n-1."""
-    y_check = "nonfinite = 1 if yb < 0 or yb >= n else 0\n" if col else "nonfinite = 0\n"
-    zero_u = "    sm[n + w] = ZERO\n" if col else ""
-    return (
-        "mm = cuda.shared.array(2, dtype=numba." + ft + ")\n"
-        "if tx == U0:\n"
-        "    mm[0] = -INF\n"
-        "    mm[1] = INF\n"
-        "cuda.syncthreads()\n"
-        + y_check +
-        "hx = -INF\n"
-        "lx = INF\n"
-        "for w in range(tx, n, nt):\n"
-        "    xw = x[b, w]\n"
-        "    if not math.isfinite(xw):\n"
-        "        nonfinite = 1\n"
-        "    hx = max(hx, xw)\n"
-        "    lx = min(lx, xw)\n"
-        "    sm[w] = xw\n"
-        + zero_u +
-        "cuda.atomic.max(mm, 0, hx)\n"
-        "cuda.atomic.min(mm, 1, lx)\n"
-        "anybad = cuda.syncthreads_or(nonfinite)\n"
-        "spread = s * (mm[0] - mm[1])\n"
-        "isbad = anybad != 0 or not (s > ZERO and math.isfinite(s) and math.isfinite(spread))\n"
-        "if isbad:\n"
-        "    for w in range(tx, n, nt):\n"
-        "        sm[w] = ZERO\n"
-        "    cuda.syncthreads()\n"
-    )
+# ------------------------------------------------------------------ bodies
+def _fwd(L: Lines, c: Ctx) -> None:
+    L("kn = k * n", "dsb = ds[b]", "psb = ps[b]", "Db = D[b if save_D else U0]")
+    alloc(L, c)
+    load_row(L, c, col=False)
+    with layers(L, reverse=False):
+        swap_at(L, c)
+        mix(L, "a", "c", "xa", "xc")
+        L("dsb[i] = d", "psb[i] = p")
+    with L.block("for r in range(tx, k, nt):"):
+        L("values[b, r] = NAN if isbad else sm[outs[r]]")
+    with L.block("if tx == U0:"):
+        L("bad[b] = 1 if isbad else 0")
+    with L.block("if do_P:"):
+        L("cuda.syncthreads()")
+        backsweep(L, c, "save_D")
+        per_rank(L, "P[b, j] = NAN if isbad else sm[w * k + r]")
 
 
-def _backsweep(swap: str, save: str) -> str:
-    """R (k x n, wire-major, in ``sm``) <- R M_l from the last layer to the
-    first over the planned ranks; saves D when ``save`` (a flag name)."""
-    body = (
-        "lo = clo[i]\n"
-        "hi = chi[i]\n"
-        "if lo < hi:\n"
-        "    a = wa[i] * k\n"
-        "    c = wb[i] * k\n"
-        "    p = psb[i]\n"
-        "    q = ONE - p\n"
-        "    ia = a + lo\n"
-        "    ic = c + lo\n"
-        "    ie = a + hi\n"
-        f"    if {save}:\n"
-        "        j = doff[i] + U0\n"
-        "        while ia < ie:\n"
-        "            ra = sm[ia]\n"
-        "            rc = sm[ic]\n"
-        "            Db[j] = ra - rc\n"
-        "            sm[ia] = p * ra + q * rc\n"
-        "            sm[ic] = q * ra + p * rc\n"
-        "            ia += U1\n"
-        "            ic += U1\n"
-        "            j += U1\n"
-        "    else:\n"
-        "        while ia < ie:\n"
-        "            ra = sm[ia]\n"
-        "            rc = sm[ic]\n"
-        "            sm[ia] = p * ra + q * rc\n"
-        "            sm[ic] = q * ra + p * rc\n"
-        "            ia += U1\n"
-        "            ic += U1"
-    )
-    return (
-        "for j in range(tx, kn, nt):\n"
-        "    sm[j] = ZERO\n"
-        "cuda.syncthreads()\n"
-        "for r in range(tx, k, nt):\n"
-        "    sm[outs[r] * k + r] = ONE\n"
-        "cuda.syncthreads()\n"
-        + _loop(body, reverse=True) + "\n"
-    )
+def _bwd(L: Lines, c: Ctx) -> None:
+    L("kn = k * n", "dsb = ds[b]", "psb = ps[b]", "Db = D[b if has_gP else U0]", "gpb = gp[b if has_gP else U0]")
+    alloc(L, c)
+    with L.block("if has_gP:"):
+        with L.block("if recompute:"):
+            backsweep(L, c, "recompute")
+        per_rank(L, "sm[w * k + r] = gP[b, j]")
+        L("cuda.syncthreads()")
+        with layers(L, reverse=False):
+            with ranks(L, c, acc=True):
+                rank_step(L, c, ("ga", "gc"), True, lambda j: L(f"acc += (ga - gc) * Db[{j}]"))
+            L("gpb[i] = acc")
+    fill_rows(L, "w", "n", "")
+    with L.block("if has_gv:"):
+        with L.block("for r in range(tx, k, nt):"):
+            L("sm[outs[r]] = gv[b, r]")
+        L("cuda.syncthreads()")
+    L("acc_s = ZERO")
+    with layers(L, reverse=True):
+        swap_at(L, c, "dsb[i]")
+        L("ga = sm[a]", "gc = sm[c]", "gpi = (ga - gc) * d")
+        with L.block("if has_gP:"):
+            L("gpi += gpb[i]")
+        L("acc_s += gpi * dps", "gd = gpi * dp")
+        mix(L, "a", "c", "ga", "gc", "gd")
+    grad_out(L)
 
 
-def _fwd(swap: str) -> str:
-    values = (
-        "a = wa[i]\n"
-        "c = wb[i]\n"
-        "xa = sm[a]\n"
-        "xc = sm[c]\n"
-        "d = xa - xc\n"
-        + swap + "\n"
-        "q = ONE - p\n"
-        "sm[a] = p * xa + q * xc\n"
-        "sm[c] = q * xa + p * xc\n"
-        "dsb[i] = d\n"
-        "psb[i] = p"
-    )
-    return (
-        "def _fwd@SFX@(x, sv, wa, wb, offs, clo, chi, doff, outs, values, ds, ps, bad, P, D, do_P, save_D,"
-        " scratch):\n"
-        + textwrap.indent(
-            _PROLOGUE + "\n"
-            "n = np.uint32(x.shape[1])\n"
-            "kn = k * n\n"
-            "dsb = ds[b]\n"
-            "psb = ps[b]\n"
-            "Db = D[b if save_D else U0]\n"
-            "@ALLOC@\n"
-            + _load_row("@FT@", col=False)
-            + _loop(values, reverse=False) + "\n"
-            "for r in range(tx, k, nt):\n"
-            "    values[b, r] = NAN if isbad else sm[outs[r]]\n"
-            "if tx == U0:\n"
-            "    bad[b] = 1 if isbad else 0\n"
-            "if do_P:\n"
-            "    cuda.syncthreads()\n"
-            + textwrap.indent(
-                _backsweep(swap, "save_D")
-                + "for j in range(tx, kn, nt):\n"
-                "    r = j // n\n"
-                "    P[b, j] = NAN if isbad else sm[(j - r * n) * k + r]\n", "    "),
-            "    ")
-    )
+def _fwd_col(L: Lines, c: Ctx) -> None:
+    L("yb = y[b]", "dsb = ds[b if save else U0]", "dusb = dus[b if save else U0]")
+    alloc(L, c)
+    load_row(L, c, col=True)
+    with L.block("if tx == U0 and not isbad:"):
+        L("sm[n + np.uint32(yb)] = ONE")
+    L("cuda.syncthreads()")
+    with layers(L, reverse=False):
+        swap_at(L, c)
+        mix(L, "a", "c", "xa", "xc")
+        L("ua = sm[n + a]", "uc = sm[n + c]")
+        mix(L, "n + a", "n + c", "ua", "uc")
+        with L.block("if save:"):
+            L("dsb[i] = d", "dusb[i] = ua - uc")
+    with L.block("for r in range(tx, k, nt):"):
+        L("col[b, r] = NAN if isbad else sm[n + outs[r]]")
+    with L.block("if tx == U0:"):
+        L("bad[b] = 1 if isbad else 0")
 
 
-def _bwd(swap: str) -> str:
-    gsweep = (
-        "lo = clo[i]\n"
-        "hi = chi[i]\n"
-        "acc = ZERO\n"
-        "if lo < hi:\n"
-        "    a = wa[i] * k\n"
-        "    c = wb[i] * k\n"
-        "    p = psb[i]\n"
-        "    q = ONE - p\n"
-        "    j = doff[i] + U0\n"
-        "    ia = a + lo\n"
-        "    ic = c + lo\n"
-        "    ie = a + hi\n"
-        "    while ia < ie:\n"
-        "        ga = sm[ia]\n"
-        "        gc = sm[ic]\n"
-        "        acc += (ga - gc) * Db[j]\n"
-        "        sm[ia] = p * ga + q * gc\n"
-        "        sm[ic] = q * ga + p * gc\n"
-        "        ia += U1\n"
-        "        ic += U1\n"
-        "        j += U1\n"
-        "gpb[i] = acc"
-    )
-    gvals = (
-        "a = wa[i]\n"
-        "c = wb[i]\n"
-        "d = dsb[i]\n"
-        + swap + "\n"
-        "q = ONE - p\n"
-        "ga = sm[a]\n"
-        "gc = sm[c]\n"
-        "gpi = (ga - gc) * d\n"
-        "if has_gP:\n"
-        "    gpi += gpb[i]\n"
-        "acc_s += gpi * dps\n"
-        "gd = gpi * dp\n"
-        "sm[a] = p * ga + q * gc + gd\n"
-        "sm[c] = q * ga + p * gc - gd"
-    )
-    return (
-        "def _bwd@SFX@(sv, wa, wb, offs, clo, chi, doff, outs, gv, gP, ds, ps, D, gp, bad, gx, gs,"
-        " has_gv, has_gP, recompute, want_gs, scratch):\n"
-        + textwrap.indent(
-            _PROLOGUE + "\n"
-            "n = np.uint32(gx.shape[1])\n"
-            "kn = k * n\n"
-            "dsb = ds[b]\n"
-            "psb = ps[b]\n"
-            "Db = D[b if has_gP else U0]\n"
-            "gpb = gp[b if has_gP else U0]\n"
-            "@ALLOC@\n"
-            "if has_gP:\n"
-            "    if recompute:\n"
-            + textwrap.indent(_backsweep(swap, "recompute"), "        ")
-            + "    for j in range(tx, kn, nt):\n"
-            "        r = j // n\n"
-            "        sm[(j - r * n) * k + r] = gP[b, j]\n"
-            "    cuda.syncthreads()\n"
-            + textwrap.indent(_loop(gsweep, reverse=False), "    ") + "\n"
-            "for w in range(tx, n, nt):\n"
-            "    sm[w] = ZERO\n"
-            "cuda.syncthreads()\n"
-            "if has_gv:\n"
-            "    for r in range(tx, k, nt):\n"
-            "        sm[outs[r]] = gv[b, r]\n"
-            "    cuda.syncthreads()\n"
-            "acc_s = ZERO\n"
-            + _loop(gvals, reverse=True) + "\n"
-            "isbad = bad[b] != 0\n"
-            "for w in range(tx, n, nt):\n"
-            "    gx[b, w] = NAN if isbad else sm[w]\n"
-            "if want_gs:\n"
-            "    cuda.atomic.add(gs, b, NAN if isbad else acc_s)\n",
-            "    ")
-    )
+def _bwd_col(L: Lines, c: Ctx) -> None:
+    L("dsb = ds[b]", "dusb = dus[b]")
+    alloc(L, c)
+    fill_rows(L, "w", "n", "", "n + ")
+    with L.block("for r in range(tx, k, nt):"):
+        L("sm[n + outs[r]] = gcol[b, r]")
+    L("cuda.syncthreads()", "acc_s = ZERO")
+    with layers(L, reverse=True):
+        swap_at(L, c, "dsb[i]")
+        L("ga = sm[a]", "gc = sm[c]", "ua = sm[n + a]", "uc = sm[n + c]",
+          "gpi = (ga - gc) * d + (ua - uc) * dusb[i]",
+          "acc_s += gpi * dps",
+          "gd = gpi * dp")
+        mix(L, "a", "c", "ga", "gc", "gd")
+        mix(L, "n + a", "n + c", "ua", "uc")
+    grad_out(L)
 
 
-def _fwd_col(swap: str) -> str:
-    body = (
-        "a = wa[i]\n"
-        "c = wb[i]\n"
-        "xa = sm[a]\n"
-        "xc = sm[c]\n"
-        "d = xa - xc\n"
-        + swap + "\n"
-        "q = ONE - p\n"
-        "sm[a] = p * xa + q * xc\n"
-        "sm[c] = q * xa + p * xc\n"
-        "ua = sm[n + a]\n"
-        "uc = sm[n + c]\n"
-        "sm[n + a] = p * ua + q * uc\n"
-        "sm[n + c] = q * ua + p * uc\n"
-        "if save:\n"
-        "    ds[b, i] = d\n"
-        "    dus[b, i] = ua - uc"
-    )
-    return (
-        "def _fwd_col@SFX@(x, y, sv, wa, wb, offs, outs, col, ds, dus, bad, save, scratch):\n"
-        + textwrap.indent(
-            _PROLOGUE + "\n"
-            "n = np.uint32(x.shape[1])\n"
-            "yb = y[b]\n"
-            "@ALLOC@\n"
-            + _load_row("@FT@", col=True)
-            + "if tx == U0 and not isbad:\n"
-            "    sm[n + np.uint32(yb)] = ONE\n"
-            "cuda.syncthreads()\n"
-            + _loop(body, reverse=False) + "\n"
-            "for r in range(tx, k, nt):\n"
-            "    col[b, r] = NAN if isbad else sm[n + outs[r]]\n"
-            "if tx == U0:\n"
-            "    bad[b] = 1 if isbad else 0\n",
-            "    ")
-    )
+# ------------------------------------------------------------------ the kernels
+_NET = (("wa", "w1"), ("wb", "w1"), ("offs", "u1"))
+_PLAN = (("clo", "w1"), ("chi", "w1"), ("doff", "u1"), ("outs", "w1"))
+_SCRATCH = (("scratch", "f2"),)
+
+#: the kernels of a generated module, in the order they are emitted
+KERNELS = (
+    Kernel("fwd", (("x", "f2"), ("sv", "f1"), *_NET, *_PLAN, ("values", "f2"), ("ds", "f2"), ("ps", "f2"),
+                   ("bad", "b1"), ("P", "f2"), ("D", "f2"), ("do_P", "bool"), ("save_D", "bool"), *_SCRATCH),
+           rows=1, length="x", body=_fwd),
+    Kernel("bwd", (("sv", "f1"), *_NET, *_PLAN, ("gv", "f2"), ("gP", "f2"), ("ds", "f2"), ("ps", "f2"),
+                   ("D", "f2"), ("gp", "f2"), ("bad", "b1"), ("gx", "f2"), ("gs", "f1"), ("has_gv", "bool"),
+                   ("has_gP", "bool"), ("recompute", "bool"), ("want_gs", "bool"), *_SCRATCH),
+           rows=1, length="gx", body=_bwd),
+    Kernel("fwd_col", (("x", "f2"), ("y", "i1"), ("sv", "f1"), *_NET, ("outs", "w1"), ("col", "f2"), ("ds", "f2"),
+                       ("dus", "f2"), ("bad", "b1"), ("save", "bool"), *_SCRATCH),
+           rows=2, length="x", body=_fwd_col),
+    Kernel("bwd_col", (("sv", "f1"), *_NET, ("outs", "w1"), ("gcol", "f2"), ("ds", "f2"), ("dus", "f2"),
+                       ("bad", "b1"), ("gx", "f2"), ("gs", "f1"), ("want_gs", "bool"), *_SCRATCH),
+           rows=2, length="gx", body=_bwd_col),
+)
+
+#: kernel name -> argument kinds, in order (launchers, signatures, the
+#: packing and the compile check use these; derived from KERNELS)
+KERNEL_ARGS = {kern.name: kern.kinds for kern in KERNELS}
+#: the smallest wire-array use of each kernel, in rows of n floats
+MIN_ROWS = {kern.name: kern.rows for kern in KERNELS}
 
 
-def _bwd_col(swap: str) -> str:
-    body = (
-        "a = wa[i]\n"
-        "c = wb[i]\n"
-        "d = ds[b, i]\n"
-        + swap + "\n"
-        "q = ONE - p\n"
-        "ga = sm[a]\n"
-        "gc = sm[c]\n"
-        "ua = sm[n + a]\n"
-        "uc = sm[n + c]\n"
-        "gpi = (ga - gc) * d + (ua - uc) * dus[b, i]\n"
-        "acc_s += gpi * dps\n"
-        "gd = gpi * dp\n"
-        "sm[a] = p * ga + q * gc + gd\n"
-        "sm[c] = q * ga + p * gc - gd\n"
-        "sm[n + a] = p * ua + q * uc\n"
-        "sm[n + c] = q * ua + p * uc"
-    )
-    return (
-        "def _bwd_col@SFX@(sv, wa, wb, offs, outs, gcol, ds, dus, bad, gx, gs, want_gs, scratch):\n"
-        + textwrap.indent(
-            _PROLOGUE + "\n"
-            "n = np.uint32(gx.shape[1])\n"
-            "@ALLOC@\n"
-            "for w in range(tx, n, nt):\n"
-            "    sm[w] = ZERO\n"
-            "    sm[n + w] = ZERO\n"
-            "cuda.syncthreads()\n"
-            "for r in range(tx, k, nt):\n"
-            "    sm[n + outs[r]] = gcol[b, r]\n"
-            "cuda.syncthreads()\n"
-            "acc_s = ZERO\n"
-            + _loop(body, reverse=True) + "\n"
-            "isbad = bad[b] != 0\n"
-            "for w in range(tx, n, nt):\n"
-            "    gx[b, w] = NAN if isbad else sm[w]\n"
-            "if want_gs:\n"
-            "    cuda.atomic.add(gs, b, NAN if isbad else acc_s)\n",
-            "    ")
-    )
-
-
-_BUILDERS = {"fwd": _fwd, "bwd": _bwd, "fwd_col": _fwd_col, "bwd_col": _bwd_col}
-
-
-def kernel_sources(ft: str, variant: str, swap: str, lit) -> dict[str, str]:
-    """Source of each kernel for float type ``ft`` and ``variant``
-    ("shared" or "global"), named ``_<kernel>_f32_s`` etc. ``swap``: the
-    swap code (:func:`netgen.codegen._swap_code.swap_code` with
-    ``steepness="s"``, indent 0); ``lit``: the float-literal function."""
-    sfx = f"_f{32 if ft == 'float32' else 64}_{variant[0]}"
-    alloc = (f"sm = cuda.shared.array(0, dtype=numba.{ft})" if variant == "shared" else "sm = scratch[b]")
-    consts = {
-        "@SFX@": sfx,
-        "@FT@": ft,
-        "@ALLOC@": alloc,
-    }
-    out = {}
-    for name, build in _BUILDERS.items():
-        src = build(swap)
-        for key, val in consts.items():  # trusted text only (see the module doc)
-            src = src.replace(key, val)
-        src = (src.replace("ZERO", lit(0.0, ft)).replace("ONE", lit(1.0, ft))
-               .replace("NAN", "np.float32(math.nan)" if ft == "float32" else "math.nan")
-               .replace("-INF", "-" + ("np.float32(math.inf)" if ft == "float32" else "math.inf"))
-               .replace("INF", "np.float32(math.inf)" if ft == "float32" else "math.inf"))
-        out[name] = "@cuda.jit\n" + src.rstrip() + "\n"
-    return out
+def kernels_source(n: int, k: int, shared_limit: int, swaps: dict[str, str]) -> tuple[str, str, str]:
+    """What a generated module holds about its kernels, from the objects:
+    (the ``KERNEL_ARGS`` assignment, the kernel functions, the ``KERNELS``
+    table ``(dtype, name, variant) -> kernel``). ``swaps``: float type ->
+    swap code. A shared variant is emitted where the kernel's smallest
+    wire-array use (``rows`` x n floats) fits ``shared_limit`` bytes."""
+    args = Lines()
+    with args.indented():
+        for kern in KERNELS:
+            args(f"{literal(kern.name)}: {literal(kern.kinds)},")
+    sources, table = [], Lines()
+    with table.indented():
+        for ft, swap in swaps.items():
+            size = 4 if ft == "float32" else 8
+            for variant in VARIANTS:
+                for kern in KERNELS:
+                    if variant == "shared" and kern.rows * n * size > shared_limit:
+                        continue
+                    sources.append(kern.render(ft, variant, swap, k))
+                    table(f"(np.dtype(np.{ft}), {literal(kern.name)}, {literal(variant)}): "
+                          f"{kern.function_name(ft, variant)},")
+    return ("KERNEL_ARGS = {\n" + args.render() + "}", "\n\n".join(s.rstrip() for s in sources),
+            "KERNELS = {\n" + table.render() + "}")

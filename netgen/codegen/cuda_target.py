@@ -28,11 +28,11 @@ module is assembled from:
   GPU needed).
 
 What the rows path keeps for its backward: the comparators' differences d
-(B x size) and, where the plan's nnz is at most ``SAVE_D_RATIO`` k n (top-k
+and swap probabilities p (B x size each) and, where the plan's nnz is at most ``SAVE_D_RATIO`` k n (top-k
 networks: 2.6 k n at (5, 10450)), the back-sweep's row differences D (B x
 nnz); otherwise (sorting) nothing more: the backward recomputes the
 back-sweep into a scratch D, the batch processed in chunks that fit a
-working budget. p, dp/dd and dp/ds are always recomputed from d.
+working budget. dp/dd and dp/ds are recomputed from d in the backward.
 
 The module imports without a GPU; using the Layer there raises a
 RuntimeError saying a CUDA device is needed. No eager signatures
@@ -56,10 +56,9 @@ from pathlib import Path
 from typing import Any
 
 from ..network import Network
-from ._cuda_kernels import KERNEL_ARGS, MIN_ROWS, kernel_sources
+from ._cuda_kernels import KERNEL_ARGS, kernels_source
 from ._numba_common import (
     FLOAT_TYPES,
-    lit,
     network_literal,
     plan,
     plan_source,
@@ -111,29 +110,19 @@ def emit(net: Network, r: Any = None, *, shared_limit: int = SHARED_LIMIT, threa
     if int(doff[-1]) >= 2**32 or net.size >= 2**32:
         raise ValueError(f"network too large for the cuda target: {int(doff[-1])} (comparator, rank) pairs "
                          "(32-bit offsets)")
-    kernels, table = [], []
-    for ft in FLOAT_TYPES:
-        size = 4 if ft == "float32" else 8
-        swap = swap_code(r, 0, ft, steepness="s")
-        for variant in ("global", "shared"):
-            srcs = kernel_sources(ft, variant, swap, lit)
-            for name, src in srcs.items():
-                if variant == "shared" and MIN_ROWS[name] * net.n * size > shared_limit:
-                    continue
-                kernels.append(src)
-                sfx = f"_f{size * 8}_{variant[0]}"
-                table.append(f"    (np.dtype(np.{ft}), {name!r}, {variant!r}): _{name}{sfx},")
     from .runtime import common
 
+    kernel_args, kernels, table = kernels_source(
+        net.n, net.k, shared_limit, {ft: swap_code(r, 0, ft, steepness="s") for ft in FLOAT_TYPES})
     subs = {
         "DOC": repr(_doc(net, r)),
         "NETWORK": network_literal(net),
         "RELAXATION": relaxation_literal(r),
         "PLAN": plan_source((common.steepness_value, common.refuse_transforms, common.check_input,
                              common._SecondOrder, common.refuse_second_order)).rstrip(),
-        "KERNEL_ARGS": "KERNEL_ARGS = {\n" + "".join(f"    {k!r}: {v!r},\n" for k, v in KERNEL_ARGS.items()) + "}",
-        "KERNELS": "\n\n".join(kernels).rstrip(),
-        "KERNEL_TABLE": "KERNELS = {\n" + "\n".join(table) + "\n}",
+        "KERNEL_ARGS": kernel_args,
+        "KERNELS": kernels,
+        "KERNEL_TABLE": table,
     }
     header = _fill(_HEADER, subs)
     constants = {"THREADS": threads, "BIG_THREADS": big_threads, "SHARED_LIMIT": shared_limit,
@@ -214,7 +203,7 @@ def _ops_namespace(net: Network, r) -> str:
     ops, one per (network, relaxation, kernel code)."""
     h = hashlib.sha256()
     for part in (network_literal(net), relaxation_literal(r), repr(KERNEL_ARGS), _runtime_code(Namespace()),
-                 "".join(kernel_sources("float32", "shared", swap_code(r, 0, "float32", steepness="s"), lit).values())):
+                 kernels_source(net.n, net.k, SHARED_LIMIT, {"float32": swap_code(r, 0, "float32", steepness="s")})[1]):
         h.update(part.encode())
     return f"netgen_cuda_{h.hexdigest()[:12]}"
 

@@ -45,6 +45,7 @@ def test_splitter_10450_kernels_compile_for_sm90(tmp_path):
         assert cubin[:4] == b"\x7fELF" and k["cubin_bytes"] == len(cubin) > 1000
         # shared variants keep their wire arrays in dynamic shared memory
         assert (".extern .shared" in ptx) == k["name"].endswith("_s"), k["name"]
+        check_float_mode(k["name"], ptx)
     check_launch_abi(load(path), res["kernels"])
     lines = [f"{k['name']}: PTX {k['ptx_bytes']} B, cubin {k['cubin_bytes']} B  {k['info']}" for k in res["kernels"]]
     warnings.warn(
@@ -52,6 +53,20 @@ def test_splitter_10450_kernels_compile_for_sm90(tmp_path):
         f"in {res['seconds']} s (assembler: {res['assembler']}):\n    " + "\n    ".join(lines),
         stacklevel=1,
     )
+
+
+def check_float_mode(name: str, ptx: str) -> None:
+    """float32 kernels are compiled with fast math (approximate division,
+    flush-to-zero), float64 kernels with IEEE division; the kernels that
+    flag bad rows keep their comparisons against infinity (fast math must
+    not fold the isfinite tests away)."""
+    if "_f32_" in name:
+        assert re.search(r"\bdiv\.(approx|full)\.ftz\.f32", ptx) and not re.search(r"\bdiv\.rn\.f32", ptx), name
+    else:
+        assert re.search(r"\b(div|rcp)\.rn\.f64", ptx) and not re.search(r"\bdiv\.(approx|full)\.", ptx), name
+    if name.startswith(("_fwd_f", "_fwd_col_f")):
+        inf = "0f7F800000" if "_f32_" in name else "0d7FF0000000000"
+        assert len(re.findall(r"setp\.\w+(\.ftz)?\.f\d\d\s+%p\d+, %f[d]?\d+, " + inf, ptx)) >= 2, name
 
 
 def _ptx_params(ptx: str) -> list[str]:

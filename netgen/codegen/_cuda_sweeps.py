@@ -1,0 +1,222 @@
+"""Statement writers of the ``cuda`` target's kernels: the pieces the
+kernel bodies of :mod:`netgen.codegen._cuda_kernels` are made of (the
+prologue, the layer loop with its warp/block barriers, the rank sweeps, the
+comparator update, the row load with the bad-row check, dL/dx out), each
+written once. Each states trusted statements into a
+:class:`~netgen.codegen.lines.Lines` builder; values reach them only
+through :func:`~netgen.codegen.lines.literal` and
+:func:`~netgen.codegen.render.scalar_literal`."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from .lines import Lines, literal
+from .render import scalar_literal
+
+#: rank sweeps of networks with k <= UNROLL_RANKS get one guarded copy of
+#: the update per rank instead of a rank loop (docs/cuda-kernels.md)
+UNROLL_RANKS = 8
+WARP = 32
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """What a body writer needs besides the statements: the float type,
+    the variant, the swap code (defining p, dp, dps from d) and k."""
+
+    ft: str
+    variant: str
+    swap: str
+    k: int
+
+
+def prologue(L: Lines, ft: str, length: str, k: int) -> None:
+    """Block and thread indices, unsigned constants, the float constants
+    (locals: the compiler folds them), k (the network's, a constant: the
+    wire-major index arithmetic multiplies by a literal), n, the
+    steepness."""
+    nan, inf = ("np.float32(math.nan)", "np.float32(math.inf)") if ft == "float32" else ("math.nan", "math.inf")
+    L("b = np.uint32(cuda.blockIdx.x)",
+      "tx = np.uint32(cuda.threadIdx.x)",
+      "nt = np.uint32(cuda.blockDim.x)",
+      "U0 = np.uint32(0)",
+      "U1 = np.uint32(1)",
+      "U2 = np.uint32(2)",
+      f"WARP = np.uint32({WARP})",
+      f"ZERO = {scalar_literal(0.0, ft)}",
+      f"ONE = {scalar_literal(1.0, ft)}",
+      f"NAN = {nan}",
+      f"INF = {inf}",
+      "L = np.uint32(offs.shape[0]) - U1",
+      f"k = np.uint32({literal(k)})",
+      "s = sv[0]",
+      f"n = np.uint32({length}.shape[1])")
+
+
+def alloc(L: Lines, c: Ctx) -> None:
+    """``sm``: the block's wire arrays (dynamic shared memory or the
+    block's scratch row)."""
+    L(f"sm = cuda.shared.array(0, dtype=numba.{c.ft})" if c.variant == "shared" else "sm = scratch[b]")
+
+
+@contextmanager
+def layers(L: Lines, reverse: bool) -> Iterator[None]:
+    """The layer loop around the body (code for comparator ``i``): threads
+    stride over a layer's comparators; a layer of <= 32 comparators is run
+    by warp 0 and closed with syncwarp when the next layer is narrow too,
+    else every layer ends with syncthreads."""
+    with L.block("for li in range(U0, L, U1):"):
+        L("l = np.uint32(L - U1 - li)" if reverse else "l = np.uint32(li)",
+          "ls = offs[l]",
+          "le = offs[l + U1]",
+          "narrow = le - ls <= WARP")
+        with L.block("if narrow:"):
+            L("i0 = np.uint32(ls + tx) if tx < WARP else le", "di = WARP")
+        with L.block("else:"):
+            L("i0 = np.uint32(ls + tx)", "di = nt")
+        L("i = i0")
+        with L.block("while i < le:"):
+            yield
+            L("i = np.uint32(i + di)")
+        L("nxt_narrow = l > U0 and offs[l] - offs[l - U1] <= WARP" if reverse
+          else "nxt_narrow = l + U1 < L and offs[l + U2] - offs[l + U1] <= WARP")
+        with L.block("if narrow and nxt_narrow:"):
+            with L.block("if tx < WARP:"):
+                L("cuda.syncwarp()")
+        with L.block("else:"):
+            L("cuda.syncthreads()")
+
+
+def fill_rows(L: Lines, var: str, stop: str, *offsets: str) -> None:
+    """``sm[off + var] = ZERO`` for var < ``stop``, each offset, then a barrier."""
+    with L.block(f"for {var} in range(tx, {stop}, nt):"):
+        for off in offsets:
+            L(f"sm[{off}{var}] = ZERO")
+    L("cuda.syncthreads()")
+
+
+def mix(L: Lines, a: str, c: str, va: str, vc: str, grad: str = "") -> None:
+    """The comparator update of one pair of entries: ``sm[a] = p va + q vc``,
+    ``sm[c] = q va + p vc`` (plus / minus ``grad`` in an adjoint)."""
+    L(f"sm[{a}] = p * {va} + q * {vc}{' + ' + grad if grad else ''}",
+      f"sm[{c}] = q * {va} + p * {vc}{' - ' + grad if grad else ''}")
+
+
+def swap_at(L: Lines, c: Ctx, saved: str | None = None) -> None:
+    """Wires of comparator i, its difference d (``saved``: where the forward
+    kept it; else from the values xa, xc), then the swap code (p, dp, dps)
+    and q."""
+    L("a = wa[i]", "c = wb[i]")
+    if saved:
+        L(f"d = {saved}")
+    else:
+        L("xa = sm[a]", "xc = sm[c]", "d = xa - xc")
+    L(c.swap, "q = ONE - p")
+
+
+def load_row(L: Lines, c: Ctx, col: bool) -> None:
+    """Load row b of x into ``sm[:n]`` (zeros for a bad row), flag bad rows:
+    non-finite entries, a steepness not finite and > 0, an overflowing
+    steepness * (max - min), and for the column a y outside 0..n-1."""
+    L(f"mm = cuda.shared.array(2, dtype=numba.{c.ft})")
+    with L.block("if tx == U0:"):
+        L("mm[0] = -INF", "mm[1] = INF")
+    L("cuda.syncthreads()",
+      "nonfinite = 1 if yb < 0 or yb >= n else 0" if col else "nonfinite = 0",
+      "hx = -INF",
+      "lx = INF")
+    with L.block("for w in range(tx, n, nt):"):
+        L("xw = x[b, w]")
+        with L.block("if not math.isfinite(xw):"):
+            L("nonfinite = 1")
+        L("hx = max(hx, xw)", "lx = min(lx, xw)", "sm[w] = xw")
+        if col:
+            L("sm[n + w] = ZERO")
+    L("cuda.atomic.max(mm, 0, hx)",
+      "cuda.atomic.min(mm, 1, lx)",
+      "anybad = cuda.syncthreads_or(nonfinite)",
+      "spread = s * (mm[0] - mm[1])",
+      "isbad = anybad != 0 or not (s > ZERO and math.isfinite(s) and math.isfinite(spread))")
+    with L.block("if isbad:"):
+        with L.block("for w in range(tx, n, nt):"):
+            L("sm[w] = ZERO")
+        L("cuda.syncthreads()")
+
+
+@contextmanager
+def ranks(L: Lines, c: Ctx, acc: bool = False) -> Iterator[None]:
+    """Comparator i's planned ranks lo..hi-1 in wire-major rows (its wires'
+    entries start at ``a``, ``c``), p and q read from the forward; the body
+    is the rank sweep (:func:`rank_step`)."""
+    L("lo = clo[i]", "hi = chi[i]")
+    if acc:
+        L("acc = ZERO")
+    with L.block("if lo < hi:"):
+        L("a = wa[i] * k", "c = wb[i] * k", "p = psb[i]", "q = ONE - p")
+        if c.k > UNROLL_RANKS:
+            L("ia = a + lo", "ic = c + lo", "ie = a + hi")
+        yield
+
+
+def rank_step(L: Lines, c: Ctx, names: tuple[str, str], d_index: bool, body: Callable[[str], None]) -> None:
+    """The update of comparator i's ranks: load the pair, ``body`` (given
+    the D index of the rank), mix. Where k <= UNROLL_RANKS every rank r < k
+    gets its own guarded copy (``lo <= r < hi``; no rank loop: the model
+    counts ~25% fewer instructions per comparator at k = 5); otherwise a
+    ``while ia < ie`` loop with running indices (``j`` too where D is
+    indexed)."""
+    va, vc = names
+    if d_index:
+        L("j = doff[i] + U0")
+    if c.k <= UNROLL_RANKS:
+        for r in range(c.k):
+            L(f"r = np.uint32({r})")
+            with L.block("if lo <= r and r < hi:"):
+                L(f"{va} = sm[a + r]", f"{vc} = sm[c + r]")
+                body("j + r - lo")
+                mix(L, "a + r", "c + r", va, vc)
+        return
+    with L.block("while ia < ie:"):
+        L(f"{va} = sm[ia]", f"{vc} = sm[ic]")
+        body("j")
+        mix(L, "ia", "ic", va, vc)
+        L("ia += U1", "ic += U1")
+        if d_index:
+            L("j += U1")
+
+
+def backsweep(L: Lines, c: Ctx, save: str) -> None:
+    """R (k x n, wire-major, in ``sm``) <- R M_l from the last layer to the
+    first over the planned ranks; saves D when ``save`` (a flag name: one
+    layer loop each way, so the flag is tested once, not per comparator)."""
+    fill_rows(L, "j", "kn", "")
+    with L.block("for r in range(tx, k, nt):"):
+        L("sm[outs[r] * k + r] = ONE")
+    L("cuda.syncthreads()")
+    with L.block(f"if {save}:"):
+        with layers(L, reverse=True), ranks(L, c):
+            rank_step(L, c, ("ra", "rc"), True, lambda j: L(f"Db[{j}] = ra - rc"))
+    with L.block("else:"):
+        with layers(L, reverse=True), ranks(L, c):
+            rank_step(L, c, ("ra", "rc"), False, lambda j: None)
+
+
+def grad_out(L: Lines) -> None:
+    """dL/dx from ``sm[:n]`` and the row's dL/ds (NaN for a bad row)."""
+    L("isbad = bad[b] != 0")
+    with L.block("for w in range(tx, n, nt):"):
+        L("gx[b, w] = NAN if isbad else sm[w]")
+    with L.block("if want_gs:"):
+        L("cuda.atomic.add(gs, b, NAN if isbad else acc_s)")
+
+
+def per_rank(L: Lines, src: str) -> None:
+    """For each rank r and wire w: ``src``, with ``j = r n + w`` the
+    rank-major index of a (k, n) row and ``sm[w * k + r]`` its wire-major
+    place (threads stride over w: coalesced; no division of j by n)."""
+    with L.block("for r in range(U0, k, U1):"):
+        with L.block("for w in range(tx, n, nt):"):
+            L("j = r * n + w", src)
