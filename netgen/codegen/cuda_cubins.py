@@ -97,7 +97,7 @@ def write_folder(info: dict, module_path, dest) -> dict:
 
 
 def _arch_order(arch: str) -> tuple:
-    m = re.fullmatch(r"sm_(\d+?)(\d)(\w*)", arch)
+    m = re.fullmatch(r"sm_(\d+)(\d)([a-z]*)", arch)
     return (int(m.group(1)), int(m.group(2)), m.group(3)) if m else (1 << 30, 0, arch)
 
 
