@@ -88,7 +88,8 @@ class _FakeLib:
     def __init__(self, fn, params):
         self.entry = f"_ZN6cudapy{len(fn.__name__)}{fn.__name__}E_first_use"
         plist = ",\n".join(f"\t.param .{t} {fn.__name__}_param_{i}" for i, t in enumerate(params))
-        self.ptx = f".version 9.0\n.target sm_86\n.address_size 64\n\n.visible .entry {self.entry}(\n{plist}\n)\n{{\n\tret;\n}}\n"
+        self.ptx = (f".version 9.0\n.target sm_86\n.address_size 64\n\n"
+                    f".visible .entry {self.entry}(\n{plist}\n)\n{{\n\tret;\n}}\n")
 
     def get_asm_str(self, cc=None):
         return self.ptx

@@ -87,8 +87,8 @@ def fabricate(module: Path, archs=("sm_80", "sm_86", "sm_90"), ptx_cc=(7, 5)) ->
         ptx = f".version 9.0\n.target sm_{ptx_cc[0]}{ptx_cc[1]}\n.visible .entry {entry}()\n{{ ret; }}\n".encode()
         (Path(folder) / f"{name}.{tag}.ptx").write_bytes(ptx)
         truth[name]["ptx"] = sha(ptx)
-        meta = {"format": rt.CUBIN_FORMAT, "kernel": name, "entry": entry, "params": params_of(mod.KERNEL_ARGS[family]),
-                "ptx": f"{name}.{tag}.ptx", "ptx_cc": list(ptx_cc)}
+        meta = {"format": rt.CUBIN_FORMAT, "kernel": name, "entry": entry, "ptx": f"{name}.{tag}.ptx",
+                "params": params_of(mod.KERNEL_ARGS[family]), "ptx_cc": list(ptx_cc)}
         (Path(folder) / rt.cubin_names(name, tag)).write_text(json.dumps(meta))
     return truth
 
@@ -104,7 +104,8 @@ def check_loaded(rec: dict, truth: dict, arch: str | None) -> None:
     assert sorted(x["name"] for x in loaded) == sorted(truth) == rec["kernels"]
     for x in loaded:
         assert x["sha"] == truth[x["name"]][arch or "ptx"], (x["name"], arch)
-    assert sorted((g["name"], g["entry"]) for g in rec["get_kernel"]) == sorted((k, t["entry"]) for k, t in truth.items())
+    asked = sorted((g["name"], g["entry"]) for g in rec["get_kernel"])
+    assert asked == sorted((k, t["entry"]) for k, t in truth.items())
     assert {e["entry"] for e in rec["launch"]} <= {t["entry"] for t in truth.values()}
     # shared variants were allowed the device's 227 KB of dynamic shared memory, through the loaded handle
     shared = {t["entry"] for k, t in truth.items() if k.endswith("_s")}
@@ -204,7 +205,11 @@ def test_pick_order(tmp_path):
     for arch in ("sm_80", "sm_86", "sm_90a", "sm_100"):
         (tmp_path / rt.cubin_names("k", "t", arch)).write_bytes(b"x")
     (tmp_path / "k.t.ptx").write_text("ptx")
-    pick = lambda cc: (lambda r: r and (r[0], Path(r[1]).name))(rt.cubin_pick(str(tmp_path), "k", "t", meta, cc))  # noqa: E731
+
+    def pick(cc):
+        r = rt.cubin_pick(str(tmp_path), "k", "t", meta, cc)
+        return r and (r[0], Path(r[1]).name)
+
     assert pick((8, 6)) == ("cubin", "k.t.sm_86.cubin")
     assert pick((8, 7)) == pick((8, 9)) == ("cubin", "k.t.sm_86.cubin")
     assert pick((8, 0)) == ("cubin", "k.t.sm_80.cubin")
@@ -266,7 +271,7 @@ def test_built_module_first_call_loads_its_cubins(built, tmp_path):
     truth = {}
     for p in Path(folder).glob(f"*.{tag}.json"):
         meta = json.loads(p.read_text())
-        truth[meta["kernel"]] = {"entry": meta["entry"],
-                                 "sm_89": sha((Path(folder) / rt.cubin_names(meta["kernel"], tag, "sm_89")).read_bytes())}
+        cubin = (Path(folder) / rt.cubin_names(meta["kernel"], tag, "sm_89")).read_bytes()
+        truth[meta["kernel"]] = {"entry": meta["entry"], "sm_89": sha(cubin)}
     rec = run_driver(module, "8.9", tmp_path)
     check_loaded(rec, truth, "sm_89")

@@ -146,8 +146,9 @@ def _cubin_meta(kernel):
 
 def _cubin_params(name):
     """PTX parameter types of the launcher's packing of kernel ``name``'s arguments."""
+    wire = torch.int16 if WIRE_DTYPE.itemsize == 2 else torch.int32  # (only the width matters)
     examples = {
-        "f1": torch.empty(1), "f2": torch.empty(1, 1), "w1": torch.empty(1, dtype=torch.int16 if WIRE_DTYPE.itemsize == 2 else torch.int32),
+        "f1": torch.empty(1), "f2": torch.empty(1, 1), "w1": torch.empty(1, dtype=wire),
         "u1": torch.empty(1, dtype=torch.int32), "i1": torch.empty(1, dtype=torch.int64),
         "b1": torch.empty(1, dtype=torch.int32), "bool": True,
     }
