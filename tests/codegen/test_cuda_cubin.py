@@ -275,3 +275,37 @@ def test_built_module_first_call_loads_its_cubins(built, tmp_path):
         truth[meta["kernel"]] = {"entry": meta["entry"], "sm_89": sha(cubin)}
     rec = run_driver(module, "8.9", tmp_path)
     check_loaded(rec, truth, "sm_89")
+
+
+def test_concurrent_first_processes_share_the_cache(tmp_path):
+    """Three processes' first calls at once on one module in the cache:
+    each compiles (fake) and saves; the files are complete, written once,
+    no temporary file is left, and a fourth process loads them all."""
+    from netgen.codegen import cache
+    from netgen.codegen.cuda_target import emit
+
+    net = build("oddeven", 5, 2)
+    source = emit(net, default_relaxation(net))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), NETGEN_CACHE_DIR=str(tmp_path / "cache"), NETGEN_CUDA_SELFCHECK="0")
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    os.environ["NETGEN_CACHE_DIR"] = env["NETGEN_CACHE_DIR"]
+    try:
+        path = cache.module_file(cache.qualname_for("cubin_race", source))
+        cache._write_once(path, source.encode())
+    finally:
+        del os.environ["NETGEN_CACHE_DIR"]
+    procs = [subprocess.Popen([sys.executable, str(DRIVER), str(path), "8.6", str(tmp_path / f"r{i}.json"), "numba"],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(3)]
+    for p in procs:
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err[-3000:]
+    folder, tag, _ = rt.cubin_source(str(path))
+    names = sorted(p.name for p in Path(folder).iterdir())
+    assert len(names) == 32 and not [n for n in names if n.startswith(".tmp-")], names
+    for n in names:
+        if n.endswith(".cubin"):
+            assert (Path(folder) / n).read_bytes().startswith(b"\x7fELF numba-linked cubin of ")
+        else:
+            assert json.loads((Path(folder) / n).read_text())["format"] == rt.CUBIN_FORMAT
+    rec = run_driver(path, "8.6", tmp_path, env_extra={"NETGEN_CACHE_DIR": env["NETGEN_CACHE_DIR"]})
+    assert not rec["errors"] and rec["compiled"] == [] and len(rec["from_cubin"]) == 16
