@@ -309,3 +309,81 @@ def test_concurrent_first_processes_share_the_cache(tmp_path):
             assert json.loads((Path(folder) / n).read_text())["format"] == rt.CUBIN_FORMAT
     rec = run_driver(path, "8.6", tmp_path, env_extra={"NETGEN_CACHE_DIR": env["NETGEN_CACHE_DIR"]})
     assert not rec["errors"] and rec["compiled"] == [] and len(rec["from_cubin"]) == 16
+
+
+GPU_CHILD = r"""
+import json, logging, sys
+path, out, patch = sys.argv[1], sys.argv[2], sys.argv[3] == "patch"
+log = []
+
+
+class H(logging.Handler):
+    def emit(self, record):
+        log.append(record.getMessage())
+
+
+logging.getLogger("netgen").addHandler(H())
+logging.getLogger("netgen").setLevel(logging.DEBUG)
+import numba.cuda
+import numba.cuda.compiler as C
+import numba.cuda.dispatcher as D
+
+
+def boom(*a, **k):
+    raise AssertionError("numba-cuda compiled")
+
+
+if patch:
+    for n in ("compile_cuda", "compile_ptx", "compile"):
+        setattr(C, n, boom)
+    D.CUDADispatcher.compile = boom
+import importlib.util
+import torch
+spec = importlib.util.spec_from_file_location("gpu_cubin_module", path)
+mod = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = mod
+spec.loader.exec_module(mod)
+res = {}
+for dt in (torch.float32, torch.float64):
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(5, mod._N, generator=g, dtype=dt).cuda().requires_grad_(True)
+    v, P = mod.Layer()(x)
+    w = torch.arange(v.shape[-1], device=x.device, dtype=dt)
+    (gx,) = torch.autograd.grad((v * w).sum() + 0.5 * P.sum(), x)
+    c = mod.Layer().column(x.detach(), torch.zeros(5, dtype=torch.int64, device=x.device))
+    res[str(dt)] = {"v": v.tolist(), "P": P.tolist(), "gx": gx.tolist(), "c": c.tolist()}
+with open(out, "w") as fh:
+    json.dump({"res": res, "log": log}, fh)
+"""
+
+
+def _has_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _has_gpu(), reason="needs a CUDA GPU")
+def test_gpu_first_call_from_cubins_equals_numba(built, tmp_path):
+    """On a GPU: a fresh process with numba-cuda's compile patched to raise
+    runs the built module's layer from its cubins; the results equal a
+    process that compiles with numba-cuda (NETGEN_CUDA_CUBINS=0)."""
+    import torch
+
+    module, _ = built
+    outs = {}
+    for mode, extra in (("patch", {}), ("numba", {"NETGEN_CUDA_CUBINS": "0"})):
+        env = dict(os.environ, PYTHONPATH=str(ROOT), **extra)
+        env.pop("NUMBA_ENABLE_CUDASIM", None)
+        out = tmp_path / f"{mode}.json"
+        proc = subprocess.run([sys.executable, "-c", GPU_CHILD, str(module), str(out), mode], capture_output=True,
+                              text=True, env=env, timeout=1200)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        outs[mode] = json.loads(out.read_text())
+    assert sum("loaded from" in line for line in outs["patch"]["log"]) >= 8, outs["patch"]["log"]
+    assert any("self-check skipped" in line for line in outs["patch"]["log"])
+    for dt, tol in (("torch.float32", 1e-5), ("torch.float64", 1e-12)):
+        for key in ("v", "P", "gx", "c"):
+            a, b = (torch.tensor(outs[m]["res"][dt][key], dtype=torch.float64) for m in ("patch", "numba"))
+            torch.testing.assert_close(a, b, atol=tol * max(1.0, float(b.abs().max())), rtol=0)
