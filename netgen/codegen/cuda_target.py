@@ -230,7 +230,8 @@ def compile_check(path_or_source, cc=(9, 0), out_dir=None, timeout=600, jobs=Non
 
         summary = f"{ptx} in {seconds} s; cubin assembly skipped: {skipped}; to get it: {HINT}"
     else:
-        summary = (f"{ptx} -> cubin{on} ({sum(k['cubin_bytes'] for k in kernels) / 1024:.0f} KB each) in {seconds} s, "
+        size = f"{sum(k['cubin_bytes'] for k in kernels) / 1024:.0f} KB" + (" per arch" if on else "")
+        summary = (f"{ptx} -> cubin{on} ({size}) in {seconds} s, "
                    f"assembled by {assembler}")
     summary += f"; files in {out}" if out_dir is not None else ""
     return {
