@@ -1,6 +1,8 @@
 """``netgen build --target cuda``: write the module only after its kernels
-compiled (PTX, and a cubin where an assembler is found), so an interrupted or
-failed check never leaves an unchecked module in the output folder."""
+compiled (PTX, and cubins where an assembler is found), so an interrupted or
+failed check never leaves an unchecked module in the output folder. The
+kernels go beside the module, in ``<stem>.cubins/``
+(:mod:`netgen.codegen.cuda_cubins`), so its first call compiles nothing."""
 
 from __future__ import annotations
 
@@ -38,8 +40,11 @@ def _write_checked(net, relax, out_dir, name, required, write_module, compile_ch
         tmp = write_module("cuda", net, relax, out_dir=scratch, name=name)
         log(f"emitted cuda module in {time.perf_counter() - t:.2f} s; compiling its kernels ...")
         t = time.perf_counter()
-        try:
-            info = compile_check(tmp)
+        from ..codegen._cuda_compile import _ptxas
+        from ..codegen.cuda_cubins import PTX_CC, build_archs, install, write_folder
+
+        try:  # PTX for compute 7.5, assembled for sm_80 ... sm_120: kept beside the module
+            info = compile_check(tmp, cc=PTX_CC, archs=build_archs(_ptxas()), out_dir=scratch / "kernels")
         except RuntimeError as e:
             click.echo(f"netgen: error: {e}\nnothing written (use --no-compile to keep an unchecked module)", err=True)
             raise SystemExit(1) from None
@@ -50,6 +55,12 @@ def _write_checked(net, relax, out_dir, name, required, write_module, compile_ch
         else:
             log(f"compile check passed in {time.perf_counter() - t:.2f} s: {escape(info['summary'])}")
         path = out_dir / tmp.name
+        if info["kernels"]:  # first (a visible module has its kernels), under the names the module looks for
+            got = write_folder(info, tmp, scratch / "cubins")
+            out_dir.mkdir(parents=True, exist_ok=True)
+            where = install(scratch / "cubins", path)
+            log(f"kernels for {', '.join(got['archs']) or 'no arch'} (+ PTX for compute "
+                f"{PTX_CC[0]}.{PTX_CC[1]}) in {escape(str(where))}")
         atomic_write(path, lambda dst: shutil.copyfile(tmp, dst))
         return path
     finally:

@@ -1,6 +1,6 @@
 """Compile a generated CUDA module's kernels to PTX and a cubin, no GPU needed.
 
-Run as ``python -m netgen.codegen._cuda_compile MODULE.py OUT_DIR 9.0``
+Run as ``python -m netgen.codegen._cuda_compile MODULE.py OUT_DIR 9.0 [I/J [sm_80,sm_90]]``
 (:func:`netgen.codegen.cuda_target.compile_check` does that in a separate
 process: a process is either simulating CUDA or compiling, never both).
 Prints one JSON line: ``{"cc", "assembler", "out_dir", "kernels": [...]}``.
@@ -9,6 +9,8 @@ PTX comes from ``numba.cuda.compile_ptx`` (NVVM from the pip package
 ``nvidia-nvvm``); the cubin from ``ptxas -arch=sm_XY``, found without a
 system CUDA toolkit (:func:`_ptxas`: ``NETGEN_PTXAS``, the pip wheel
 ``nvidia-cuda-nvcc`` of the ``cuda`` extra, PATH, CUDA_HOME, /usr/local),
+one per requested arch from the one PTX (``netgen build`` asks for
+:data:`netgen.codegen.cuda_cubins.ARCHS` and keeps them beside the module),
 else from nvJitLink through ``cuda.core`` where that loads; with neither,
 only the PTX is checked and the result says why (``"skipped"``).
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -109,9 +112,34 @@ def numpy_compat() -> None:
         np.row_stack = np.vstack
 
 
-def compile_module(path: str, out_dir: str, cc: tuple[int, int], part: tuple[int, int] = (0, 1)) -> dict:
+def ptx_entry(ptx: str) -> str:
+    """The (mangled) name of the one kernel entry of ``ptx``: what
+    ``ObjectCode.get_kernel`` must be asked for (numba mangles the module
+    and function names and the argument types into it)."""
+    found = _ENTRY.findall(ptx)
+    if len(found) != 1:
+        raise RuntimeError(f"expected one .entry in the PTX, found {len(found)}")
+    return found[0]
+
+
+def ptx_params(ptx: str) -> list[str]:
+    """PTX types of the entry's parameters (``u64`` per array field, ``u8``
+    per flag): the launcher's packed words must match them one for one."""
+    m = re.search(r"\.entry\s+\S+\s*\((.*?)\)", ptx, re.S)
+    return re.findall(r"\.param\s+\.(\w+)", m.group(1)) if m else []
+
+
+_ENTRY = re.compile(r"^\s*\.(?:visible\s+)?\.entry\s+([A-Za-z_$][\w$]*)", re.M)
+
+
+def compile_module(path: str, out_dir: str, cc: tuple[int, int], part: tuple[int, int] = (0, 1),
+                   archs: list[str] | None = None) -> dict:
     """Compile kernels number ``part[0]``, ``part[0] + part[1]``, ... of the
-    module's :func:`kernel_signatures` (all of them by default)."""
+    module's :func:`kernel_signatures` (all of them by default) to PTX for
+    ``cc`` and assemble each PTX for every arch of ``archs`` (``sm_XY``;
+    default ``sm_<cc>``): ``NAME.ptx`` and ``NAME.sm_XY.cubin`` in ``out_dir``.
+    PTX for a lower ``cc`` assembles for any higher arch (ptxas, like the
+    driver's JIT), so one NVVM compile serves every arch."""
     if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
         raise RuntimeError("cannot compile CUDA kernels in a process that runs the CUDA simulator")
     numpy_compat()
@@ -127,7 +155,7 @@ def compile_module(path: str, out_dir: str, cc: tuple[int, int], part: tuple[int
     mod = load(path)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    arch = f"sm_{cc[0]}{cc[1]}"
+    archs = list(archs) if archs else [f"sm_{cc[0]}{cc[1]}"]
     ptxas = _ptxas()
     assembler = ptxas or "nvJitLink (cuda.core)"
     skipped = ""
@@ -141,37 +169,45 @@ def compile_module(path: str, out_dir: str, cc: tuple[int, int], part: tuple[int
         ptx, _ = numba.cuda.compile_ptx(fn, sig, cc=cc, fastmath=fastmath.get(name, False))
         ptx_path = out / f"{name}.ptx"
         ptx_path.write_text(ptx)
-        cubin_path = out / f"{name}.{arch}.cubin"
-        info = ""
-        if ptxas:
-            proc = subprocess.run(
-                [ptxas, f"-arch={arch}", "-v", "-o", str(cubin_path), str(ptx_path)],
-                capture_output=True,
-                text=True,
-            )
-            if proc.returncode != 0:
-                raise RuntimeError(f"ptxas failed on {name}:\n{proc.stderr}")
-            info = " ".join(line.split("ptxas info    : ", 1)[-1].strip() for line in proc.stderr.splitlines()
-                            if "Used" in line)
-        elif not skipped:
-            try:  # works only where nvJitLink (and, for some versions, a driver) loads
-                cubin_path.write_bytes(_cubin_nvjitlink(ptx, arch))
-            except Exception as e:  # noqa: BLE001 - any failure means: no assembler here
-                skipped = f"no ptxas found and nvJitLink failed ({type(e).__name__})"
-                assembler = None
+        cubins, info = {}, ""
+        for arch in archs:
+            cubin_path = out / f"{name}.{arch}.cubin"
+            if ptxas:
+                proc = subprocess.run(
+                    [ptxas, f"-arch={arch}", "-v", "-o", str(cubin_path), str(ptx_path)],
+                    capture_output=True,
+                    text=True,
+                )
+                if proc.returncode != 0:
+                    raise RuntimeError(f"ptxas -arch={arch} failed on {name}:\n{proc.stderr}")
+                info = info or " ".join(line.split("ptxas info    : ", 1)[-1].strip()
+                                        for line in proc.stderr.splitlines() if "Used" in line)
+            elif not skipped:
+                try:  # works only where nvJitLink (and, for some versions, a driver) loads
+                    cubin_path.write_bytes(_cubin_nvjitlink(ptx, arch))
+                except Exception as e:  # noqa: BLE001 - any failure means: no assembler here
+                    skipped = f"no ptxas found and nvJitLink failed ({type(e).__name__})"
+                    assembler = None
+            if cubin_path.exists():
+                cubins[arch] = str(cubin_path)
+        first = next(iter(cubins.values()), None)
         kernels.append(
             {
                 "index": idx,
                 "name": name,
+                "entry": ptx_entry(ptx),
+                "params": ptx_params(ptx),
                 "ptx": str(ptx_path),
-                "cubin": str(cubin_path) if cubin_path.exists() else None,
+                "cubin": first,
+                "cubins": cubins,
                 "ptx_bytes": ptx_path.stat().st_size,
-                "cubin_bytes": cubin_path.stat().st_size if cubin_path.exists() else 0,
+                "cubin_bytes": os.path.getsize(first) if first else 0,
                 "info": info,
             }
         )
     return {
         "cc": list(cc),
+        "archs": archs,
         "assembler": assembler,
         "skipped": skipped,
         "out_dir": str(out),
@@ -197,13 +233,14 @@ def _exit_with_parent() -> None:
 
 def main(argv: list[str]) -> int:
     _exit_with_parent()
-    if len(argv) not in (3, 4):
-        print("usage: python -m netgen.codegen._cuda_compile MODULE.py OUT_DIR CC [I/J]  (e.g. 9.0 0/2)",
-              file=sys.stderr)
+    if len(argv) not in (3, 4, 5):
+        print("usage: python -m netgen.codegen._cuda_compile MODULE.py OUT_DIR CC [I/J [ARCHS]]  "
+              "(e.g. 7.5 0/2 sm_80,sm_90)", file=sys.stderr)
         return 2
     major, minor = (int(v) for v in argv[2].split("."))
-    part = tuple(int(v) for v in argv[3].split("/")) if len(argv) == 4 else (0, 1)
-    result = compile_module(argv[0], argv[1], (major, minor), part)
+    part = tuple(int(v) for v in argv[3].split("/")) if len(argv) >= 4 else (0, 1)
+    archs = [a for a in argv[4].split(",") if a] if len(argv) == 5 else None
+    result = compile_module(argv[0], argv[1], (major, minor), part, archs)
     print(json.dumps(result))
     return 0
 

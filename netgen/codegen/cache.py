@@ -7,6 +7,11 @@ as real module files and imported from them, so that
 * numba's ``cache=True`` keeps the compiled kernels next to them
   (``__pycache__``): a new process's first call loads machine code instead
   of compiling for seconds;
+* a cuda module saves the cubin numba-cuda linked for each kernel beside
+  itself, so a new process's first call loads it instead of compiling
+  (:mod:`netgen.codegen.runtime.cuda_cubin`; the files are named by the
+  module's source hash, and the loader checks each entry's parameters
+  against the launcher's packing before using it);
 * a pickled layer (``torch.save(model)``) names a module that a new process
   can import again: ``import netgen`` installs a :data:`sys.meta_path`
   finder that looks ``_netgen_*`` module names up here.
@@ -16,6 +21,10 @@ Layout (``root()``: ``$NETGEN_CACHE_DIR`` or the user cache dir of
 
     <root>/<versions>/modules/_netgen_<name>_<sha256(source)[:12]>.py
     <root>/<versions>/modules/__pycache__/      numba's (and Python's) caches
+    <root>/<versions>/modules/_netgen_<name>_<hash>.cubins/
+                                                a cuda module's kernels, saved by the
+                                                module itself after its first compile
+                                                (netgen.codegen.runtime.cuda_cubin)
     <root>/<versions>/paths/<module name>       path of a file netgen.load() imported
 
 ``<versions>`` names python, netgen, numba and torch versions, so an upgrade

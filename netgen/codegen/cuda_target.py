@@ -144,11 +144,12 @@ _CONSTANT_DOCS = {
 
 def _runtime_parts():
     """The runtime modules a cuda module copies, as (module, state names,
-    functions): the launcher, the ops, the layer."""
-    from .runtime import cuda_launch, cuda_layer, cuda_ops
+    functions): the launcher, the ahead-of-time kernel loader, the ops, the
+    layer."""
+    from .runtime import cuda_cubin, cuda_launch, cuda_layer, cuda_ops
 
-    return ((cuda_launch, cuda_launch.STATE, cuda_launch.PARTS), (cuda_ops, (), cuda_ops.PARTS),
-            (cuda_layer, cuda_layer.STATE, cuda_layer.PARTS))
+    return ((cuda_launch, cuda_launch.STATE, cuda_launch.PARTS), (cuda_cubin, cuda_cubin.STATE, cuda_cubin.PARTS),
+            (cuda_ops, (), cuda_ops.PARTS), (cuda_layer, cuda_layer.STATE, cuda_layer.PARTS))
 
 
 def _runtime_code(names: Namespace) -> str:
@@ -229,7 +230,7 @@ def _doc(net: Network, r) -> str:
 
 
 # ---------------------------------------------------------------- compile check
-def compile_check(path_or_source, cc=(9, 0), out_dir=None, timeout=600, jobs=None) -> dict:
+def compile_check(path_or_source, cc=(9, 0), out_dir=None, timeout=600, jobs=None, archs=None) -> dict:
     """Compile every kernel of a generated CUDA module to PTX for compute
     capability ``cc`` and assemble it to a cubin (``ptxas -arch=sm_XY``, found
     without a system toolkit: see :func:`netgen.codegen._cuda_compile._ptxas`;
@@ -237,10 +238,14 @@ def compile_check(path_or_source, cc=(9, 0), out_dir=None, timeout=600, jobs=Non
     process is either simulating CUDA or compiling, never both; ``jobs``
     processes, default min(2, CPUs), share the kernels). No GPU is needed.
     ``path_or_source``: a path (str or PathLike) of a module, or its source
-    text (a str with a newline). Returns ``{"summary" (one line), "cc",
+    text (a str with a newline). ``archs``: assemble the one PTX for each of
+    these (``["sm_80", "sm_90"]``; default ``sm_<cc>``; a PTX assembles for
+    any arch at or above its ``cc``). Returns ``{"summary" (one line), "cc", "archs",
     "assembler" (None when no assembler was found), "skipped" (why the
     cubins were not assembled, else ""), "out_dir", "seconds", "kernels":
-    [{"name", "ptx_bytes", "cubin_bytes", "ptx", "cubin", "info"}]}``; raises
+    [{"name", "entry" (the PTX entry name), "params" (its parameter types),
+    "ptx_bytes", "cubin_bytes", "ptx", "cubin" (the first arch's), "cubins"
+    ({arch: path}), "info"}]}``; raises
     RuntimeError with the compiler's message on failure.
 
     Interrupt-safe: on Ctrl-C, SIGTERM (turned into ``SystemExit(143)`` while
@@ -265,22 +270,26 @@ def compile_check(path_or_source, cc=(9, 0), out_dir=None, timeout=600, jobs=Non
         # PTX and cubins are kept only where out_dir asks for them
         out = Path(out_dir) if out_dir is not None else Path(scratch) / "ptx"
         out.mkdir(parents=True, exist_ok=True)
-        results, seconds = _compile_all(p, out, cc, jobs, timeout, ptxas)
+        archs = [str(a) for a in archs] if archs else [f"sm_{cc[0]}{cc[1]}"]
+        results, seconds = _compile_all(p, out, cc, jobs, timeout, ptxas, archs)
     kernels = sorted((k for r in results for k in r["kernels"]), key=lambda k: k["index"])
     skipped = next((r["skipped"] for r in results if r.get("skipped")), "")
     assembler = None if skipped else results[0]["assembler"]
     ptx = f"{len(kernels)} kernels -> PTX for sm_{cc[0]}{cc[1]} ({sum(k['ptx_bytes'] for k in kernels) / 1024:.0f} KB)"
+    on = "" if archs == [f"sm_{cc[0]}{cc[1]}"] else f" for {', '.join(archs)}"
     if skipped:
         from ._cuda_compile import HINT
 
         summary = f"{ptx} in {seconds} s; cubin assembly skipped: {skipped}; to get it: {HINT}"
     else:
-        summary = (f"{ptx} -> cubin ({sum(k['cubin_bytes'] for k in kernels) / 1024:.0f} KB) in {seconds} s, "
+        size = f"{sum(k['cubin_bytes'] for k in kernels) / 1024:.0f} KB" + (" per arch" if on else "")
+        summary = (f"{ptx} -> cubin{on} ({size}) in {seconds} s, "
                    f"assembled by {assembler}")
     summary += f"; files in {out}" if out_dir is not None else ""
     return {
         "summary": summary,
         "cc": list(cc),
+        "archs": archs,
         "assembler": assembler,
         "skipped": skipped,
         "out_dir": str(out) if out_dir is not None else None,
@@ -289,7 +298,7 @@ def compile_check(path_or_source, cc=(9, 0), out_dir=None, timeout=600, jobs=Non
     }
 
 
-def _compile_all(p: Path, out: Path, cc, jobs, timeout, ptxas=None) -> tuple[list, float]:
+def _compile_all(p: Path, out: Path, cc, jobs, timeout, ptxas=None, archs=None) -> tuple[list, float]:
     """Run the compile worker (netgen.codegen._cuda_compile, or the module
     named by NETGEN_CUDA_COMPILE_WORKER) in ``jobs`` processes sharing the
     kernels; RuntimeError with the compiler's message on failure. Whatever
@@ -310,7 +319,8 @@ def _compile_all(p: Path, out: Path, cc, jobs, timeout, ptxas=None) -> tuple[lis
     try:
         for j in range(jobs):
             procs.append(subprocess.Popen(
-                [sys.executable, "-m", worker, str(p), str(out), f"{cc[0]}.{cc[1]}", f"{j}/{jobs}"],
+                [sys.executable, "-m", worker, str(p), str(out), f"{cc[0]}.{cc[1]}", f"{j}/{jobs}",
+                 ",".join(archs or [f"sm_{cc[0]}{cc[1]}"])],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 stdin=subprocess.DEVNULL,
@@ -353,9 +363,13 @@ def _looks_like_source(v) -> bool:
 
 _HEADER = '''@@DOC@@
 
+import hashlib
+import json
 import logging
 import math
 import os
+import re
+import tempfile
 
 import numpy as np
 

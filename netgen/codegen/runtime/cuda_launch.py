@@ -39,6 +39,8 @@ import numba
 import numpy as np
 import torch
 
+from .cuda_cubin import cubin_kernel, cubin_save
+
 # ---- stand-ins for what the generated module defines (not copied) ----
 cuda = None  # the generated module: ``from numba import cuda``
 _N = _K = _NNZ = 0
@@ -165,7 +167,13 @@ def _handle(device_index, dtype, name, variant):
     key = (device_index, dtype, name, variant)
     h = _HANDLES.get(key)
     if h is None:
-        cufunc = KERNELS[(dtype, name, variant)].compile(_numba_types(dtype)[name])._codelibrary.get_cufunc()
+        got = cubin_kernel(device_index, dtype, name, variant)  # runtime/cuda_cubin.py: no numba compile
+        if got is not None:
+            _HANDLES[key], _MAXTHREADS[key] = got
+            return got[0]
+        compiled = KERNELS[(dtype, name, variant)].compile(_numba_types(dtype)[name])
+        cubin_save(dtype, name, variant, compiled)  # for the next process (modules in netgen's cache)
+        cufunc = compiled._codelibrary.get_cufunc()
         limit = _shared_limit(device_index)
         if variant == "shared" and limit > 48 * 1024:  # above 48 KB a kernel must opt in
             from numba.cuda.cudadrv.driver import binding, driver
