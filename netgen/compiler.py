@@ -52,16 +52,19 @@ def compile(  # noqa: A001 - netgen.compiler.compile, as torch.compile
     passes: Iterable[str] | None = DEFAULT_PASSES,
     verify: bool = True,
     log: Callable[[str], None] | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> Compiled:
     """Construct, run the passes and prove, in one call. Without ``network``
     the portfolio (:mod:`netgen.portfolio`) builds every cheap construction,
     proves each and keeps the best by ``objective`` ("depth": shallowest
     then smallest, the default; "size": smallest then shallowest). ``log``
     receives each step as it is done: one line per candidate, or the
-    construction, each pass and the proof."""
+    construction, each pass and the proof; ``progress(done, total, label)``
+    each portfolio candidate as it starts (a progress bar's hook)."""
     passes = check_passes(passes) if passes else None  # before a (possibly long) construction
     if network is None:
-        compiled, _ = choose(n, k, objective or DEFAULT_OBJECTIVE, passes=passes, verify=verify, log=log)
+        compiled, _ = choose(n, k, objective or DEFAULT_OBJECTIVE, passes=passes, verify=verify, log=log,
+                             progress=progress)
         return compiled
     t0 = time.perf_counter()
     net = construct(n, k, network, objective)

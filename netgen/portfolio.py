@@ -127,13 +127,15 @@ def choose(
     passes: Iterable[str] | None = DEFAULT_PASSES,
     verify: bool = True,
     log: Callable[[str], None] | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> tuple[Compiled, list[Candidate]]:
     """Build, prove and compare the portfolio; return ``(compiled, candidates)``
     where ``compiled`` is the winner's :class:`netgen.compiled.Compiled`.
     Proved candidates beat sampled ones; a candidate with a counterexample
     is reported and never chosen. Sorters on more than 64 wires have no
     complete method: there only the winner is verified (by sampling), not
-    every candidate. ``log`` gets one line per candidate (with the time of
+    every candidate. ``progress(done, total, label)`` is called before each
+    candidate is built (and once at the end). ``log`` gets one line per candidate (with the time of
     each of its steps) as it is done, and one for a winner-only proof.
     :class:`PortfolioError` when no candidate survives (a bug, not bad input)."""
     check_objective(objective)
@@ -149,10 +151,13 @@ def choose(
     # no proof exists for sorters above 64 wires: sample only the winner
     each = verify and not (k == n and n > N_MAX)
     winner = None
-    for c in cands:
+    steps = len(cands) + (verify and not each)
+    for i, c in enumerate(cands):
         c.skipped = _cannot_win(c, None if winner is None else winner.network, objective)
         if c.skipped:
             continue
+        if progress is not None:
+            progress(i, steps, c.label)
         t0 = time.perf_counter()
         net = c.make()
         built = time.perf_counter()
@@ -175,6 +180,8 @@ def choose(
             + "; ".join(c.describe() for c in cands)
         )
     if verify and not each:
+        if progress is not None:
+            progress(len(cands), steps, "verify the winner")
         t0 = time.perf_counter()
         from .verify import verify as run_verify
 
@@ -182,6 +189,8 @@ def choose(
         winner.compiled.verify_seconds = time.perf_counter() - t0
         if log is not None:
             log(f"verify (the winner only): {winner.compiled.report} ({winner.compiled.verify_seconds:.2f} s)")
+    if progress is not None:
+        progress(steps, steps, "")
     return winner.compiled, cands
 
 

@@ -14,7 +14,7 @@ from ..codegen import TARGETS as CODE_TARGETS
 from ..construct import ALL_KINDS as KINDS
 from ..construct.best import OBJECTIVES
 from ..passes.pipeline import DEFAULT_PASSES, PASSES
-from .common import BadInput, check_output, handle_errors, log, max_size_option
+from .common import BadInput, check_output, current_bar, handle_errors, log, max_size_option
 
 # the choices come from the registries: a new construction, target or pass appears here by itself
 TARGETS = ("json", *CODE_TARGETS)
@@ -81,7 +81,8 @@ def command(n, k, kind, objective, from_file, target, output, name, passes, only
             raise BadInput("give --n N (and --k K), or --from FILE")
         chosen = only or (DEFAULT_PASSES if passes is None or passes else None)
         try:
-            compiled = compiler.compile(n, k, kind, objective=objective, passes=chosen, verify=verify, log=log)
+            compiled = compiler.compile(n, k, kind, objective=objective, passes=chosen, verify=verify, log=log,
+                                        progress=current_bar())
         except PortfolioError as e:
             click.echo(f"netgen: internal error: {e}", err=True)
             raise SystemExit(1)
