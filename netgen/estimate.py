@@ -57,15 +57,15 @@ CONSTRUCT_PER_COMPARATOR = 1.5e-6  # building plus prune and schedule (splitter 
 # 1.5e-3 (n = 256); k = 16: 1.6e-2 (n = 256: past the state limit after 23 s, then sampled)
 PROOF_PER_COMPARATOR = 1.5e-5
 PROOF_PER_COMPARATOR_2K = 3e-7
-# n <= 64 (bitmasks), per comparator: 1e-5 + 4e-3 * 2^((n - 64) / 4.5). Measured: best sorter
+# n <= 64 (bitmasks), per comparator: 1e-5 + 2e-3 * 2^((n - 64) / 4.5). Measured: best sorter
 # n = 64: 3.6e-3 (521 comparators, 1.9 s); splitter 64/32: 6.7e-4; 64/16: 2.5e-4; best 40/20: 9e-5;
 # bitonic 64/32 and oddeven 48/24: 2e-5 (few states)
 MASKS_PER_COMPARATOR = 1e-5
-MASKS_AT_64 = 4e-3
+MASKS_AT_64 = 2e-3
 SAMPLE_PER_UNIT = 1.5e-8  # sampling: per input and (comparator + wire) (2e8 units: ~3 s)
 EXHAUSTIVE_PER_WORD = 2e-9  # bit-sliced sweep: per comparator and 64 inputs
 BATCHER = ("bitonic", "oddeven", "pairwise")
-STARTUP = 2.0  # numba loading (or compiling) the verifier's kernels, once per process
+STARTUP = 0.7  # numba loading the verifier's cached kernels, once per process (a 40-wire build: 1.0 CPU s in all)
 
 
 class TimeLimitError(ValueError):
@@ -129,11 +129,12 @@ def reachable_per_comparator(n: int, k: int, batcher: bool = False) -> float:
     """CPU seconds per comparator of the reachable-state proof at (n, k)
     (the fits above; past the state limit it gives up, then samples).
     ``batcher``: a Batcher sorter or selection network, whose few reachable
-    states make the bitmask proof (n <= 64) ~50x cheaper."""
+    states make the proof cheaper (bitmasks, n <= 64: ~50x; tokens: the
+    state-dependent part ~10x: (256, 12) builds in 4.6 CPU s in all)."""
     if n <= 64:  # bitmasks, finished bit-sliced when the states grow
         return MASKS_PER_COMPARATOR + MASKS_AT_64 * 2.0 ** ((n - 64) / 4.5) * (0.02 if batcher else 1.0)
     k = min(max(k, 1), 16)  # above 16 outputs the token method does not apply
-    return (PROOF_PER_COMPARATOR + PROOF_PER_COMPARATOR_2K * 2.0 ** k) * math.sqrt(max(1.0, math.log2(max(n, 2)) / 8))
+    return (PROOF_PER_COMPARATOR + PROOF_PER_COMPARATOR_2K * 2.0 ** k * (0.1 if batcher else 1.0)) * math.sqrt(max(1.0, math.log2(max(n, 2)) / 8))
 
 
 def proof_method(n: int, k: int) -> str:
