@@ -13,7 +13,7 @@ construction's comparator estimate and depth formula):
 
 * construct, prune and schedule: linear in comparators;
 * a proof by reachable states (n <= 64: bitmasks; n > 64 and k <= 16:
-  token lists): comparators x a cost per comparator that grows ~2.5x with
+  token lists): comparators x a cost per comparator that grows ~2.8x with
   each extra output past k ~ 6 (the state sets do: 3,125 states at k = 8,
   71,844 at k = 12, past the 4M limit at k = 16 for the splitter) and
   with (lg n)^2.5;
@@ -51,15 +51,15 @@ DEFAULT_MAX_SECONDS = 60.0
 # CPU seconds per unit, fitted to measurements on this project's machine
 # (benchmarks/build_times.py prints estimate and measurement side by side)
 CONSTRUCT_PER_COMPARATOR = 1.5e-6  # building plus prune and schedule (splitter 471,252: 0.39 s)
-# reachable states (tokens, n > 64), per comparator: 1.5e-5 + 4e-8 * 2.5^k * (lg n / 8)^2.5, the
+# reachable states (tokens, n > 64), per comparator: 1.5e-5 + 1.6e-8 * 2.8^k * (lg n / 8)^2.5, the
 # second term at most 2e-2 * (lg n / 8)^2.5 (past 4M states the method gives up). Measured
 # (splitter, CPU s per comparator): k = 2: 1.6e-5 (n = 16384, 65536); k = 4: 1.2e-5 (n = 1024,
 # 4096); k = 8: 4e-5 (n = 256), 9e-5 (n = 16384); k = 10: 6e-4 (n = 1024); k = 12: 1.5e-3
-# (n = 256), > 4e-3 (n = 1024: > 35 CPU s for the build); k = 16: 1.6e-2 (n = 256: past the
+# (n = 256), 7e-3 (n = 1024: 60 CPU s for the build); k = 16: 1.6e-2 (n = 256: past the
 # state limit after 23 s, then sampled). The fit errs high by up to ~3x (k = 8, n = 16384).
 PROOF_PER_COMPARATOR = 1.5e-5
-PROOF_STATES = 4e-8
-PROOF_GROWTH = 2.5  # per extra output
+PROOF_STATES = 1.6e-8
+PROOF_GROWTH = 2.8  # per extra output
 PROOF_CAP = 2e-2
 # n <= 64 (bitmasks), per comparator: 1e-5 + 2e-3 * 2^((n - 64) / 4.5). Measured: best sorter
 # n = 64: 3.6e-3 (521 comparators, 1.9 s); splitter 64/32: 6.7e-4; 64/16: 2.5e-4; best 40/20: 9e-5;
