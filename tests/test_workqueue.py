@@ -32,6 +32,8 @@ _SCRIPT = textwrap.dedent('''
     mod = load(sys.argv[1])
     assert mod._PARALLEL
     mod._SERIAL_WORK = 0  # parallel kernels even for this tiny case
+    if hasattr(mod, "_STALL_WORK"):
+        mod._STALL_WORK = 0  # and no serial back-off after a slow (stalled) parallel call
     if sys.argv[2] == "no-lock":  # the control: the module's lock switched off
         mod._needs_lock = lambda: False
     layer = mod.Layer(threads=2)
