@@ -17,7 +17,6 @@ Layout (``root()``: ``$NETGEN_CACHE_DIR`` or the user cache dir of
     <root>/<versions>/modules/_netgen_<name>_<sha256(source)[:12]>.py
     <root>/<versions>/modules/__pycache__/      numba's (and Python's) caches
     <root>/<versions>/paths/<module name>       path of a file netgen.load() imported
-    <root>/<versions>/built/<key>               module name built for (generator, network, relaxation, target)
 
 ``<versions>`` names python, netgen, numba and torch versions, so an upgrade
 never reads another version's compiled code. The module file name carries a
@@ -26,6 +25,10 @@ to a temporary file first and then linked into place (``os.link`` fails if
 the name exists: a concurrent writer's identical file wins, none is ever
 seen half-written, and an existing file is never rewritten, which would
 invalidate numba's index for it).
+
+``<root>/<versions>/built/<key>`` holds the module name built for a
+(generator, network, relaxation, target) key, so a new process imports a
+layer it built before without generating its source (:func:`find_built`).
 
 Clear with :func:`clear` or ``netgen cache clear``; ``netgen cache info``
 prints where it is and how big.
