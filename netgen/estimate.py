@@ -107,7 +107,8 @@ def time_limit(max_seconds: float | None):
 # ---------------------------------------------------------------- the model
 @dataclass
 class Estimate:
-    """Estimated CPU seconds of a build, with the parts it adds up from."""
+    """Estimated CPU seconds of a build, with the parts it adds up from.
+    ``what`` names it for the refusal ("building n = 10, k = 3 (portfolio)")."""
 
     what: str
     seconds: float = 0.0
@@ -230,7 +231,7 @@ def build_seconds(n: int, k: int | None = None, network: str | None = None, *, o
 
     n, k = check_nk(n, k)
     k = n if k is None else k
-    est = Estimate(f"n = {n}, k = {k}" + (f", {network}" if network else " (portfolio)"))
+    est = Estimate(f"building n = {n}, k = {k}" + (f", {network}" if network else " (portfolio)"))
     if verify or passes:
         est.add("start-up", STARTUP)
     if network is not None:
@@ -279,6 +280,6 @@ def check_time(est: Estimate, max_seconds: float | None = None) -> None:
     if est.seconds > limit:
         top = est.top()
         raise TimeLimitError(
-            f"building {est.what} is estimated at ~{_fmt(est.seconds)} of CPU time{f' ({top})' if top else ''}: too slow "
+            f"{est.what} is estimated at ~{_fmt(est.seconds)} of CPU time{f' ({top})' if top else ''}: too slow "
             f"(limit {_fmt(limit)}; raise it with --max-seconds S, in Python max_seconds=S)"
         )

@@ -82,7 +82,7 @@ def command(n, k, kind, objective, from_file, target, output, name, passes, only
         from ..estimate import Estimate, check_time, network_seconds
 
         check_time(network_seconds(net.n, net.k, net.size, passes=bool(chosen), verify=verify,
-                                   est=Estimate(f"the network of {from_file} (n = {net.n}, k = {net.k}, "
+                                   est=Estimate(f"building the network of {from_file} (n = {net.n}, k = {net.k}, "
                                                 f"{net.size} comparators)")), max_seconds)
         compiled = compiler.compile_network(net, passes=chosen, verify=verify, log=log)
     else:

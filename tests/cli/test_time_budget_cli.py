@@ -98,3 +98,17 @@ def test_topk_loss_takes_max_seconds():
 def test_size_refusal_still_comes_first():
     r = run("build", "--n", "16777216", "--k", "1", "--network", "bitonic")
     one_line_error(r, "too large", "--max-size")
+
+
+def test_verify_refuses_a_proof_estimated_past_the_limit(tmp_path):
+    f = tmp_path / "s.json"
+    io.save(construct("splitter", 1024, 16), f)  # its reachable-state proof runs for minutes
+    r = run("verify", f)
+    one_line_error(r, "verifying", "estimated at", "--max-seconds")
+    assert r.seconds < 10
+    r = run("verify", f, "--method", "sample", "--samples", "200")  # sampling is cheap: not refused
+    assert r.exit_code == 1 and "sampled 200 inputs" in r.stdout, r.output
+    small = tmp_path / "small.json"
+    io.save(construct("splitter", 40, 3), small)
+    assert run("verify", small).exit_code == 0
+    one_line_error(run("verify", small, "--max-seconds", "0.01"), "verifying", "limit 0.01 s")
