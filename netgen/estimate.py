@@ -50,7 +50,9 @@ DEFAULT_MAX_SECONDS = 60.0
 # ------------------------------------------------------------ cost constants
 # CPU seconds per unit, fitted to measurements on this project's machine
 # (benchmarks/build_times.py prints estimate and measurement side by side)
-CONSTRUCT_PER_COMPARATOR = 1.5e-6  # building plus prune and schedule (splitter 471,252: 0.39 s)
+# building, and again prune plus schedule, per comparator or wire (splitter 471,252: 0.39 s;
+# selections: 0.18 s per 1.1M)
+CONSTRUCT_PER_COMPARATOR = 5e-7
 # reachable states (tokens, n > 64), per comparator: 1.5e-5 + 1.6e-8 * 2.8^k * (lg n / 8)^2.5, the
 # second term at most 2e-2 * (lg n / 8)^2.5 (past 4M states the method gives up). Measured
 # (splitter, CPU s per comparator): k = 2: 1.6e-5 (n = 16384, 65536); k = 4: 1.2e-5 (n = 1024,
@@ -191,7 +193,8 @@ def network_seconds(n: int, k: int, size: int, *, passes=True, verify=True, cons
             est.add("start-up", STARTUP)
     prefix = f"{label}: " if label else ""
     if construct or passes:
-        est.add(f"{prefix}construct and passes", CONSTRUCT_PER_COMPARATOR * (size + n) * (int(construct) + int(bool(passes))))
+        stages = int(construct) + int(bool(passes))
+        est.add(f"{prefix}construct and passes", CONSTRUCT_PER_COMPARATOR * (size + n) * stages)
     sorter_unprovable = k == n and n > 64
     method, proof = proof_seconds(n, k, size, batcher)
     if passes and method != "sample" and not sorter_unprovable:
@@ -242,12 +245,12 @@ def build_seconds(n: int, k: int | None = None, network: str | None = None, *, o
             size = min(size, best_size(n))
         return network_seconds(n, k, size, passes=passes, batcher=network in BATCHER,
                                verify=verify, construct=True, label=network, est=est)
-    from .portfolio import CHEAP, SLACK, candidates
+    from .portfolio import CHEAP, SLACK, candidates, sample_only
 
     objective = objective or "depth"
     cands = candidates(n, k, objective)
     best_depth = None
-    each = verify and not (k == n and n > 64)
+    each = verify and not sample_only(n, k)
     winner_size = 0
     for c in cands:
         depth, size = c.est_depth, c.est_size

@@ -101,6 +101,16 @@ def candidates(n: int, k: int, objective: str = DEFAULT_OBJECTIVE) -> list[Candi
     return [c for c in out if c.est_size <= MAX_COMPARATORS and c.est_size + n <= check_max_size(None)]
 
 
+def sample_only(n: int, k: int) -> bool:
+    """No complete verification method applies at (n, k): sorters above 64
+    wires, and n > 64 with k > 16 (the reachable-state tokens handle
+    k <= 16). Sampling a candidate there costs up to ~3 s and proves
+    nothing, so the portfolio samples the winner only."""
+    from .verify.reachable import MAX_TOKENS
+
+    return (k == n and n > N_MAX) or (n > 64 and k > MAX_TOKENS)
+
+
 def _pruned_sorter(kind: str, n: int, k: int) -> Network:
     """The full ``kind`` sorter cone-pruned to its top k outputs."""
     return select_top(sorter(kind, n), k, {"kind": kind, "n": n, "k": k, "from": "sorter"})
@@ -133,10 +143,12 @@ def choose(
     where ``compiled`` is the winner's :class:`netgen.compiled.Compiled`.
     Proved candidates beat sampled ones; a candidate with a counterexample
     is reported and never chosen. Sorters on more than 64 wires have no
-    complete method: there only the winner is verified (by sampling), not
-    every candidate. ``progress(done, total, label)`` is called before each
-    candidate is built (and once at the end). ``log`` gets one line per candidate (with the time of
-    each of its steps) as it is done, and one for a winner-only proof.
+    complete method, nor has n > 64 with k > 16 (:func:`sample_only`): there
+    only the winner is verified (by sampling), not every candidate.
+    ``progress(done, total, label)`` is called before each candidate is
+    built (and once at the end). ``log`` gets one line per candidate (with
+    the time of each of its steps) as it is done, and one for a winner-only
+    proof.
     :class:`PortfolioError` when no candidate survives (a bug, not bad input)."""
     check_objective(objective)
     passes = check_passes(passes) if passes else None
@@ -148,8 +160,8 @@ def choose(
         check_budget(f"the smallest construction at n = {n}, k = {k}", smallest_estimate(n, k) + n)
         raise ValueError(f"n = {n}, k = {k}: every construction would need more than {MAX_COMPARATORS:.3g} "
                          "comparators, too large")
-    # no proof exists for sorters above 64 wires: sample only the winner
-    each = verify and not (k == n and n > N_MAX)
+    # no complete method (sorters above 64 wires; n > 64 with k > 16): sample only the winner
+    each = verify and not sample_only(n, k)
     winner = None
     steps = len(cands) + (verify and not each)
     for i, c in enumerate(cands):
