@@ -12,6 +12,7 @@ truly cold.
 
     python benchmarks/first_call.py            # 1 cold + 3 warm processes
     python benchmarks/first_call.py --warm 5
+    python benchmarks/first_call.py --baseline /path/to/other/checkout   # side by side
 
 Prints per process: import, build, first call (wall and CPU seconds),
 second call and peak RSS; then the warm median and the cold/warm ratio, and the CPU model.
@@ -55,9 +56,10 @@ def child() -> None:
     c3 = time.process_time()
     loss(x, y).backward()
     t4 = time.perf_counter()
+    c4 = time.process_time()
     print(json.dumps({
         "import_s": t1 - t0, "build_s": t2 - t1, "first_call_s": t3 - t2, "second_call_s": t4 - t3,
-        "first_call_cpu_s": c3 - c2, "target": loss.layer.targets, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "first_call_cpu_s": c3 - c2, "second_call_cpu_s": c4 - c3, "target": loss.layer.targets, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }))
 
 
@@ -91,14 +93,17 @@ def floor_child(cache_dir: str) -> None:
     t2 = time.perf_counter()
     c2 = time.process_time()
     print(json.dumps({"import_s": t1 - t0, "build_s": 0.0, "first_call_s": t2 - t1, "second_call_s": 0.0,
+                      "second_call_cpu_s": 0.0,
                       "first_call_cpu_s": c2 - c1,
                       "hits": sum(probe.f.stats.cache_hits.values()),
                       "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 
 
-def run(cache_dir: str, which: str = "--child") -> dict:
+def run(cache_dir: str, which: str = "--child", tree: str | None = None) -> dict:
     env = {**os.environ, "NETGEN_CACHE_DIR": cache_dir}
+    if tree is not None:  # another netgen checkout (--baseline): its code runs in the child
+        env["PYTHONPATH"] = os.pathsep.join([tree, env.get("PYTHONPATH", "")])
     env.pop("NETGEN_NUMBA_PARALLEL", None)  # the parallel kernels: the ones users get (and the cached ones)
     out = subprocess.run([sys.executable, __file__, which, cache_dir], env=env, capture_output=True, text=True,
                          timeout=1800)
@@ -112,12 +117,18 @@ def main() -> None:
     ap.add_argument("--warm", type=int, default=3, help="warm processes after the cold one (default 3)")
     ap.add_argument("--child", nargs="?", const="", help=argparse.SUPPRESS)
     ap.add_argument("--floor", help=argparse.SUPPRESS)
+    ap.add_argument("--baseline", metavar="TREE",
+                    help="also run another netgen checkout (e.g. the main branch's worktree), interleaved with "
+                         "this one, each with its own cache, and print both medians side by side")
     a = ap.parse_args()
     if a.child is not None:
         child()
         return
     if a.floor:
         floor_child(a.floor)
+        return
+    if a.baseline:
+        side_by_side(a.baseline, a.warm)
         return
     from netgen.bench.networks import cpu_model
 
@@ -132,10 +143,12 @@ def main() -> None:
         for i in range(a.warm):  # interleaved: a warm netgen process, then a numba-floor process
             rows.append((f"warm {i + 1}", run(d)))
             floors.append(run(d, "--floor"))
-    print(f"{'process':8} {'import':>8} {'build':>8} {'1st call':>9} {'(CPU s)':>8} {'2nd call':>9} {'peak RSS':>9}")
+    print(f"{'process':8} {'import':>8} {'build':>8} {'1st call':>9} {'(CPU s)':>8} {'2nd call':>9} {'(CPU s)':>8} "
+          f"{'peak RSS':>9}")
     for name, r in rows:
         print(f"{name:8} {r['import_s']:8.3f} {r['build_s']:8.3f} {r['first_call_s']:9.3f} "
-              f"{r['first_call_cpu_s']:8.3f} {r['second_call_s']:9.4f} {r['peak_rss_mb']:7.0f}MB")
+              f"{r['first_call_cpu_s']:8.3f} {r['second_call_s']:9.4f} {r['second_call_cpu_s']:8.3f} "
+              f"{r['peak_rss_mb']:7.0f}MB")
     for i, r in enumerate(floors):
         print(f"{'floor ' + str(i + 1):8} {r['import_s']:8.3f} {'':>8} {r['first_call_s']:9.3f} "
               f"{r['first_call_cpu_s']:8.3f} {'':>9} "
@@ -151,6 +164,35 @@ def main() -> None:
     print(f"first call CPU time (all threads; less sensitive to a loaded machine): cold "
           f"{rows[0][1]['first_call_cpu_s']:.3f} s, warm median {wc:.3f} s, numba floor "
           f"{statistics.median(r['first_call_cpu_s'] for r in floors):.3f} s")
+
+
+def side_by_side(baseline: str, warm: int) -> None:
+    """Warm first calls of ``baseline`` and of this checkout, interleaved in
+    fresh processes (each tree with its own cache, filled by one cold
+    process first): medians and the ratio, wall and CPU."""
+    from netgen.bench.networks import cpu_model
+
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    trees = {"baseline": os.path.abspath(baseline), "this": here}
+    print(f"CPU: {cpu_model()} ({os.cpu_count()} logical cores), load {os.getloadavg()[0]:.2f}; "
+          f"baseline {trees['baseline']}, this {here}")
+    with tempfile.TemporaryDirectory(prefix="netgen-cache-") as d:
+        caches = {k: os.path.join(d, k) for k in trees}
+        for k in trees:
+            run(caches[k], tree=trees[k])  # cold: compiles and fills this tree's cache
+        rows = {k: [] for k in trees}
+        for i in range(warm):
+            for k in trees:
+                r = run(caches[k], tree=trees[k])
+                rows[k].append(r)
+                print(f"warm {i + 1} {k:8}: first call {r['first_call_s']:.3f} s wall, {r['first_call_cpu_s']:.3f} s CPU"
+                      f" (load {os.getloadavg()[0]:.1f})", flush=True)
+    med = {k: (statistics.median(r["first_call_s"] for r in v), statistics.median(r["first_call_cpu_s"] for r in v))
+           for k, v in rows.items()}
+    for k, (w, c) in med.items():
+        print(f"{k:8} median of {warm}: first call {w:.3f} s wall, {c:.3f} s CPU")
+    print(f"baseline / this: {med['baseline'][0] / med['this'][0]:.1f}x wall, "
+          f"{med['baseline'][1] / med['this'][1]:.1f}x CPU")
 
 
 if __name__ == "__main__":

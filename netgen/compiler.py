@@ -20,9 +20,11 @@ from typing import Callable, Iterable
 
 from .compiled import Compiled, compile_network
 from .construct import construct as construct_kind
+from .construct import size_estimate
 from .construct._common import check_nk
 from .construct.best import check_objective
-from .network import Network
+from .estimate import build_seconds, check_time
+from .network import Network, check_budget
 from .passes.pipeline import DEFAULT_PASSES, check_passes
 from .portfolio import DEFAULT_OBJECTIVE, choose
 
@@ -52,16 +54,37 @@ def compile(  # noqa: A001 - netgen.compiler.compile, as torch.compile
     passes: Iterable[str] | None = DEFAULT_PASSES,
     verify: bool = True,
     log: Callable[[str], None] | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+    max_seconds: float | None = None,
 ) -> Compiled:
     """Construct, run the passes and prove, in one call. Without ``network``
     the portfolio (:mod:`netgen.portfolio`) builds every cheap construction,
     proves each and keeps the best by ``objective`` ("depth": shallowest
     then smallest, the default; "size": smallest then shallowest). ``log``
     receives each step as it is done: one line per candidate, or the
-    construction, each pass and the proof."""
+    construction, each pass and the proof; ``progress(done, total, label)``
+    each portfolio candidate as it starts (a progress bar's hook).
+
+    Before anything is built, the time is estimated
+    (:func:`netgen.estimate.build_seconds`) and a build estimated past
+    ``max_seconds`` CPU seconds (default 60,
+    :data:`netgen.estimate.DEFAULT_MAX_SECONDS`; the CLI's ``--max-seconds``)
+    is refused with :class:`netgen.estimate.TimeLimitError` (a ValueError)
+    naming the estimate."""
     passes = check_passes(passes) if passes else None  # before a (possibly long) construction
+    if objective is not None:
+        check_objective(objective)
+    if network is not None:
+        from .construct import _check_kind
+
+        _check_kind(network)
+        m, kk = check_nk(n, k)
+        check_budget(f"{network} network at n = {m}, k = {m if kk is None else kk}",
+                     size_estimate(network, m, kk) + m)  # the size refusal first, as construct() would
+    check_time(build_seconds(n, k, network, objective=objective, passes=bool(passes), verify=verify), max_seconds)
     if network is None:
-        compiled, _ = choose(n, k, objective or DEFAULT_OBJECTIVE, passes=passes, verify=verify, log=log)
+        compiled, _ = choose(n, k, objective or DEFAULT_OBJECTIVE, passes=passes, verify=verify, log=log,
+                             progress=progress)
         return compiled
     t0 = time.perf_counter()
     net = construct(n, k, network, objective)

@@ -14,14 +14,15 @@ __all__ = ["topk_loss"]
 def topk_loss(num_classes: int, p_k: Sequence[float], m: int | None = None, kind: str = "splitter",
               distribution: str | None = None, steepness: float | None = None, art_lambda: float = 0.25,
               mode: str = "mix", reduction: str = "mean", target: str = "auto",
-              device=None, *, max_size: int | None = None):
+              device=None, *, max_size: int | None = None, max_seconds: float | None = None):
     """Build a :class:`~netgen.relax.loss.TopKCrossEntropyLoss` over a netgen
     layer for a ``kind`` network with K = len(p_k) outputs on ``num_classes``
     wires, or on ``m`` wires with top-m preselection (the layer then has
     n = m); relaxation defaults from :func:`default_relaxation`. The network
     comes from :func:`netgen.compiler.build` (passes run, proved; a network
     with a counterexample is refused); ``max_size`` bounds its size like
-    ``netgen build --max-size``. The loss checks that scores have
+    ``netgen build --max-size``, and ``max_seconds`` its estimated build time
+    like ``--max-seconds`` (default 60 CPU seconds). The loss checks that scores have
     ``num_classes`` columns.
 
     ``target``: ``"auto"`` (default) runs the fastest target for the scores'
@@ -52,7 +53,7 @@ def topk_loss(num_classes: int, p_k: Sequence[float], m: int | None = None, kind
         raise ValueError(f"len(p_k) = {K} is more than num_classes = {num_classes}")
     n = num_classes if m is None else m
     with size_limit(max_size):
-        compiled = build(n, K, kind)
+        compiled = build(n, K, kind, max_seconds=max_seconds)
     report = compiled.report
     if report is not None and report.status == "counterexample":  # pragma: no cover - constructions are proved
         raise RuntimeError(f"netgen: the {kind} network for n = {n}, k = {K} is wrong: {report}")

@@ -101,6 +101,16 @@ def candidates(n: int, k: int, objective: str = DEFAULT_OBJECTIVE) -> list[Candi
     return [c for c in out if c.est_size <= MAX_COMPARATORS and c.est_size + n <= check_max_size(None)]
 
 
+def sample_only(n: int, k: int) -> bool:
+    """No complete verification method applies at (n, k): sorters above 64
+    wires, and n > 64 with k > 16 (the reachable-state tokens handle
+    k <= 16). Sampling a candidate there costs up to ~3 s and proves
+    nothing, so the portfolio samples the winner only."""
+    from .verify.reachable import MAX_TOKENS
+
+    return (k == n and n > N_MAX) or (n > 64 and k > MAX_TOKENS)
+
+
 def _pruned_sorter(kind: str, n: int, k: int) -> Network:
     """The full ``kind`` sorter cone-pruned to its top k outputs."""
     return select_top(sorter(kind, n), k, {"kind": kind, "n": n, "k": k, "from": "sorter"})
@@ -127,14 +137,18 @@ def choose(
     passes: Iterable[str] | None = DEFAULT_PASSES,
     verify: bool = True,
     log: Callable[[str], None] | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> tuple[Compiled, list[Candidate]]:
     """Build, prove and compare the portfolio; return ``(compiled, candidates)``
     where ``compiled`` is the winner's :class:`netgen.compiled.Compiled`.
     Proved candidates beat sampled ones; a candidate with a counterexample
     is reported and never chosen. Sorters on more than 64 wires have no
-    complete method: there only the winner is verified (by sampling), not
-    every candidate. ``log`` gets one line per candidate (with the time of
-    each of its steps) as it is done, and one for a winner-only proof.
+    complete method, nor has n > 64 with k > 16 (:func:`sample_only`): there
+    only the winner is verified (by sampling), not every candidate.
+    ``progress(done, total, label)`` is called before each candidate is
+    built (and once at the end). ``log`` gets one line per candidate (with
+    the time of each of its steps) as it is done, and one for a winner-only
+    proof.
     :class:`PortfolioError` when no candidate survives (a bug, not bad input)."""
     check_objective(objective)
     passes = check_passes(passes) if passes else None
@@ -146,13 +160,16 @@ def choose(
         check_budget(f"the smallest construction at n = {n}, k = {k}", smallest_estimate(n, k) + n)
         raise ValueError(f"n = {n}, k = {k}: every construction would need more than {MAX_COMPARATORS:.3g} "
                          "comparators, too large")
-    # no proof exists for sorters above 64 wires: sample only the winner
-    each = verify and not (k == n and n > N_MAX)
+    # no complete method (sorters above 64 wires; n > 64 with k > 16): sample only the winner
+    each = verify and not sample_only(n, k)
     winner = None
-    for c in cands:
+    steps = len(cands) + (verify and not each)
+    for i, c in enumerate(cands):
         c.skipped = _cannot_win(c, None if winner is None else winner.network, objective)
         if c.skipped:
             continue
+        if progress is not None:
+            progress(i, steps, c.label)
         t0 = time.perf_counter()
         net = c.make()
         built = time.perf_counter()
@@ -175,6 +192,8 @@ def choose(
             + "; ".join(c.describe() for c in cands)
         )
     if verify and not each:
+        if progress is not None:
+            progress(len(cands), steps, "verify the winner")
         t0 = time.perf_counter()
         from .verify import verify as run_verify
 
@@ -182,6 +201,8 @@ def choose(
         winner.compiled.verify_seconds = time.perf_counter() - t0
         if log is not None:
             log(f"verify (the winner only): {winner.compiled.report} ({winner.compiled.verify_seconds:.2f} s)")
+    if progress is not None:
+        progress(steps, steps, "")
     return winner.compiled, cands
 
 

@@ -36,6 +36,7 @@ LAYERS: list[tuple[str, tuple[str, ...], str]] = [
     ("codegen", ("netgen.codegen",), "generated torch / numba / cuda modules"),
     ("compiled", ("netgen.compiled",), "one network through the passes and the proof"),
     ("portfolio", ("netgen.portfolio",), "every cheap construction compiled, the best kept"),
+    ("estimate", ("netgen.estimate",), "the build-time estimate (of a construction or the portfolio) and the time budget"),
     ("compiler", ("netgen.compiler",), "the driver: construct or portfolio, passes, proof"),
     ("layers", ("netgen.layers", "netgen.relax.loss", "netgen.compat", "netgen.search", "netgen.render"),
      "user-facing layers and losses (a network + a relaxation + a target), diffsort/difftopk "

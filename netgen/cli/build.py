@@ -13,8 +13,9 @@ import click
 from ..codegen import TARGETS as CODE_TARGETS
 from ..construct import ALL_KINDS as KINDS
 from ..construct.best import OBJECTIVES
+from ..estimate import DEFAULT_MAX_SECONDS
 from ..passes.pipeline import DEFAULT_PASSES, PASSES
-from .common import BadInput, check_output, handle_errors, log, max_size_option
+from .common import BadInput, check_output, current_bar, handle_errors, log, max_size_option
 
 # the choices come from the registries: a new construction, target or pass appears here by itself
 TARGETS = ("json", *CODE_TARGETS)
@@ -38,9 +39,12 @@ TARGETS = ("json", *CODE_TARGETS)
 @click.option("--art-epsilon", "art_epsilon", type=float, help="ART tie epsilon; 1e-10 reproduces difftopk/diffsort (default 0: netgen's formula).")
 @click.option("--no-compile", "no_compile", is_flag=True, help="cuda: skip the PTX/cubin compile check.")
 @click.option("--compile-check", "compile_check", is_flag=True, help="cuda: require the full check (exit 2, nothing written, when no ptxas is found to assemble cubins).")
+@click.option("--max-seconds", "max_seconds", type=click.FloatRange(min=0, min_open=True), default=None,
+              help=f"Refuse builds estimated above this many CPU seconds (default {DEFAULT_MAX_SECONDS:.0f}); "
+                   "see docs/security.md.")
 @max_size_option
 @handle_errors
-def command(n, k, kind, objective, from_file, target, output, name, passes, only, verify, distribution, steepness, art_lambda, art_epsilon, no_compile, compile_check):
+def command(n, k, kind, objective, from_file, target, output, name, passes, only, verify, distribution, steepness, art_lambda, art_epsilon, no_compile, compile_check, max_seconds):
     """Construct, prune, prove and emit a network.
 
     \b
@@ -75,13 +79,19 @@ def command(n, k, kind, objective, from_file, target, output, name, passes, only
         net = load(from_file)
         log(f"read {net!r} in {time.perf_counter() - t0:.2f} s")
         chosen = only or (DEFAULT_PASSES if passes else None)
+        from ..estimate import Estimate, check_time, network_seconds
+
+        check_time(network_seconds(net.n, net.k, net.size, passes=bool(chosen), verify=verify,
+                                   est=Estimate(f"building the network of {from_file} (n = {net.n}, k = {net.k}, "
+                                                f"{net.size} comparators)")), max_seconds)
         compiled = compiler.compile_network(net, passes=chosen, verify=verify, log=log)
     else:
         if n is None:
             raise BadInput("give --n N (and --k K), or --from FILE")
         chosen = only or (DEFAULT_PASSES if passes is None or passes else None)
         try:
-            compiled = compiler.compile(n, k, kind, objective=objective, passes=chosen, verify=verify, log=log)
+            compiled = compiler.compile(n, k, kind, objective=objective, passes=chosen, verify=verify, log=log,
+                                        progress=current_bar(), max_seconds=max_seconds)
         except PortfolioError as e:
             click.echo(f"netgen: internal error: {e}", err=True)
             raise SystemExit(1)

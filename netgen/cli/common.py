@@ -70,87 +70,131 @@ def handle_errors(fn):
 
 
 # ------------------------------------------------------------------ output
-_BARS: list = []  # live status lines (cleared before a log line)
-
-
 def log(msg: str) -> None:
-    """Progress and log lines go to stderr, never stdout."""
-    bars = list(_BARS)
-    for bar in bars:
-        bar.lock.acquire()
-    try:
-        for bar in bars:
-            bar.clear(locked=True)
+    """Progress and log lines go to stderr, never stdout; a live tqdm bar is
+    cleared first and drawn again below the line."""
+    from tqdm import tqdm
+
+    with tqdm.external_write_mode(file=sys.stderr):
         click.echo(msg, err=True)
-    finally:
-        for bar in bars:
-            bar.lock.release()
+
+
+def _stderr_tty() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _screen() -> dict:
+    """tqdm's ``ncols`` / ``nrows`` where the terminal cannot tell them. A
+    pseudo-terminal whose size was never set (``script`` run from a pipe,
+    many CI runners) reports 0 x 0; tqdm turns that into -1 x -1 and then
+    draws nothing at all: its bar at position 0 is "below" the last row.
+    Then use ``$COLUMNS`` / ``$LINES`` or 80 x 24; otherwise let tqdm ask."""
+    try:
+        size = os.get_terminal_size(sys.stderr.fileno())
+    except (AttributeError, ValueError, OSError):
+        return {}
+    out = {}
+    for key, env, have, default in (("ncols", "COLUMNS", size.columns, 80), ("nrows", "LINES", size.lines, 24)):
+        if have <= 0:
+            try:
+                out[key] = max(2, int(os.environ.get(env, default)))
+            except ValueError:
+                out[key] = default
+    return out
 
 
 def progress(iterable=None, total=None, desc=None, **kwargs):
-    """A tqdm bar on stderr (silent when stderr is not a terminal and the
-    work is short)."""
+    """A tqdm bar on stderr (silent when stderr is not a terminal)."""
     from tqdm import tqdm
 
+    for key, value in _screen().items():
+        kwargs.setdefault(key, value)
     return tqdm(iterable, total=total, desc=desc, file=sys.stderr, leave=False, disable=None, **kwargs)
 
 
-class _Busy:
-    """One status line on stderr (a terminal): ``desc (elapsed)``, redrawn
-    every second after ``delay`` seconds; :func:`log` clears it first."""
+_ELAPSED = "{desc} [{elapsed}{postfix}]"  # no step count known (yet)
+_STEPS = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]"
 
-    def __init__(self, desc: str, delay: float):
-        self.desc, self.delay, self.shown = desc, delay, False
+
+class _Bar:
+    """The live bar of :func:`busy` (a tqdm bar, or nothing in a pipe)."""
+
+    def __init__(self, bar, delay: float = 0.0):
+        self.bar, self.delay, self.shown = bar, delay, False
         self.t0 = time.monotonic()
-        self.lock = threading.Lock()
 
-    def draw(self) -> None:
-        with self.lock:
-            elapsed = time.monotonic() - self.t0
-            if elapsed >= self.delay:
-                sys.stderr.write(f"\r{self.desc} ({int(elapsed) // 60:02d}:{int(elapsed) % 60:02d})\x1b[K")
-                sys.stderr.flush()
-                self.shown = True
+    def step(self, done: int, total: int, what: str = "") -> None:
+        """``done`` of ``total`` steps are finished; ``what`` is running."""
+        if self.bar is None:
+            return
+        with self.bar.get_lock():
+            self.bar.total = total
+            self.bar.bar_format = _STEPS
+            self.bar.n = done
+            self.bar.set_postfix_str(what, refresh=False)
+        self._draw()
 
-    def clear(self, locked: bool = False) -> None:
-        if not locked:
-            with self.lock:
-                return self.clear(locked=True)
-        if self.shown:
-            sys.stderr.write("\r\x1b[K")
-            sys.stderr.flush()
-            self.shown = False
+    def _draw(self) -> None:
+        if time.monotonic() - self.t0 >= self.delay:
+            self.bar.refresh()  # draws even between updates (update() alone would wait for the next step)
+            self.shown = True
+
+    def __call__(self, done: int, total: int, what: str = "") -> None:
+        self.step(done, total, what)
+
+
+_CURRENT: list = []  # the innermost live bar of busy() (for commands that report steps)
+
+
+def current_bar():
+    """The bar of the enclosing :func:`busy` block (``.step(done, total,
+    what)``; does nothing in a pipe), or None outside one."""
+    return _CURRENT[-1] if _CURRENT else None
 
 
 @contextlib.contextmanager
-def busy(desc: str = "netgen: working", delay: float = 2.0):
-    """While the block runs, show the elapsed time on stderr when it is a
-    terminal (after ``delay`` seconds; nothing in a pipe), so a long build
-    is never silent."""
+def busy(desc: str = "netgen", delay: float = 2.0):
+    """While the block runs, show a tqdm bar on stderr when it is a terminal
+    (after ``delay`` seconds; nothing in a pipe): the elapsed time, redrawn
+    every second even while one long step runs (tqdm itself redraws only on
+    an update), and the steps done when the command reports them
+    (:func:`current_bar`). A long build is never silent.
+    ``$NETGEN_PROGRESS_DELAY`` (seconds) overrides ``delay``."""
     try:
-        tty = sys.stderr.isatty()
-    except (AttributeError, ValueError):
-        tty = False
-    if not tty:
-        yield
+        delay = float(os.environ.get("NETGEN_PROGRESS_DELAY", delay))
+    except ValueError:
+        pass
+    if not _stderr_tty():
+        _CURRENT.append(_Bar(None))
+        try:
+            yield _CURRENT[-1]
+        finally:
+            _CURRENT.pop()
         return
-    bar = _Busy(desc, delay)
+    bar = progress(total=None, desc=desc, delay=delay, mininterval=0.5, bar_format=_ELAPSED)
+    live = _Bar(bar, delay)
+    live.shown = delay <= 0  # tqdm drew it already
     stop = threading.Event()
 
     def beat():
         while not stop.wait(1.0):
-            bar.draw()
+            live._draw()
 
-    thread = threading.Thread(target=beat, name="netgen-busy", daemon=True)
-    _BARS.append(bar)
+    thread = threading.Thread(target=beat, name="netgen-progress", daemon=True)
+    _CURRENT.append(live)
     thread.start()
     try:
-        yield
+        yield live
     finally:
         stop.set()
         thread.join()
-        _BARS.remove(bar)
-        bar.clear()
+        _CURRENT.pop()
+        if live.shown:
+            bar.clear()  # close() alone erases only bars that update() drew
+        bar.close()
 
 
 def escape(text: object) -> str:
@@ -182,7 +226,9 @@ def max_size_option(fn):
     def wrapper(*args, max_size=None, **kwargs):
         from ..network import size_limit
 
-        with size_limit(max_size), busy():
+        ctx = click.get_current_context(silent=True)
+        name = f"netgen {ctx.info_name}" if ctx is not None and ctx.info_name else "netgen"
+        with size_limit(max_size), busy(name):
             return fn(*args, **kwargs)
 
     return click.option(

@@ -70,7 +70,15 @@ def build_layer(net, r, target: str = "torch"):
     use; nothing goes to ``generated/``; see :mod:`netgen.codegen.cache`)."""
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; choose 'auto' or one of {', '.join(TARGETS)}")
-    return load_source(emit(target, net, r), module_name(net, r, target)).Layer()
+    from . import cache
+
+    key = cache.built_key(net, r, target)
+    mod = cache.find_built(key)  # built before (this process or another): no emit, no source check
+    if mod is None:
+        mod = load_source(emit(target, net, r), module_name(net, r, target))
+        if not str(getattr(mod, "__file__", "<")).startswith("<"):  # in the cache, not in memory
+            cache.remember_built(key, mod.__name__)
+    return mod.Layer()
 
 
 def check_target(target: str) -> str:

@@ -35,6 +35,10 @@ the name exists: a concurrent writer's identical file wins, none is ever
 seen half-written, and an existing file is never rewritten, which would
 invalidate numba's index for it).
 
+``<root>/<versions>/built/<key>`` holds the module name built for a
+(generator, network, relaxation, target) key, so a new process imports a
+layer it built before without generating its source (:func:`find_built`).
+
 Clear with :func:`clear` or ``netgen cache clear``; ``netgen cache info``
 prints where it is and how big.
 """
@@ -54,7 +58,7 @@ import types
 from pathlib import Path
 
 __all__ = ["root", "version_dir", "module_file", "import_source", "remember_path", "clear", "info",
-           "install_finder", "qualname_for"]
+           "install_finder", "qualname_for", "built_key", "find_built", "remember_built"]
 
 ENV = "NETGEN_CACHE_DIR"
 PREFIX = "_netgen_"
@@ -139,7 +143,25 @@ def module_file(qualname: str) -> Path:
     return version_dir() / "modules" / f"{qualname}.py"
 
 
+def _bytecode(path: Path) -> None:
+    """Write the module's bytecode beside it (``__pycache__``) unless it is
+    there: a module of a few thousand lines takes ~0.1 s to compile, in
+    every process that imports it, when bytecode writing is off
+    (``PYTHONDONTWRITEBYTECODE``, read-only installs). These are netgen's
+    cache files, written once, so their bytecode is cached regardless;
+    Python reads it back even where it would not write it. Best effort."""
+    import py_compile
+
+    try:
+        pyc = importlib.util.cache_from_source(str(path))
+        if not os.path.exists(pyc):
+            py_compile.compile(str(path), cfile=pyc, doraise=True)
+    except (OSError, py_compile.PyCompileError, NotImplementedError, ValueError):
+        pass
+
+
 def _exec_file(qualname: str, path: Path) -> types.ModuleType:
+    _bytecode(path)
     spec = importlib.util.spec_from_file_location(qualname, path)
     if spec is None or spec.loader is None:  # pragma: no cover
         raise ImportError(f"cannot import {path}")
@@ -175,6 +197,76 @@ def import_source(source: str, name: str) -> types.ModuleType:
         sys.modules[qualname] = mod
         return mod
     return _exec_file(qualname, path)
+
+
+# ------------------------------------------------- built layers, by input
+# A new process building a layer for a (network, relaxation, target) it has
+# built before finds the module without generating its source again:
+# emitting and checking a numba module costs ~0.5-1 CPU s (rendering the
+# swap code, compile() and ast.parse of ~2,000 lines), more than loading its
+# cached kernels. The index maps a key of the inputs *and of the generator's
+# own source files* (so an edited netgen never reuses a module the old code
+# wrote) to the module's name; the module file is checked against the
+# source hash its name carries before it is used.
+_GENERATOR_DIRS = ("codegen", "relax")
+
+
+@functools.lru_cache(maxsize=None)
+def generator_tag() -> str:
+    """A hash of netgen's code-generating source files (every .py file of
+    netgen/codegen and netgen/relax: path, size and modification time, as
+    Python's own bytecode cache checks a source; ~1 ms, where hashing their
+    contents costs ~10x more)."""
+    pkg = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for d in _GENERATOR_DIRS:
+        for f in sorted((pkg / d).rglob("*.py")):
+            try:
+                st = f.stat()
+                h.update(f"{f.relative_to(pkg)}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+            except OSError:  # pragma: no cover
+                h.update(f"{f}\0unreadable\0".encode())
+    return h.hexdigest()[:16]
+
+
+def built_key(net, r, target: str) -> str:
+    """The index key of the module ``emit(target, net, r)`` would give."""
+    import json
+
+    h = hashlib.sha256()
+    for part in (generator_tag(), net.key(), json.dumps(r.to_dict(), sort_keys=True), target):
+        h.update(part.encode() + b"\0")
+    return h.hexdigest()[:24]
+
+
+def find_built(key: str) -> types.ModuleType | None:
+    """The module recorded under ``key`` (imported now, or already), or None
+    when there is none or its file is missing or not what its name says."""
+    try:
+        qualname = (version_dir() / "built" / key).read_text().strip()
+    except (OSError, ValueError):
+        return None
+    if not re.fullmatch(rf"{PREFIX}\w+_[0-9a-f]{{12}}", qualname):
+        return None
+    mod = sys.modules.get(qualname)
+    if mod is not None:
+        return mod
+    f = module_file(qualname)
+    try:
+        data = f.read_bytes()
+    except OSError:
+        return None
+    if hashlib.sha256(data).hexdigest()[:12] != qualname.rsplit("_", 1)[1]:
+        return None  # damaged: the caller emits and rewrites it
+    return _exec_file(qualname, f)
+
+
+def remember_built(key: str, qualname: str) -> None:
+    """Record that ``key``'s module is ``qualname`` (best effort)."""
+    try:
+        _write_once(version_dir() / "built" / key, qualname.encode())
+    except OSError:
+        pass
 
 
 def remember_path(qualname: str, path: Path) -> None:

@@ -145,3 +145,55 @@ def test_numba_kernels_come_from_the_cache_in_a_second_process(cache_dir):
     assert second.returncode == 0, second.stderr[-2000:]
     hits, misses = map(int, second.stdout.split())
     assert hits > 0 and misses == 0
+
+
+_NO_EMIT = """
+import sys, torch
+import netgen.codegen as cg
+import netgen.codegen.auto as auto
+def refuse(*a, **k):
+    raise AssertionError("emit called: the module was generated again")
+cg.emit = auto.emit = refuse
+from netgen.codegen.auto import build_layer
+from netgen.construct import build
+from netgen.relax.distributions import Relaxation
+layer = build_layer(build("splitter", 9, 2), Relaxation("logistic", 3.0), "torch")
+print(type(layer).__module__)
+"""
+
+
+def test_a_built_layer_is_found_again_without_generating_it(cache_dir):
+    """A second process building the same (network, relaxation, target)
+    imports the cached module without emitting (and checking) its source
+    again: that was most of a warm first call's CPU time."""
+    r = Relaxation("logistic", 3.0)
+    sys.modules.pop(cache.qualname_for(module_name(NET, r, "torch"), emit("torch", NET, r)), None)  # an earlier test's
+    layer = build_layer(NET, r, "torch")
+    key = cache.built_key(NET, r, "torch")
+    assert (cache.version_dir() / "built" / key).read_text() == type(layer).__module__
+    env = dict(os.environ, NETGEN_CACHE_DIR=str(cache_dir), PYTHONDONTWRITEBYTECODE="1")
+    env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), env.get("PYTHONPATH", "")])
+    p = subprocess.run([sys.executable, "-c", _NO_EMIT], env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.strip() == type(layer).__module__
+    # its bytecode is cached too, even where Python would not write it (PYTHONDONTWRITEBYTECODE)
+    import importlib.util
+
+    assert os.path.exists(importlib.util.cache_from_source(str(cache.module_file(type(layer).__module__))))
+
+
+def test_the_index_is_never_trusted_blindly(cache_dir, monkeypatch):
+    r = Relaxation("logistic", 3.0)
+    sys.modules.pop(cache.qualname_for(module_name(NET, r, "torch"), emit("torch", NET, r)), None)  # an earlier test's
+    layer = build_layer(NET, r, "torch")
+    qual = type(layer).__module__
+    key = cache.built_key(NET, r, "torch")
+    f = cache.module_file(qual)
+    sys.modules.pop(qual)
+    f.write_text(f.read_text() + "\nraise RuntimeError('damaged')\n")
+    assert cache.find_built(key) is None  # the file is not what its name says
+    assert type(build_layer(NET, r, "torch")).__module__ == qual  # emitted again, file repaired
+    assert "damaged" not in f.read_text()
+    # another generator (an edited netgen) never reuses the module the old code wrote
+    monkeypatch.setattr(cache, "generator_tag", lambda: "other")
+    assert cache.built_key(NET, r, "torch") != key
