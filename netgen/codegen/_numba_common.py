@@ -6,12 +6,16 @@
   skip structural zeros of the k x n back-sweep; its source is copied into
   every generated module (:func:`plan_source`), so generated code needs numpy
   only, and netgen's tests exercise the very same function.
-* :func:`header` / :func:`network_literal`: the deterministic top of a
-  generated module (docs/design.md section 8 contract).
+* :func:`network_literal` / :func:`relaxation_literal`: the deterministic
+  top of a generated module (the generated-module contract).
+* :func:`statements`: module-level assignments of a runtime module, copied
+  into generated modules by name (functions and classes go through
+  :func:`netgen.codegen.runtime.assemble`).
 """
 
 from __future__ import annotations
 
+import ast
 import inspect
 import json
 import re
@@ -167,3 +171,30 @@ def _py_literal(v: Any) -> str:
 def relaxation_literal(r) -> str:
     d = r.to_dict()
     return "RELAXATION = {" + ", ".join(f"{json.dumps(k)}: {v!r}" for k, v in d.items()) + "}"
+
+
+def statements(module, names, namespace) -> str:
+    """Source of the top-level assignments to ``names`` in ``module`` (a
+    runtime module), in file order, each with the comment lines right above
+    it (a ``# ---`` divider excluded); every name is claimed in
+    ``namespace`` (defined twice: refused). A name not assigned there is an
+    internal error."""
+    src = inspect.getsource(module)
+    lines = src.splitlines()
+    want = list(names)
+    out = []
+    for node in ast.parse(src).body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        found = [t.id for t in targets if isinstance(t, ast.Name) and t.id in want]
+        if not found:
+            continue
+        start = node.lineno - 1
+        while start > 0 and lines[start - 1].lstrip().startswith("#") and not lines[start - 1].startswith("# ---"):
+            start -= 1
+        out.append("\n".join(lines[start:node.end_lineno]))
+        for name in found:
+            namespace.define(name)
+            want.remove(name)
+    if want:
+        raise KeyError(f"{module.__name__} assigns no {', '.join(want)} at top level")
+    return "\n".join(out)

@@ -1,0 +1,220 @@
+"""Host side of the generated numba module below the autograd layer: the
+saved-state pool, the thread choice per call and the numpy-level wrappers
+(``rows_numpy``, ``rows_backward_numpy``, ``column_numpy``,
+``column_backward_numpy``) that call the kernels of :mod:`.numba_kernels`.
+
+Real code, copied into generated modules by source extraction (functions
+and classes: :data:`PARTS`; module-level state: :data:`STATE`, copied by
+name); it reads the module constants the numba emitter writes (stand-ins
+below let this file import and lint on its own).
+
+* Threads: kernels run with ``torch.get_num_threads()`` threads (or the
+  layer's ``threads``), capped by numba's maximum, and on the calling thread
+  (the serial kernel copies) below ``_SERIAL_WORK`` updates per call. Under
+  numba's ``workqueue`` threading layer (not reentrant: concurrent calls
+  abort the process) calls are serialised by a lock.
+* Kernels only read their inputs.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numba
+import numpy as np
+import torch
+
+from .numba_kernels import _KERNELS, _KERNELS_SERIAL
+from .numba_vector import _W
+
+# ---- stand-ins for what the emitter writes (not copied into modules) ----
+RELAXATION: dict = {"steepness": 1.0}
+_N = _K = _SIZE = _NNZ = 0
+_MODE, _GROUP, _SERIAL_WORK, _PARALLEL = "save", 1, 0, True
+_CA = _CB = _CLO = _CHI = _DOFF = _OUTPUTS = np.zeros(0, dtype=np.int64)
+
+# ------------------------------------------------------- copied by name (STATE)
+_NNZ_PER_ROW = _NNZ + _SIZE  # updates of one batch row through the back-sweep and the values
+# What a forward saves for backward comes from a small pool and goes back to
+# it when autograd frees the graph (_Saved.__del__), so a training loop does
+# not fault in fresh pages every step. At most 2 free arrays per shape,
+# _POOL_SHAPES shapes (the oldest dropped); free_buffers() empties it.
+_POOL: dict = {}
+_POOL_SHAPES = 8
+_POOL_LOCK = threading.Lock()
+# numba's workqueue threading layer is not reentrant: two Python threads
+# launching parallel kernels at once abort the process. Under it (or before
+# numba has picked a layer) kernel calls take this lock.
+_RUN_LOCK = threading.RLock()
+
+
+# ---------------------------------------------------------------- copied parts
+def _take(shape, dtype):
+    with _POOL_LOCK:
+        free = _POOL.get((shape, np.dtype(dtype)))
+        if free:
+            return free.pop()
+    return np.empty(shape, dtype=dtype)
+
+
+def _give(*arrays):
+    with _POOL_LOCK:
+        for a in arrays:
+            key = (a.shape, a.dtype)
+            if key not in _POOL and len(_POOL) >= _POOL_SHAPES:
+                del _POOL[next(iter(_POOL))]
+            free = _POOL.setdefault(key, [])
+            if len(free) < 2:
+                free.append(a)
+
+
+def free_buffers():
+    """Drop the pooled saved-state buffers (memory goes back to the system)."""
+    with _POOL_LOCK:
+        _POOL.clear()
+
+
+class _Saved:
+    """A forward's saved arrays; back to the pool when autograd frees them."""
+
+    def __init__(self, B, arrays, **info):
+        self.B = B
+        self.arrays = arrays
+        self.__dict__.update(info)
+
+    def __del__(self):
+        _give(*self.arrays)
+
+
+def _needs_lock():
+    if not _PARALLEL:
+        return False
+    try:
+        return numba.threading_layer() == "workqueue"
+    except ValueError:  # no parallel kernel has run yet: the layer is not chosen
+        return True
+
+
+class _Threads:
+    """Context: numba's thread count for this thread's kernel calls
+    (``threads`` or torch.get_num_threads(), capped by numba's maximum; 1
+    when ``work`` is below _SERIAL_WORK), the kernels to call (``kernels``:
+    parallel or serial copies) and the workqueue lock."""
+
+    def __init__(self, threads, work):
+        t = torch.get_num_threads() if threads is None else threads
+        t = max(1, min(int(t), numba.config.NUMBA_NUM_THREADS))
+        self.n = 1 if work < _SERIAL_WORK else t
+
+    def __enter__(self):
+        self.serial = self.n == 1 or not _PARALLEL
+        self.kernels = _KERNELS_SERIAL if self.serial else _KERNELS
+        self.lock = not self.serial and _needs_lock()
+        if self.lock:
+            _RUN_LOCK.acquire()
+        if not self.serial:
+            self.old = numba.get_num_threads()
+            numba.set_num_threads(self.n)
+        return self
+
+    def workers(self):
+        return 1 if self.serial else numba.get_num_threads()
+
+    def __exit__(self, *exc):
+        if not self.serial:
+            numba.set_num_threads(self.old)
+        if self.lock:
+            _RUN_LOCK.release()
+
+
+def rows_numpy(x, steepness=None, save=True, sgrad=False, threads=None, mode=None, group=None):
+    """Forward kernels on a (B, n) float32/float64 C-contiguous array.
+    Returns ``values, P, saved`` (``saved`` feeds :func:`rows_backward_numpy`;
+    None without ``save``). ``sgrad``: also save what dL/dsteepness needs.
+    ``mode`` / ``group`` override the module's _MODE / _GROUP."""
+    B = x.shape[0]
+    dt = x.dtype
+    stp = dt.type(RELAXATION["steepness"] if steepness is None else steepness)
+    mode = _MODE if mode is None else mode
+    grp = int(_GROUP if group is None else group)
+    nblk = (B + _W - 1) // _W
+    values = np.empty((B, _K), dtype=dt)
+    P = np.empty((B, _K, _N), dtype=dt)
+    ps = _take((nblk, _SIZE, _W), dt)
+    save = bool(save or sgrad)
+    keep_D = save and mode == "save"
+    # without save / sgrad / D: one scratch slot per block, overwritten
+    sv = _take((nblk, _SIZE, 2, _W), dt) if save else np.empty((nblk, 1, 2, _W), dtype=dt)
+    ss = _take((nblk, _SIZE, 2, _W), dt) if sgrad else np.empty((nblk, 1, 2, _W), dtype=dt)
+    D = _take((nblk, _NNZ, _W), dt) if keep_D else np.empty((nblk, 0, _W), dtype=dt)
+    with _Threads(threads, B * _NNZ_PER_ROW) as th:
+        kv, kP = th.kernels[:2]
+        kv(x, stp, _CA, _CB, _OUTPUTS, values, ps, sv, ss, save, sgrad)
+        kP(_CA, _CB, _CLO, _CHI, _DOFF, _OUTPUTS, ps, P, D, keep_D, grp)
+    if not save:
+        _give(ps)
+        return values, P, None
+    arrays = (ps, sv) + ((ss,) if sgrad else ()) + ((D,) if keep_D else ())
+    return values, P, _Saved(B, arrays, ps=ps, sv=sv, ss=ss if sgrad else sv, D=D, keep_D=keep_D,
+                             sgrad=sgrad, grp=grp)
+
+
+def rows_backward_numpy(saved, gv, gP, threads=None):
+    """Adjoint of :func:`rows_numpy`: gradient w.r.t. x from the gradients
+    of values (B, k) and P (B, k, n) (``gP`` may be None), and dL/ds (a
+    float; 0.0 unless the forward ran with ``sgrad``)."""
+    B = saved.B
+    ps = saved.ps
+    dt = ps.dtype
+    nblk = ps.shape[0]
+    has_gP = gP is not None
+    if gP is None:
+        gP = np.zeros((B, 0, 0), dtype=dt)
+    with _Threads(threads, B * (_NNZ_PER_ROW if has_gP else _SIZE)) as th:
+        nt = th.workers()
+        gxt = np.zeros((nt, nblk, _N, _W), dtype=dt)
+        gst = np.zeros((nt, nblk, _W), dtype=dt)
+        th.kernels[2](gv, gP, has_gP, _CA, _CB, _CLO, _CHI, _DOFF, _OUTPUTS, ps, saved.sv, saved.ss,
+                      saved.sgrad, saved.D, saved.keep_D, saved.grp, gxt, gst)
+    gx = gxt.sum(axis=0) if nt > 1 else gxt[0]
+    gx = np.ascontiguousarray(gx.transpose(0, 2, 1).reshape(nblk * _W, _N)[:B])
+    gs = float(gst.sum(axis=0).reshape(-1)[:B].sum(dtype=np.float64)) if saved.sgrad else 0.0
+    return gx, gs
+
+
+def column_numpy(x, y, steepness=None, save=True, sgrad=False, threads=None):
+    """P[:, y] for (B, n) ``x`` and (B,) int64 ``y``; returns ``col, saved``
+    (None without ``save``)."""
+    B = x.shape[0]
+    dt = x.dtype
+    stp = dt.type(RELAXATION["steepness"] if steepness is None else steepness)
+    col = np.empty((B, _K), dtype=dt)
+    nblk = (B + _W - 1) // _W
+    save = bool(save or sgrad)
+    # without save / sgrad: one scratch slot per block, overwritten
+    cs = _take((nblk, _SIZE, 3, _W), dt) if save else np.empty((nblk, 1, 3, _W), dtype=dt)
+    css = _take((nblk, _SIZE, 2, _W), dt) if sgrad else np.empty((nblk, 1, 2, _W), dtype=dt)
+    with _Threads(threads, 2 * B * _SIZE) as th:
+        th.kernels[3](x, y, stp, _CA, _CB, _OUTPUTS, col, cs, css, save, sgrad)
+    if not save:
+        return col, None
+    arrays = (cs, css) if sgrad else (cs,)
+    return col, _Saved(B, arrays, cs=cs, css=css if sgrad else cs, sgrad=sgrad)
+
+
+def column_backward_numpy(saved, gcol, threads=None):
+    """Adjoint of :func:`column_numpy`: (gradient w.r.t. x, dL/ds)."""
+    cs = saved.cs
+    B = gcol.shape[0]
+    gx = np.empty((B, _N), dtype=cs.dtype)
+    gsr = np.zeros(B, dtype=cs.dtype)
+    with _Threads(threads, 2 * B * _SIZE) as th:
+        th.kernels[4](gcol, _CA, _CB, _OUTPUTS, cs, saved.css, saved.sgrad, gx, gsr)
+    return gx, (float(gsr.sum(dtype=np.float64)) if saved.sgrad else 0.0)
+
+
+#: module-level state a generated module copies by name (with its comments)
+STATE = ("_NNZ_PER_ROW", "_POOL", "_POOL_SHAPES", "_POOL_LOCK", "_RUN_LOCK")
+#: what a generated module copies from this file, in order
+PARTS = (_take, _give, free_buffers, _Saved, _needs_lock, _Threads, rows_numpy, rows_backward_numpy, column_numpy,
+         column_backward_numpy)
