@@ -112,8 +112,8 @@ def _swap_lines(r, ft: str) -> list[str]:
     name = "_swap_f32" if ft == "float32" else "_swap_f64"
     return [
         f"def {name}(d, stp):",
-        f'    """p, dp/dd and dp/ds in {ft} for d = x - y and steepness stp ({r.distribution}; rendered from '
-        'netgen.relax.formulas)."""',
+        f'    """p, dp/dd and dp/ds in {ft} for d = x - y and steepness stp ({r.distribution}; rendered by '
+        'netgen from its formulas)."""',
         swap_code(r, 4, ft, inline_exp=True, steepness="stp"),
         "    return p, dp, dps",
     ]
