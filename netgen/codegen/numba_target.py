@@ -75,13 +75,17 @@ SAVE_MAX_NNZ = 16384
 GROUP_BYTES = 512 << 10
 MIN_GROUP = 4
 SAVE_GROUP_BYTES = 4 << 20
-# Below this many (row, comparator-or-pair) updates per call (~1-2 ms of
-# work) a kernel runs on the calling thread only: a parallel region costs
-# tens of microseconds on an idle machine and up to a scheduler time slice
-# on a busy one, where one of its threads waits for a core (measured with
-# benchmarks/threads_busy.py on this 2-core machine at load ~11: n = 16,
-# B = 32 took 108 ms per call parallel, 0.14 ms on one thread).
-SERIAL_WORK = 1 << 21
+# Below this many (row, comparator-or-pair) updates per call a kernel runs
+# on the calling thread (the serial copies): a parallel region costs tens of
+# microseconds on an idle machine. Measured (kernels only, fwd+bwd, sort
+# n = 32, 2 threads, fastest of 101 interleaved calls): B = 16 (73k
+# updates) 0.13 ms serial / 0.14 ms parallel, B = 32 (146k) 0.28 / 0.20,
+# B = 64 (293k) 0.53 / 0.39. The old threshold, 2^21, kept sort n = 32 at
+# B = 64 serial: 1.3 vs 0.7 ms fwd+bwd against the always-parallel kernels
+# before issue 18. On a busy machine, where a parallel region waits for a
+# thread without a core, the host backs off to the serial copies after a
+# stalled call (runtime/numba_host.py, _STALL).
+SERIAL_WORK = 1 << 17
 
 
 def engine(net: Network, mode: str | None = None, group: int | None = None) -> tuple[str, int]:
@@ -140,7 +144,7 @@ def emit(net: Network, r: Any = None, *, mode: str | None = None, group: int | N
     L = Lines()
     L(repr(_doc(net, r, mode, group)))
     L.blank()
-    L("import math", "import os", "import platform", "import threading", "")
+    L("import math", "import os", "import platform", "import threading", "import time", "")
     L("import numba", "import numpy as np", "import torch", "from llvmlite import ir",
       "from numba.core import cgutils, types", "from numba.core.extending import intrinsic, overload")
     L.blank()

@@ -156,16 +156,58 @@ def test_pool_reuses_and_bounds_its_buffers(monkeypatch):
     assert not numba_host._POOL
 
 
+def _pretend_two_numba_threads(monkeypatch):
+    # the tests run with NUMBA_NUM_THREADS=1 (tests/conftest.py); only the choice is tested here
+    monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", 2)
+    monkeypatch.setattr(numba, "set_num_threads", lambda n: None)
+    monkeypatch.setattr(numba, "get_num_threads", lambda: 1)
+
+
 def test_small_calls_take_the_serial_kernels(monkeypatch):
     monkeypatch.setattr(numba_host, "_SERIAL_WORK", 1000)
     monkeypatch.setattr(numba_host, "_PARALLEL", True)
+    monkeypatch.setattr(numba_host, "_STALL", {"best": {}, "skip": 0, "backoff": 0})
+    _pretend_two_numba_threads(monkeypatch)
     with numba_host._Threads(2, 999) as th:
-        assert th.serial and th.kernels is numba_kernels._KERNELS_SERIAL and th.workers() == 1
-    with numba_host._Threads(None, 1000) as th:
-        assert th.kernels is (numba_kernels._KERNELS_SERIAL if th.n == 1 else numba_kernels._KERNELS)
+        assert th.serial and th.kernels is numba_kernels._KERNELS_SERIAL
+        assert th.workers() == 2  # the backward splits its work as a parallel call would: same result
+    with numba_host._Threads(3, 1000) as th:
+        assert not th.serial and th.kernels is numba_kernels._KERNELS and th.n == 2  # capped by numba
+    with numba_host._Threads(1, 10**9) as th:
+        assert th.serial and th.workers() == 1
     monkeypatch.setattr(numba_host, "_PARALLEL", False)  # NETGEN_NUMBA_PARALLEL=0: always the serial copies
     with numba_host._Threads(2, 10**9) as th:
-        assert th.serial and th.kernels is numba_kernels._KERNELS_SERIAL
+        assert th.serial and th.kernels is numba_kernels._KERNELS_SERIAL and th.workers() == 1
+
+
+def test_a_stalled_parallel_call_backs_off_to_serial(monkeypatch):
+    monkeypatch.setattr(numba_host, "_SERIAL_WORK", 1000)
+    monkeypatch.setattr(numba_host, "_PARALLEL", True)
+    monkeypatch.setattr(numba_host, "_STALL", {"best": {}, "skip": 0, "backoff": 0})
+    stall = numba_host._STALL
+    numba_host._note_parallel("rows", 1e-9)
+    numba_host._note_parallel("rows", 2e-9)  # slower, but no stall
+    assert stall["best"] == {"rows": 1e-9} and stall["skip"] == 0
+    numba_host._note_parallel("column", 1e-6)  # another kind keeps its own best
+    assert stall["skip"] == 0
+    numba_host._note_parallel("rows", 1e-9 * (numba_host._STALL_FACTOR + 1))  # stalled
+    assert stall["skip"] == stall["backoff"] == 8
+    small, large = 2000, numba_host._STALL_WORK
+    _pretend_two_numba_threads(monkeypatch)
+    for _ in range(8):
+        with numba_host._Threads(2, small, "probe") as th:
+            assert th.serial
+        with numba_host._Threads(2, large, "probe") as th:  # large calls stay parallel: a stall costs them little
+            assert not th.serial
+    with numba_host._Threads(2, small, "probe") as th:  # (its first call of a kind: never a stall)
+        assert not th.serial  # the back-off is over: try parallel again
+    numba_host._note_parallel("rows", 1.0)
+    assert stall["backoff"] == 8 and stall["skip"] == 8  # (the probe above, a good call, halved it first)
+    numba_host._note_parallel("rows", 1.0)
+    assert stall["backoff"] == 16 and stall["skip"] == 16  # a stall right after a stall doubles it
+    for _ in range(12):
+        numba_host._note_parallel("rows", 1e-9)
+    assert stall["backoff"] == 0  # good calls halve it
 
 
 def test_statements_copies_by_name_with_comments():
@@ -208,3 +250,32 @@ def test_runtime_modules_import_on_their_own():
     for mod in (V, numba_kernels, numba_host):
         for part in mod.PARTS:
             assert getattr(mod, part.__name__) is part
+
+
+def test_generated_module_imports_what_the_runtime_imports():
+    """Every absolute import of the copied runtime modules is an import of
+    the generated module (a missing one only fails when its line runs)."""
+    import ast
+    import inspect
+
+    from netgen.codegen.runtime import common, numba_layer
+
+    src = emit_small()
+    have = {ast.unparse(n) for n in ast.parse(src).body if isinstance(n, (ast.Import, ast.ImportFrom))}
+    for mod in (V, numba_kernels, numba_host, numba_layer, common):
+        for node in ast.parse(inspect.getsource(mod)).body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and not getattr(node, "level", 0):
+                if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+                    continue
+                if isinstance(node, ast.ImportFrom):  # the names may come in one or several lines
+                    for alias in node.names:
+                        assert any(h.startswith(f"from {node.module} import") and alias.name in h for h in have), \
+                            (mod.__name__, ast.unparse(node))
+                else:
+                    assert ast.unparse(node) in have, (mod.__name__, ast.unparse(node))
+
+
+def emit_small():
+    from netgen.codegen import emit
+
+    return emit("numba", build("oddeven", 4, 4), Relaxation("logistic", 2.0))

@@ -10,7 +10,8 @@ below let this file import and lint on its own).
 
 * Threads: kernels run with ``torch.get_num_threads()`` threads (or the
   layer's ``threads``), capped by numba's maximum, and on the calling thread
-  (the serial kernel copies) below ``_SERIAL_WORK`` updates per call. Under
+  (the serial kernel copies) below ``_SERIAL_WORK`` updates per call or
+  while backing off after a stalled parallel call (``_STALL``). Under
   numba's ``workqueue`` threading layer (not reentrant: concurrent calls
   abort the process) calls are serialised by a lock.
 * Kernels only read their inputs.
@@ -19,6 +20,7 @@ below let this file import and lint on its own).
 from __future__ import annotations
 
 import threading
+import time
 
 import numba
 import numpy as np
@@ -46,6 +48,18 @@ _POOL_LOCK = threading.Lock()
 # launching parallel kernels at once abort the process. Under it (or before
 # numba has picked a layer) kernel calls take this lock.
 _RUN_LOCK = threading.RLock()
+# Stall back-off. A parallel region on a busy machine waits for its slowest
+# thread, and one that has lost its core makes a 0.4 ms call take 30-70 ms
+# (sort n = 32, B = 64, load ~10, benchmarks/numba_modules_side_by_side.py).
+# A parallel call below _STALL_WORK updates that runs _STALL_FACTOR times
+# slower per update than the best parallel call of its kind so far counts as
+# stalled: the next calls below _STALL_WORK run serial, for a back-off that
+# doubles per stall (8 .. 1024 calls) and halves per good parallel call.
+# The results do not depend on the choice (the backward splits its work
+# into as many runs as threads were asked for either way).
+_STALL_WORK = 1 << 22
+_STALL_FACTOR = 4.0
+_STALL = {"best": {}, "skip": 0, "backoff": 0}
 
 
 # ---------------------------------------------------------------- copied parts
@@ -96,18 +110,24 @@ def _needs_lock():
 
 
 class _Threads:
-    """Context: numba's thread count for this thread's kernel calls
-    (``threads`` or torch.get_num_threads(), capped by numba's maximum; 1
-    when ``work`` is below _SERIAL_WORK), the kernels to call (``kernels``:
-    parallel or serial copies) and the workqueue lock."""
+    """Context for one call's kernels: the thread count (``threads`` or
+    torch.get_num_threads(), capped by numba's maximum), whether they run
+    serial (one thread, NETGEN_NUMBA_PARALLEL=0, fewer than _SERIAL_WORK
+    updates, or backing off after a stall), ``kernels`` (the parallel or
+    serial copies), ``workers`` (the runs a backward splits its work into:
+    the thread count, whichever copy runs) and the workqueue lock."""
 
-    def __init__(self, threads, work):
+    def __init__(self, threads, work, kind="rows"):
         t = torch.get_num_threads() if threads is None else threads
-        t = max(1, min(int(t), numba.config.NUMBA_NUM_THREADS))
-        self.n = 1 if work < _SERIAL_WORK else t
+        self.n = max(1, min(int(t), numba.config.NUMBA_NUM_THREADS)) if _PARALLEL else 1
+        self.work = work
+        self.kind = kind
+        self.serial = self.n == 1 or work < _SERIAL_WORK
+        if not self.serial and work < _STALL_WORK and _STALL["skip"] > 0:
+            _STALL["skip"] -= 1
+            self.serial = True
 
     def __enter__(self):
-        self.serial = self.n == 1 or not _PARALLEL
         self.kernels = _KERNELS_SERIAL if self.serial else _KERNELS
         self.lock = not self.serial and _needs_lock()
         if self.lock:
@@ -115,16 +135,32 @@ class _Threads:
         if not self.serial:
             self.old = numba.get_num_threads()
             numba.set_num_threads(self.n)
+        self.t0 = time.perf_counter()
         return self
 
     def workers(self):
-        return 1 if self.serial else numba.get_num_threads()
+        return self.n
 
     def __exit__(self, *exc):
         if not self.serial:
             numba.set_num_threads(self.old)
+            if exc[0] is None and self.work < _STALL_WORK:
+                _note_parallel(self.kind, (time.perf_counter() - self.t0) / max(self.work, 1))
         if self.lock:
             _RUN_LOCK.release()
+
+
+def _note_parallel(kind, rate):
+    """Record a parallel call's time per update; a stall starts or doubles
+    the serial back-off, a good call halves it (see _STALL)."""
+    best = _STALL["best"].get(kind, float("inf"))
+    if rate < best:
+        _STALL["best"][kind] = rate
+    if rate > _STALL_FACTOR * best:
+        _STALL["backoff"] = min(max(2 * _STALL["backoff"], 8), 1024)
+        _STALL["skip"] = _STALL["backoff"]
+    else:
+        _STALL["backoff"] //= 2
 
 
 def rows_numpy(x, steepness=None, save=True, sgrad=False, threads=None, mode=None, group=None):
@@ -147,7 +183,7 @@ def rows_numpy(x, steepness=None, save=True, sgrad=False, threads=None, mode=Non
     sv = _take((nblk, _SIZE, 2, _W), dt) if save else np.empty((nblk, 1, 2, _W), dtype=dt)
     ss = _take((nblk, _SIZE, 2, _W), dt) if sgrad else np.empty((nblk, 1, 2, _W), dtype=dt)
     D = _take((nblk, _NNZ, _W), dt) if keep_D else np.empty((nblk, 0, _W), dtype=dt)
-    with _Threads(threads, B * _NNZ_PER_ROW) as th:
+    with _Threads(threads, B * _NNZ_PER_ROW, ("rows", dt)) as th:
         kv, kP = th.kernels[:2]
         kv(x, stp, _CA, _CB, _OUTPUTS, values, ps, sv, ss, save, sgrad)
         kP(_CA, _CB, _CLO, _CHI, _DOFF, _OUTPUTS, ps, P, D, keep_D, grp)
@@ -170,7 +206,7 @@ def rows_backward_numpy(saved, gv, gP, threads=None):
     has_gP = gP is not None
     if gP is None:
         gP = np.zeros((B, 0, 0), dtype=dt)
-    with _Threads(threads, B * (_NNZ_PER_ROW if has_gP else _SIZE)) as th:
+    with _Threads(threads, B * (_NNZ_PER_ROW if has_gP else _SIZE), ("rows_bwd", dt, has_gP)) as th:
         nt = th.workers()
         gxt = np.zeros((nt, nblk, _N, _W), dtype=dt)
         gst = np.zeros((nt, nblk, _W), dtype=dt)
@@ -194,7 +230,7 @@ def column_numpy(x, y, steepness=None, save=True, sgrad=False, threads=None):
     # without save / sgrad: one scratch slot per block, overwritten
     cs = _take((nblk, _SIZE, 3, _W), dt) if save else np.empty((nblk, 1, 3, _W), dtype=dt)
     css = _take((nblk, _SIZE, 2, _W), dt) if sgrad else np.empty((nblk, 1, 2, _W), dtype=dt)
-    with _Threads(threads, 2 * B * _SIZE) as th:
+    with _Threads(threads, 2 * B * _SIZE, ("column", dt)) as th:
         th.kernels[3](x, y, stp, _CA, _CB, _OUTPUTS, col, cs, css, save, sgrad)
     if not save:
         return col, None
@@ -208,13 +244,13 @@ def column_backward_numpy(saved, gcol, threads=None):
     B = gcol.shape[0]
     gx = np.empty((B, _N), dtype=cs.dtype)
     gsr = np.zeros(B, dtype=cs.dtype)
-    with _Threads(threads, 2 * B * _SIZE) as th:
+    with _Threads(threads, 2 * B * _SIZE, ("column_bwd", cs.dtype)) as th:
         th.kernels[4](gcol, _CA, _CB, _OUTPUTS, cs, saved.css, saved.sgrad, gx, gsr)
     return gx, (float(gsr.sum(dtype=np.float64)) if saved.sgrad else 0.0)
 
 
 #: module-level state a generated module copies by name (with its comments)
-STATE = ("_NNZ_PER_ROW", "_POOL", "_POOL_SHAPES", "_POOL_LOCK", "_RUN_LOCK")
+STATE = ("_NNZ_PER_ROW", "_POOL", "_POOL_SHAPES", "_POOL_LOCK", "_RUN_LOCK", "_STALL_WORK", "_STALL_FACTOR", "_STALL")
 #: what a generated module copies from this file, in order
-PARTS = (_take, _give, free_buffers, _Saved, _needs_lock, _Threads, rows_numpy, rows_backward_numpy, column_numpy,
+PARTS = (_take, _give, free_buffers, _Saved, _needs_lock, _Threads, _note_parallel, rows_numpy, rows_backward_numpy, column_numpy,
          column_backward_numpy)
