@@ -18,7 +18,6 @@ from __future__ import annotations
 import ast
 import inspect
 import json
-import re
 from typing import Any
 
 import numpy as np
@@ -38,23 +37,6 @@ def relaxation_of(net: Network, r: Any):
     if isinstance(r, Relaxation):
         return r
     raise ValueError(f"relaxation must be a Relaxation, a dict or None, got {type(r).__name__}")
-
-
-_PLACEHOLDER = re.compile(r"@@([A-Z0-9_]+)@@")
-
-
-def fill(template: str, subs: dict) -> str:
-    """Replace every ``@@NAME@@`` of ``template`` by ``subs["NAME"]`` in ONE
-    pass: substituted text is never searched for placeholders again (a
-    network whose strings contain ``@@KERNELS@@`` stays inert). An unknown
-    placeholder in the template is an internal error."""
-
-    def rep(m):
-        if m.group(1) not in subs:
-            raise KeyError(f"no value for template placeholder {m.group(0)}")
-        return subs[m.group(1)]
-
-    return _PLACEHOLDER.sub(rep, template)
 
 
 # ----------------------------------------------------------------- the plan

@@ -13,7 +13,6 @@ import sys
 import numba
 import numpy as np
 import pytest
-import torch
 
 from netgen.codegen import write_module
 from netgen.codegen._numba_common import statements
