@@ -57,7 +57,7 @@ _RUN_LOCK = threading.RLock()
 # doubles per stall (8 .. 1024 calls) and halves per good parallel call.
 # The results do not depend on the choice (the backward splits its work
 # into as many runs as threads were asked for either way).
-_STALL_WORK = 1 << 22
+_STALL_WORK = 1 << 21
 _STALL_FACTOR = 4.0
 _STALL = {"best": {}, "skip": 0, "backoff": 0}
 
