@@ -278,3 +278,41 @@ def emit_small():
     from netgen.codegen import emit
 
     return emit("numba", build("oddeven", 4, 4), Relaxation("logistic", 2.0))
+
+
+_SAME = """
+import sys, torch, numba
+from netgen.codegen.loader import load
+m = load(sys.argv[1])
+assert m._PARALLEL and numba.config.NUMBA_NUM_THREADS == 2
+L = m.Layer(threads=2)
+for dt in (torch.float32, torch.float64):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(40, m._N, generator=g, dtype=dt)
+    W = torch.randn(40, m._K, m._N, generator=g, dtype=dt)
+    y = torch.randint(0, m._N, (40,), generator=g)
+    out = []
+    for work in (0, 1 << 60):  # every call parallel, then every call serial
+        m._SERIAL_WORK = work
+        xx = x.clone().requires_grad_(True)
+        L.steepness = s = torch.tensor(3.0, dtype=dt, requires_grad=True)
+        v, P = L(xx)
+        ((P * W).sum() + v.sum() + L.column(xx, y).sum()).backward()
+        out.append((v, P, xx.grad, s.grad))
+    assert all(torch.equal(a, b) for a, b in zip(*out)), dt
+print("same")
+"""
+
+
+@pytest.mark.slow
+def test_serial_and_parallel_calls_give_the_same_bits(tmp_path):
+    """The serial copies (small calls, stall back-off) and the parallel
+    kernels give bit-identical values, P, column and gradients (x and
+    steepness): the backward splits its work by the requested thread count
+    either way."""
+    p = write_module("numba", build("oddeven", 6, 6), Relaxation("cauchy", 3.0), tmp_path)
+    env = {"NETGEN_NUMBA_PARALLEL": "1", "NUMBA_NUM_THREADS": "2", "OMP_NUM_THREADS": "2", "PATH": "/usr/bin:/bin",
+           "HOME": str(tmp_path), "PYTHONPATH": ":".join(sys.path)}
+    out = subprocess.run([sys.executable, "-c", _SAME, str(p)], capture_output=True, text=True, timeout=900, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["same"]
