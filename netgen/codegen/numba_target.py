@@ -186,6 +186,7 @@ def emit(net: Network, r: Any = None, *, mode: str | None = None, group: int | N
     L(assemble(kern.PARTS, names))
     L.blank(2)
     L(statements(kern, kern.STATE, names))
+    L.blank(2)
     L(statements(host, host.STATE, names))
     L.blank(2)
     L(assemble(host.PARTS, names))
