@@ -238,6 +238,8 @@ def _interleaved(steps, reps):
 
 
 def _fmt_ms(s):
+    if s < 0.01:
+        return f"{s * 1e3:.2f} ms"
     return f"{s * 1e3:,.1f} ms" if s < 10 else f"{s:,.2f} s"
 
 
