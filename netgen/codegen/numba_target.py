@@ -82,9 +82,9 @@ SAVE_GROUP_BYTES = 4 << 20
 # updates) 0.13 ms serial / 0.14 ms parallel, B = 32 (146k) 0.28 / 0.20,
 # B = 64 (293k) 0.53 / 0.39. The old threshold, 2^21, kept sort n = 32 at
 # B = 64 serial: 1.3 vs 0.7 ms fwd+bwd against the always-parallel kernels
-# before issue 18. On a busy machine, where a parallel region waits for a
-# thread without a core, the host backs off to the serial copies after a
-# stalled call (runtime/numba_host.py, _STALL).
+# before issue 18. Above it, up to 2^21, the host times both copies and runs
+# the faster on average (runtime/numba_host.py, _CHOICE): on a busy machine
+# a parallel region waits for a thread without a core.
 SERIAL_WORK = 1 << 17
 
 

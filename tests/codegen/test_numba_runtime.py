@@ -165,7 +165,7 @@ def _pretend_two_numba_threads(monkeypatch):
 def test_small_calls_take_the_serial_kernels(monkeypatch):
     monkeypatch.setattr(numba_host, "_SERIAL_WORK", 1000)
     monkeypatch.setattr(numba_host, "_PARALLEL", True)
-    monkeypatch.setattr(numba_host, "_STALL", {"best": {}, "skip": 0, "backoff": 0})
+    monkeypatch.setattr(numba_host, "_CHOICE", {})
     _pretend_two_numba_threads(monkeypatch)
     with numba_host._Threads(2, 999) as th:
         assert th.serial and th.kernels is numba_kernels._KERNELS_SERIAL
@@ -179,34 +179,38 @@ def test_small_calls_take_the_serial_kernels(monkeypatch):
         assert th.serial and th.kernels is numba_kernels._KERNELS_SERIAL and th.workers() == 1
 
 
-def test_a_stalled_parallel_call_backs_off_to_serial(monkeypatch):
+def test_between_the_thresholds_the_faster_copy_runs(monkeypatch):
     monkeypatch.setattr(numba_host, "_SERIAL_WORK", 1000)
     monkeypatch.setattr(numba_host, "_PARALLEL", True)
-    monkeypatch.setattr(numba_host, "_STALL", {"best": {}, "skip": 0, "backoff": 0})
-    stall = numba_host._STALL
-    numba_host._note_parallel("rows", 1e-9)
-    numba_host._note_parallel("rows", 2e-9)  # slower, but no stall
-    assert stall["best"] == {"rows": 1e-9} and stall["skip"] == 0
-    numba_host._note_parallel("column", 1e-6)  # another kind keeps its own best
-    assert stall["skip"] == 0
-    numba_host._note_parallel("rows", 1e-9 * (numba_host._STALL_FACTOR + 1))  # stalled
-    assert stall["skip"] == stall["backoff"] == 8
-    small, large = 2000, numba_host._STALL_WORK
+    monkeypatch.setattr(numba_host, "_CHOICE", {})
     _pretend_two_numba_threads(monkeypatch)
-    for _ in range(8):
-        with numba_host._Threads(2, small, "probe") as th:
-            assert th.serial
-        with numba_host._Threads(2, large, "probe") as th:  # large calls stay parallel: a stall costs them little
-            assert not th.serial
-    with numba_host._Threads(2, small, "probe") as th:  # (its first call of a kind: never a stall)
-        assert not th.serial  # the back-off is over: try parallel again
-    numba_host._note_parallel("rows", 1.0)
-    assert stall["backoff"] == 8 and stall["skip"] == 8  # (the probe above, a good call, halved it first)
-    numba_host._note_parallel("rows", 1.0)
-    assert stall["backoff"] == 16 and stall["skip"] == 16  # a stall right after a stall doubles it
-    for _ in range(12):
-        numba_host._note_parallel("rows", 1e-9)
-    assert stall["backoff"] == 0  # good calls halve it
+    choose, note = numba_host._choose_serial, numba_host._note_time
+    # parallel until it has a measurement (its first call is not counted), then serial likewise
+    assert [choose("rows") for _ in range(2)] == [False, False]
+    note("rows", False, 1.0)  # first parallel call: may have compiled, skipped
+    assert choose("rows") is False
+    note("rows", False, 2e-9)
+    assert [choose("rows") for _ in range(2)] == [True, True]
+    note("rows", True, 1.0)
+    note("rows", True, 1e-9)  # serial twice as fast: chosen, parallel probed every _CHOOSE_PROBE-th call
+    picks = [choose("rows") for _ in range(4 * numba_host._CHOOSE_PROBE)]
+    assert picks.count(False) == 4 and picks.count(True) == 4 * numba_host._CHOOSE_PROBE - 4
+    for _ in range(20):  # parallel gets faster (the machine went quiet): the average follows
+        note("rows", False, 0.5e-9)
+    picks = [choose("rows") for _ in range(4 * numba_host._CHOOSE_PROBE)]
+    assert picks.count(True) == 4
+    assert choose("column") is False  # each kind keeps its own averages
+    # the context applies the choice only between the thresholds, and times what it ran
+    st = numba_host._CHOICE["rows"]
+    before = list(st[2:4])
+    with numba_host._Threads(2, 10 * numba_host._CHOOSE_WORK) as th:
+        assert not th.serial and not th.timed  # large calls: always parallel, not timed
+    with numba_host._Threads(2, 999) as th:
+        assert th.serial and not th.timed  # below _SERIAL_WORK: always serial
+    with numba_host._Threads(2, 5000, "rows") as th:
+        assert th.timed
+    ran = 0 if th.serial else 1
+    assert st[2 + ran] == before[ran] + 1 and st[3 - ran] == before[1 - ran]  # the copy that ran was timed
 
 
 def test_statements_copies_by_name_with_comments():
@@ -306,7 +310,7 @@ print("same")
 
 @pytest.mark.slow
 def test_serial_and_parallel_calls_give_the_same_bits(tmp_path):
-    """The serial copies (small calls, stall back-off) and the parallel
+    """The serial copies (small calls, or measured faster) and the parallel
     kernels give bit-identical values, P, column and gradients (x and
     steepness): the backward splits its work by the requested thread count
     either way."""

@@ -10,8 +10,9 @@ below let this file import and lint on its own).
 
 * Threads: kernels run with ``torch.get_num_threads()`` threads (or the
   layer's ``threads``), capped by numba's maximum, and on the calling thread
-  (the serial kernel copies) below ``_SERIAL_WORK`` updates per call or
-  while backing off after a stalled parallel call (``_STALL``). Under
+  (the serial kernel copies) below ``_SERIAL_WORK`` updates per call, and
+  whichever copy has been faster on this machine up to ``_CHOOSE_WORK``
+  updates (``_CHOICE``). Under
   numba's ``workqueue`` threading layer (not reentrant: concurrent calls
   abort the process) calls are serialised by a lock.
 * Kernels only read their inputs.
@@ -48,23 +49,20 @@ _POOL_LOCK = threading.Lock()
 # launching parallel kernels at once abort the process. Under it (or before
 # numba has picked a layer) kernel calls take this lock.
 _RUN_LOCK = threading.RLock()
-# Stall back-off. A parallel region on a busy machine waits for its slowest
-# thread, and one that has lost its core makes a 0.4 ms call take 30-70 ms
-# (sort n = 32, B = 64, load ~10, benchmarks/numba_modules_side_by_side.py).
-# A parallel call below _STALL_WORK updates that runs _STALL_FACTOR times
-# slower per update than the best parallel call of its kind so far counts as
-# stalled: the next calls below _STALL_WORK run serial, for a back-off that
-# doubles per stall (8 .. 1024 calls) and halves per good parallel call.
-# (At load ~4-5 ordinary parallel calls vary up to 3-10x around the
-# fastest, a stall is 30-100x; factors 4 and 8 flagged noise and backed
-# off in vain: sort n = 32 median 0.66 ms shipped vs 0.44 ms always
-# parallel at factor 8.)
-# The results do not depend on the choice (the backward splits its work
-# into as many runs as threads were asked for either way).
-_STALL_WORK = 1 << 21
-_STALL_FACTOR = 20.0
-_STALL = {"best": {}, "skip": 0, "backoff": 0}
-
+# Serial or parallel, measured. A parallel region on a busy machine waits
+# for its slowest thread, and one that has lost its core makes a 0.4 ms call
+# take 5-70 ms (sort n = 32 rows and sort n = 256 column, B = 64, load 4-10);
+# idle, the same calls are 1.4-1.8x faster parallel. So between _SERIAL_WORK
+# and _CHOOSE_WORK updates per call the host times both copies per kind of
+# call (moving average of seconds per update, weight _CHOOSE_EMA; the first
+# call of each copy, which may compile, is not counted) and runs the faster
+# on average; every _CHOOSE_PROBE-th such call runs the other one to keep
+# its estimate current. The results do not depend on the choice (the
+# backward splits its work into as many runs as threads were asked for).
+_CHOOSE_WORK = 1 << 21
+_CHOOSE_EMA = 0.25
+_CHOOSE_PROBE = 8
+_CHOICE: dict = {}  # kind -> [serial average, parallel average, serial calls, parallel calls, calls]
 
 # ---------------------------------------------------------------- copied parts
 def _take(shape, dtype):
@@ -117,9 +115,10 @@ class _Threads:
     """Context for one call's kernels: the thread count (``threads`` or
     torch.get_num_threads(), capped by numba's maximum), whether they run
     serial (one thread, NETGEN_NUMBA_PARALLEL=0, fewer than _SERIAL_WORK
-    updates, or backing off after a stall), ``kernels`` (the parallel or
-    serial copies), ``workers`` (the runs a backward splits its work into:
-    the thread count, whichever copy runs) and the workqueue lock."""
+    updates, or measured faster: :func:`_choose_serial`), ``kernels`` (the
+    parallel or serial copies), ``workers`` (the runs a backward splits its
+    work into: the thread count, whichever copy runs) and the workqueue
+    lock."""
 
     def __init__(self, threads, work, kind="rows"):
         t = torch.get_num_threads() if threads is None else threads
@@ -127,9 +126,9 @@ class _Threads:
         self.work = work
         self.kind = kind
         self.serial = self.n == 1 or work < _SERIAL_WORK
-        if not self.serial and work < _STALL_WORK and _STALL["skip"] > 0:
-            _STALL["skip"] -= 1
-            self.serial = True
+        self.timed = not self.serial and work < _CHOOSE_WORK
+        if self.timed:
+            self.serial = _choose_serial(kind)
 
     def __enter__(self):
         self.kernels = _KERNELS_SERIAL if self.serial else _KERNELS
@@ -146,25 +145,38 @@ class _Threads:
         return self.n
 
     def __exit__(self, *exc):
+        if self.timed and exc[0] is None:
+            _note_time(self.kind, self.serial, (time.perf_counter() - self.t0) / max(self.work, 1))
         if not self.serial:
             numba.set_num_threads(self.old)
-            if exc[0] is None and self.work < _STALL_WORK:
-                _note_parallel(self.kind, (time.perf_counter() - self.t0) / max(self.work, 1))
         if self.lock:
             _RUN_LOCK.release()
 
 
-def _note_parallel(kind, rate):
-    """Record a parallel call's time per update; a stall starts or doubles
-    the serial back-off, a good call halves it (see _STALL)."""
-    best = _STALL["best"].get(kind, float("inf"))
-    if rate < best:
-        _STALL["best"][kind] = rate
-    if rate > _STALL_FACTOR * best:
-        _STALL["backoff"] = min(max(2 * _STALL["backoff"], 8), 1024)
-        _STALL["skip"] = _STALL["backoff"]
-    else:
-        _STALL["backoff"] //= 2
+def _choose_serial(kind):
+    """Whether this call of ``kind`` runs the serial copies (see _CHOICE):
+    parallel until it has a measurement, then serial until it has one, then
+    the faster on average, the other one every _CHOOSE_PROBE-th call."""
+    st = _CHOICE.setdefault(kind, [0.0, 0.0, 0, 0, 0])
+    st[4] += 1
+    if st[3] < 2:
+        return False
+    if st[2] < 2:
+        return True
+    serial = st[0] <= st[1]
+    return (not serial) if st[4] % _CHOOSE_PROBE == 0 else serial
+
+
+def _note_time(kind, serial, rate):
+    """Add a call's seconds per update to the average of its copy (the
+    first call of each copy is skipped: it may have compiled)."""
+    st = _CHOICE.setdefault(kind, [0.0, 0.0, 0, 0, 0])
+    i = 0 if serial else 1
+    st[2 + i] += 1
+    if st[2 + i] == 2:
+        st[i] = rate
+    elif st[2 + i] > 2:
+        st[i] += _CHOOSE_EMA * (rate - st[i])
 
 
 def rows_numpy(x, steepness=None, save=True, sgrad=False, threads=None, mode=None, group=None):
@@ -254,7 +266,8 @@ def column_backward_numpy(saved, gcol, threads=None):
 
 
 #: module-level state a generated module copies by name (with its comments)
-STATE = ("_NNZ_PER_ROW", "_POOL", "_POOL_SHAPES", "_POOL_LOCK", "_RUN_LOCK", "_STALL_WORK", "_STALL_FACTOR", "_STALL")
+STATE = ("_NNZ_PER_ROW", "_POOL", "_POOL_SHAPES", "_POOL_LOCK", "_RUN_LOCK", "_CHOOSE_WORK", "_CHOOSE_EMA",
+         "_CHOOSE_PROBE", "_CHOICE")
 #: what a generated module copies from this file, in order
-PARTS = (_take, _give, free_buffers, _Saved, _needs_lock, _Threads, _note_parallel, rows_numpy, rows_backward_numpy, column_numpy,
+PARTS = (_take, _give, free_buffers, _Saved, _needs_lock, _Threads, _choose_serial, _note_time, rows_numpy, rows_backward_numpy, column_numpy,
          column_backward_numpy)
