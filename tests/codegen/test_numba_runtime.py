@@ -192,13 +192,16 @@ def test_between_the_thresholds_the_faster_copy_runs(monkeypatch):
     note("rows", False, 2e-9)
     assert [choose("rows") for _ in range(2)] == [True, True]
     note("rows", True, 1.0)
-    note("rows", True, 1e-9)  # serial twice as fast: chosen, parallel probed every _CHOOSE_PROBE-th call
-    picks = [choose("rows") for _ in range(4 * numba_host._CHOOSE_PROBE)]
-    assert picks.count(False) == 4 and picks.count(True) == 4 * numba_host._CHOOSE_PROBE - 4
-    for _ in range(20):  # parallel gets faster (the machine went quiet): the average follows
+    note("rows", True, 1e-9)  # serial twice as fast: chosen, parallel probed every 2 * _CHOOSE_PROBE-th call
+    picks = [choose("rows") for _ in range(8 * numba_host._CHOOSE_PROBE)]
+    assert picks.count(False) == 4 and picks.count(True) == 8 * numba_host._CHOOSE_PROBE - 4
+    for _ in range(40):  # parallel gets faster (the machine went quiet): the average follows
         note("rows", False, 0.5e-9)
-    picks = [choose("rows") for _ in range(4 * numba_host._CHOOSE_PROBE)]
-    assert picks.count(True) == 4
+    picks = [choose("rows") for _ in range(8 * numba_host._CHOOSE_PROBE)]
+    assert picks.count(True) == 4  # now serial is probed every 2 * _CHOOSE_PROBE-th call
+    note("rows", True, 1e-6)  # a very slow serial call: probed at most every _CHOOSE_PROBE_MAX-th
+    picks = [choose("rows") for _ in range(numba_host._CHOOSE_PROBE_MAX)]
+    assert picks.count(True) == 1
     assert choose("column") is False  # each kind keeps its own averages
     # the context applies the choice only between the thresholds, and times what it ran
     st = numba_host._CHOICE["rows"]

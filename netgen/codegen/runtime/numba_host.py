@@ -56,12 +56,15 @@ _RUN_LOCK = threading.RLock()
 # and _CHOOSE_WORK updates per call the host times both copies per kind of
 # call (moving average of seconds per update, weight _CHOOSE_EMA; the first
 # call of each copy, which may compile, is not counted) and runs the faster
-# on average; every _CHOOSE_PROBE-th such call runs the other one to keep
-# its estimate current. The results do not depend on the choice (the
+# on average; every _CHOOSE_PROBE * (loser / winner)-th such call (at most
+# every _CHOOSE_PROBE_MAX-th) runs the other one to keep its estimate
+# current: rarely where it is much slower (a parallel call that stalls for
+# 20 ms costs 0.14 ms per call when it is probed every 160th). The results do not depend on the choice (the
 # backward splits its work into as many runs as threads were asked for).
 _CHOOSE_WORK = 1 << 21
 _CHOOSE_EMA = 0.25
 _CHOOSE_PROBE = 8
+_CHOOSE_PROBE_MAX = 256
 _CHOICE: dict = {}  # kind -> [serial average, parallel average, serial calls, parallel calls, calls]
 
 # ---------------------------------------------------------------- copied parts
@@ -156,7 +159,8 @@ class _Threads:
 def _choose_serial(kind):
     """Whether this call of ``kind`` runs the serial copies (see _CHOICE):
     parallel until it has a measurement, then serial until it has one, then
-    the faster on average, the other one every _CHOOSE_PROBE-th call."""
+    the faster on average, and the other one every ``_CHOOSE_PROBE`` times
+    (loser / winner) calls (at most every _CHOOSE_PROBE_MAX-th)."""
     st = _CHOICE.setdefault(kind, [0.0, 0.0, 0, 0, 0])
     st[4] += 1
     if st[3] < 2:
@@ -164,7 +168,9 @@ def _choose_serial(kind):
     if st[2] < 2:
         return True
     serial = st[0] <= st[1]
-    return (not serial) if st[4] % _CHOOSE_PROBE == 0 else serial
+    fast, slow = (st[0], st[1]) if serial else (st[1], st[0])
+    every = int(min(_CHOOSE_PROBE * slow / max(fast, 1e-30), _CHOOSE_PROBE_MAX))
+    return (not serial) if st[4] % every == 0 else serial
 
 
 def _note_time(kind, serial, rate):
@@ -267,7 +273,7 @@ def column_backward_numpy(saved, gcol, threads=None):
 
 #: module-level state a generated module copies by name (with its comments)
 STATE = ("_NNZ_PER_ROW", "_POOL", "_POOL_SHAPES", "_POOL_LOCK", "_RUN_LOCK", "_CHOOSE_WORK", "_CHOOSE_EMA",
-         "_CHOOSE_PROBE", "_CHOICE")
+         "_CHOOSE_PROBE", "_CHOOSE_PROBE_MAX", "_CHOICE")
 #: what a generated module copies from this file, in order
 PARTS = (_take, _give, free_buffers, _Saved, _needs_lock, _Threads, _choose_serial, _note_time, rows_numpy, rows_backward_numpy, column_numpy,
          column_backward_numpy)
