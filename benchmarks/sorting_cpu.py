@@ -17,7 +17,8 @@ call of each (compiling or loading numba's cache), ``--reps`` rounds call
 each method once in turn (interleaved, so a shared machine's noise spreads
 over all of them); the table gives medians and new/old and new/SoftSort
 ratios, and new/old of the fastest calls (on a loaded machine the medians
-of small cases measure scheduling stalls more than the code). Then each (case, method) runs again in a FRESH process (one warm-up
+of small cases measure scheduling stalls more than the code) and of the
+means (what a training loop pays: stalls included). Then each (case, method) runs again in a FRESH process (one warm-up
 call, then two timed calls) for its peak RSS (VmHWM: everything the process
 ever held, loading included) and working memory (peak minus RSS after
 loading).
@@ -210,6 +211,7 @@ def main() -> None:
         times = _interleaved(steps, reps)
         med = {m: statistics.median(ts) for m, ts in times.items()}
         fastest = {m: min(ts) for m, ts in times.items()}
+        mean = {m: statistics.fmean(ts) for m, ts in times.items()}
         del steps
         mem = {}
         if not args.no_rss:
@@ -219,7 +221,7 @@ def main() -> None:
                                    capture_output=True, text=True)
                 line = [ln for ln in p.stdout.splitlines() if ln.startswith("RSS ")]
                 mem[m] = json.loads(line[0][4:]) if p.returncode == 0 and line else {"error": p.stderr[-300:]}
-        rows.append((case, kind, n, k, B, med, mem, skipped, fastest))
+        rows.append((case, kind, n, k, B, med, mem, skipped, fastest, mean))
         _print_case(rows[-1])
     print()
     _print_table(rows, methods)
@@ -258,31 +260,32 @@ def _fmt_mem(d):
 
 
 def _print_case(row):
-    case, kind, n, k, B, med, mem, skipped, fastest = row
-    print(f"{case}: {kind} n={n} k={k} B={B} (median, fastest)", flush=True)
+    case, kind, n, k, B, med, mem, skipped, fastest, mean = row
+    print(f"{case}: {kind} n={n} k={k} B={B} (median, fastest, mean)", flush=True)
     for m, s in med.items():
         extra = ""
         if mem.get(m) and "error" not in mem[m]:
             extra = f"  peak RSS {mem[m]['peak'] / 2**20:,.0f} MB (working {mem[m]['work'] / 2**20:,.0f} MB)"
         elif mem.get(m):
             extra = f"  RSS run failed: {mem[m]['error'].strip().splitlines()[-1:]}"
-        print(f"    {m:<11} {_fmt_ms(s):>12} {_fmt_ms(fastest[m]):>12}{extra}", flush=True)
+        print(f"    {m:<11} {_fmt_ms(s):>12} {_fmt_ms(fastest[m]):>12} {_fmt_ms(mean[m]):>12}{extra}", flush=True)
     for m, why in skipped.items():
         print(f"    {m:<11} skipped: {why}", flush=True)
 
 
 def _print_table(rows, methods):
     hdr = ("| case | B | " + " | ".join(methods)
-           + " | new/old | new/old (fastest) | new/SoftSort | peak RSS new | peak RSS old |")
+           + " | new/old | new/old (fastest) | new/old (mean) | new/SoftSort | peak RSS new | peak RSS old |")
     print(hdr)
     print("|" + "---|" * (hdr.count("|") - 1))
-    for case, kind, n, k, B, med, mem, skipped, fastest in rows:
+    for case, kind, n, k, B, med, mem, skipped, fastest, mean in rows:
         cells = [_fmt_ms(med[m]) if m in med else "skipped" for m in methods]
         no = f"{med['new'] / med['old']:.2f}" if "new" in med and "old" in med else "-"
         nof = f"{fastest['new'] / fastest['old']:.2f}" if "new" in med and "old" in med else "-"
+        nom = f"{mean['new'] / mean['old']:.2f}" if "new" in med and "old" in med else "-"
         ns = f"{med['new'] / med['softsort']:.2f}" if "new" in med and "softsort" in med else "-"
         print(f"| {case} | {B} | " + " | ".join(cells)
-              + f" | {no} | {nof} | {ns} | {_fmt_mem(mem.get('new'))} | {_fmt_mem(mem.get('old'))} |", flush=True)
+              + f" | {no} | {nof} | {nom} | {ns} | {_fmt_mem(mem.get('new'))} | {_fmt_mem(mem.get('old'))} |", flush=True)
 
 
 if __name__ == "__main__":
