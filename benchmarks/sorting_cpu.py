@@ -13,7 +13,7 @@ top-5 of 10450 (B = 64) with the portfolio/splitter network
 (SoftSort / NeuralSort: tau 1; diffsort: cauchy, steepness 10).
 
 Per case, one process times every method side by side: after a warm-up
-call of each (compiling or loading numba's cache), ``--reps`` rounds call
+calls of each (``WARMUP``: compiling or loading numba's cache), ``--reps`` rounds call
 each method once in turn (interleaved, so a shared machine's noise spreads
 over all of them); the table gives medians and new/old and new/SoftSort
 ratios, and new/old of the fastest calls (on a loaded machine the medians
@@ -58,6 +58,9 @@ CASES = {  # name: (kind, n, k, B)
 }
 METHODS = ("new", "old", "softsort", "neuralsort", "diffsort")
 WORK = Path(tempfile.gettempdir()) / "netgen_bench_sorting"
+# untimed calls per method first: the new module runs its parallel kernels,
+# then (third call) its serial copies once each, compiling both before timing
+WARMUP = 5
 
 
 def skip_reason(method, case):
@@ -203,7 +206,8 @@ def main() -> None:
                 continue
             t0 = time.perf_counter()
             steps[m], _ = make_step(m, case, args.old_ref, args.threads)
-            steps[m]()  # warm-up (compiles numba kernels or loads them from the cache)
+            for _ in range(WARMUP):  # compiles numba kernels or loads them from the cache (new: both copies)
+                steps[m]()
             print(f"  {case} {m}: ready in {time.perf_counter() - t0:.1f} s", flush=True)
         reps = args.reps
         if "diffsort" in steps and n >= 256:
