@@ -13,10 +13,12 @@ top-5 of 10450 (B = 64) with the portfolio/splitter network
 (SoftSort / NeuralSort: tau 1; diffsort: cauchy, steepness 10).
 
 Per case, one process times every method side by side: after a warm-up
-call of each (compiling or loading numba's cache), ``--reps`` rounds call
+calls of each (``WARMUP``: compiling or loading numba's cache), ``--reps`` rounds call
 each method once in turn (interleaved, so a shared machine's noise spreads
 over all of them); the table gives medians and new/old and new/SoftSort
-ratios. Then each (case, method) runs again in a FRESH process (one warm-up
+ratios, and new/old of the fastest calls (on a loaded machine the medians
+of small cases measure scheduling stalls more than the code) and of the
+means (what a training loop pays: stalls included). Then each (case, method) runs again in a FRESH process (one warm-up
 call, then two timed calls) for its peak RSS (VmHWM: everything the process
 ever held, loading included) and working memory (peak minus RSS after
 loading).
@@ -56,6 +58,9 @@ CASES = {  # name: (kind, n, k, B)
 }
 METHODS = ("new", "old", "softsort", "neuralsort", "diffsort")
 WORK = Path(tempfile.gettempdir()) / "netgen_bench_sorting"
+# untimed calls per method first: the new module runs its parallel kernels,
+# then (third call) its serial copies once each, compiling both before timing
+WARMUP = 5
 
 
 def skip_reason(method, case):
@@ -185,9 +190,6 @@ def main() -> None:
     import numba
     import torch
 
-    sys.path.insert(0, str(HERE))
-    import _rss
-
     _configure(args.threads)
     print(f"CPU: {cpu_model()}, {os.cpu_count()} CPUs; torch {torch.__version__}, numba {numba.__version__}; "
           f"{args.threads} threads (torch and numba); float32, fwd+bwd of (P * W).sum(), median of {args.reps} "
@@ -204,12 +206,16 @@ def main() -> None:
                 continue
             t0 = time.perf_counter()
             steps[m], _ = make_step(m, case, args.old_ref, args.threads)
-            steps[m]()  # warm-up (compiles numba kernels or loads them from the cache)
+            for _ in range(WARMUP):  # compiles numba kernels or loads them from the cache (new: both copies)
+                steps[m]()
             print(f"  {case} {m}: ready in {time.perf_counter() - t0:.1f} s", flush=True)
         reps = args.reps
         if "diffsort" in steps and n >= 256:
             reps = min(reps, 2)  # ~15 s per diffsort pass at n = 256
-        med = _rss.interleaved(steps, reps)
+        times = _interleaved(steps, reps)
+        med = {m: statistics.median(ts) for m, ts in times.items()}
+        fastest = {m: min(ts) for m, ts in times.items()}
+        mean = {m: statistics.fmean(ts) for m, ts in times.items()}
         del steps
         mem = {}
         if not args.no_rss:
@@ -219,13 +225,33 @@ def main() -> None:
                                    capture_output=True, text=True)
                 line = [ln for ln in p.stdout.splitlines() if ln.startswith("RSS ")]
                 mem[m] = json.loads(line[0][4:]) if p.returncode == 0 and line else {"error": p.stderr[-300:]}
-        rows.append((case, kind, n, k, B, med, mem, skipped))
+        rows.append((case, kind, n, k, B, med, mem, skipped, fastest, mean))
         _print_case(rows[-1])
     print()
     _print_table(rows, methods)
 
 
+def _interleaved(steps, reps):
+    """Seconds of each ``steps[name]()`` over ``reps`` rounds, one call of
+    every step per round (a shared machine's noise spreads over all), each
+    round starting one step later: a call right after torch's own parallel
+    ops pays for torch's spinning OpenMP threads (sort n = 32: 0.98 vs
+    0.76 ms median for the same kind of kernels, by position alone), so
+    every method takes every position equally often."""
+    times = {name: [] for name in steps}
+    names = list(steps)
+    for r in range(reps):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            step = steps[name]
+            t = time.perf_counter()
+            step()
+            times[name].append(time.perf_counter() - t)
+    return times
+
+
 def _fmt_ms(s):
+    if s < 0.01:
+        return f"{s * 1e3:.2f} ms"
     return f"{s * 1e3:,.1f} ms" if s < 10 else f"{s:,.2f} s"
 
 
@@ -238,29 +264,32 @@ def _fmt_mem(d):
 
 
 def _print_case(row):
-    case, kind, n, k, B, med, mem, skipped = row
-    print(f"{case}: {kind} n={n} k={k} B={B}", flush=True)
+    case, kind, n, k, B, med, mem, skipped, fastest, mean = row
+    print(f"{case}: {kind} n={n} k={k} B={B} (median, fastest, mean)", flush=True)
     for m, s in med.items():
         extra = ""
         if mem.get(m) and "error" not in mem[m]:
             extra = f"  peak RSS {mem[m]['peak'] / 2**20:,.0f} MB (working {mem[m]['work'] / 2**20:,.0f} MB)"
         elif mem.get(m):
             extra = f"  RSS run failed: {mem[m]['error'].strip().splitlines()[-1:]}"
-        print(f"    {m:<11} {_fmt_ms(s):>12}{extra}", flush=True)
+        print(f"    {m:<11} {_fmt_ms(s):>12} {_fmt_ms(fastest[m]):>12} {_fmt_ms(mean[m]):>12}{extra}", flush=True)
     for m, why in skipped.items():
         print(f"    {m:<11} skipped: {why}", flush=True)
 
 
 def _print_table(rows, methods):
-    hdr = "| case | B | " + " | ".join(methods) + " | new/old | new/SoftSort | peak RSS new | peak RSS old |"
+    hdr = ("| case | B | " + " | ".join(methods)
+           + " | new/old | new/old (fastest) | new/old (mean) | new/SoftSort | peak RSS new | peak RSS old |")
     print(hdr)
     print("|" + "---|" * (hdr.count("|") - 1))
-    for case, kind, n, k, B, med, mem, skipped in rows:
+    for case, kind, n, k, B, med, mem, skipped, fastest, mean in rows:
         cells = [_fmt_ms(med[m]) if m in med else "skipped" for m in methods]
         no = f"{med['new'] / med['old']:.2f}" if "new" in med and "old" in med else "-"
+        nof = f"{fastest['new'] / fastest['old']:.2f}" if "new" in med and "old" in med else "-"
+        nom = f"{mean['new'] / mean['old']:.2f}" if "new" in med and "old" in med else "-"
         ns = f"{med['new'] / med['softsort']:.2f}" if "new" in med and "softsort" in med else "-"
         print(f"| {case} | {B} | " + " | ".join(cells)
-              + f" | {no} | {ns} | {_fmt_mem(mem.get('new'))} | {_fmt_mem(mem.get('old'))} |", flush=True)
+              + f" | {no} | {nof} | {nom} | {ns} | {_fmt_mem(mem.get('new'))} | {_fmt_mem(mem.get('old'))} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -6,15 +6,14 @@
   skip structural zeros of the k x n back-sweep; its source is copied into
   every generated module (:func:`plan_source`), so generated code needs numpy
   only, and netgen's tests exercise the very same function.
-* :func:`header` / :func:`network_literal`: the deterministic top of a
-  generated module (docs/design.md section 8 contract).
+* :func:`network_literal` / :func:`relaxation_literal`: the deterministic
+  top of a generated module (the generated-module contract).
 """
 
 from __future__ import annotations
 
 import inspect
 import json
-import re
 from typing import Any
 
 import numpy as np
@@ -34,23 +33,6 @@ def relaxation_of(net: Network, r: Any):
     if isinstance(r, Relaxation):
         return r
     raise ValueError(f"relaxation must be a Relaxation, a dict or None, got {type(r).__name__}")
-
-
-_PLACEHOLDER = re.compile(r"@@([A-Z0-9_]+)@@")
-
-
-def fill(template: str, subs: dict) -> str:
-    """Replace every ``@@NAME@@`` of ``template`` by ``subs["NAME"]`` in ONE
-    pass: substituted text is never searched for placeholders again (a
-    network whose strings contain ``@@KERNELS@@`` stays inert). An unknown
-    placeholder in the template is an internal error."""
-
-    def rep(m):
-        if m.group(1) not in subs:
-            raise KeyError(f"no value for template placeholder {m.group(0)}")
-        return subs[m.group(1)]
-
-    return _PLACEHOLDER.sub(rep, template)
 
 
 # ----------------------------------------------------------------- the plan
@@ -167,3 +149,4 @@ def _py_literal(v: Any) -> str:
 def relaxation_literal(r) -> str:
     d = r.to_dict()
     return "RELAXATION = {" + ", ".join(f"{json.dumps(k)}: {v!r}" for k, v in d.items()) + "}"
+

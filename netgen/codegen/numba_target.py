@@ -1,29 +1,33 @@
 """``--target numba``: emit a module of ``@njit`` CPU kernels.
 
-The emitted module (docs/design.md section 8 contract) holds:
+The emitted module (the generated-module contract, docs/generated-modules.md)
+holds:
 
 * ``NETWORK``, ``RELAXATION``, ``TARGET = "numba"`` and the comparator table
-  (rebuilt from ``NETWORK`` at import);
-* the build-time plan (:func:`netgen.codegen._numba_common.plan`): for each
-  comparator, the range of P rows it can touch, so the back-sweep and its
-  adjoint skip structural zeros;
-* the P engine's build-time choices (:func:`engine`): the backward mode
-  (``save`` the back-sweep's differences in the forward, or ``recompute``
-  them per rank group in the backward) and the rank-group size;
-* five kernels per float type (sources in :mod:`._numba_kernels`, the swap
-  code of the chosen distribution from :mod:`._swap_code` pasted inline,
-  reading the steepness as a run-time argument), twice: parallel, and
-  serial (suffix ``_s``, compiled on first use) for calls below
-  ``SERIAL_WORK``: those never enter numba's OpenMP pool, whose spinning
-  workers slowed torch's own threads after every call (n = 32 sorting,
-  B = 64, fwd+bwd: 66 ms with parallel kernels on one thread, 1.8 ms with
-  OMP_WAIT_POLICY=passive, which a module cannot set once torch is loaded);
-* the host wrappers and ``Layer`` (:mod:`._numba_runtime`): ``forward``,
-  ``column``, ``hard``, ``Layer(steepness=None, threads=None)``.
+  (rebuilt from ``NETWORK`` at import), with the build-time plan
+  (:func:`netgen.codegen._numba_common.plan`: for each comparator, the range
+  of P rows it can touch, so the back-sweep and its adjoint skip structural
+  zeros) and the P engine's build-time choices (:func:`engine`: the
+  backward mode and the rank-group size);
+* ``_swap_f32`` / ``_swap_f64``: the swap code of the chosen distribution
+  per float type (:func:`netgen.codegen._swap_code.swap_code`, rendered from
+  :mod:`netgen.relax.formulas`), reading the steepness as a run-time
+  argument; ``_swap`` picks one by the argument's type, inlined;
+* the fixed code, copied from real modules by source extraction
+  (:func:`netgen.codegen.runtime.assemble` for functions and classes,
+  :func:`netgen.codegen.runtime.statements` for module-level state):
+  :mod:`~netgen.codegen.runtime.numba_vector` (flush-to-zero, 16-lane
+  vector updates), :mod:`~netgen.codegen.runtime.numba_kernels` (five
+  dtype-generic kernels, each compiled parallel and serial),
+  :mod:`~netgen.codegen.runtime.numba_host` (pool, threads, numpy-level
+  wrappers), :mod:`~netgen.codegen.runtime.numba_layer` (autograd, checks,
+  ``Layer``) and :mod:`~netgen.codegen.runtime.common` (shared checks and
+  ``hard``).
 
-All values from the network, the construction and the relaxation reach the
-source through ``repr`` / JSON literals, and the templates are filled in one
-pass (:func:`._numba_common.fill`): no substituted text is searched again.
+So this emitter writes only what varies: the literals, the engine
+constants and the rendered swap functions. Every value reaches the source
+through ``repr`` / JSON literals (:mod:`netgen.codegen.literals`); the
+module is checked to define each top-level name once.
 """
 
 from __future__ import annotations
@@ -35,8 +39,6 @@ import numpy as np
 from ..network import Network
 from ._numba_common import (
     FLOAT_TYPES,
-    fill,
-    lit,
     network_literal,
     plan,
     plan_source,
@@ -44,8 +46,8 @@ from ._numba_common import (
     relaxation_of,
     swap_code,
 )
-from ._numba_kernels import HELPERS, KERNELS
-from ._numba_runtime import RUNTIME
+from .lines import Lines
+from .literals import Namespace, literal
 
 TARGET = "numba"
 
@@ -72,13 +74,17 @@ SAVE_MAX_NNZ = 16384
 GROUP_BYTES = 512 << 10
 MIN_GROUP = 4
 SAVE_GROUP_BYTES = 4 << 20
-# Below this many (row, comparator-or-pair) updates per call (~1-2 ms of
-# work) a kernel runs on the calling thread only: a parallel region costs
-# tens of microseconds on an idle machine and up to a scheduler time slice
-# on a busy one, where one of its threads waits for a core (measured with
-# benchmarks/threads_busy.py on this 2-core machine at load ~11: n = 16,
-# B = 32 took 108 ms per call parallel, 0.14 ms on one thread).
-SERIAL_WORK = 1 << 21
+# Below this many (row, comparator-or-pair) updates per call a kernel runs
+# on the calling thread (the serial copies): a parallel region costs tens of
+# microseconds on an idle machine. Measured (kernels only, fwd+bwd, sort
+# n = 32, 2 threads, fastest of 101 interleaved calls): B = 16 (73k
+# updates) 0.13 ms serial / 0.14 ms parallel, B = 32 (146k) 0.28 / 0.20,
+# B = 64 (293k) 0.53 / 0.39. The old threshold, 2^21, kept sort n = 32 at
+# B = 64 serial: 1.3 vs 0.7 ms fwd+bwd against the always-parallel kernels
+# before issue 18. Above it, up to 2^21, the host times both copies and runs
+# the faster on average (runtime/numba_host.py, _CHOICE): on a busy machine
+# a parallel region waits for a thread without a core.
+SERIAL_WORK = 1 << 17
 
 
 def engine(net: Network, mode: str | None = None, group: int | None = None) -> tuple[str, int]:
@@ -102,6 +108,20 @@ def engine(net: Network, mode: str | None = None, group: int | None = None) -> t
     return mode, group
 
 
+def _swap_lines(r, ft: str) -> list[str]:
+    """``_swap_f32`` / ``_swap_f64(d, stp) -> (p, dp/dd, dp/ds)`` in ``ft``
+    arithmetic (float32: inline exponentials, no libm calls, so the kernels'
+    16-row loops vectorise)."""
+    name = "_swap_f32" if ft == "float32" else "_swap_f64"
+    return [
+        f"def {name}(d, stp):",
+        f'    """p, dp/dd and dp/ds in {ft} for d = x - y and steepness stp ({r.distribution}; rendered by '
+        'netgen from its formulas)."""',
+        swap_code(r, 4, ft, inline_exp=True, steepness="stp"),
+        "    return p, dp, dps",
+    ]
+
+
 def emit(net: Network, r: Any = None, *, mode: str | None = None, group: int | None = None) -> str:
     """Full source of the generated numba module for ``net`` relaxed by
     ``r`` (a :class:`~netgen.relax.distributions.Relaxation`; None = the
@@ -111,30 +131,69 @@ def emit(net: Network, r: Any = None, *, mode: str | None = None, group: int | N
     if not isinstance(net, Network):
         raise ValueError(f"expected a Network, got {type(net).__name__}")
     r = relaxation_of(net, r)
-    from .runtime import common  # the checks every generated layer shares (imports torch)
+    # the runtime modules import torch and numba: only when emitting
+    from .runtime import assemble, common, statements
+    from .runtime import numba_host as host
+    from .runtime import numba_kernels as kern
+    from .runtime import numba_layer as layer
+    from .runtime import numba_vector as vec
 
     mode, group = engine(net, mode, group)
-    kernels = []
-    for ft, serial in ((ft, serial) for serial in (False, True) for ft in FLOAT_TYPES):
-        kernels.append(fill(KERNELS, {
-            "SFX": ("_f32" if ft == "float32" else "_f64") + ("_s" if serial else ""),
-            "PAR": "False" if serial else "_PARALLEL",
-            "NPT": f"np.{ft}",
-            "ONE": lit(1.0, ft),
-            "ZERO": lit(0.0, ft),
-            "SWAP16": swap_code(r, 16, ft, inline_exp=True, steepness="stp"),
-        }))
-    return fill(_TEMPLATE, {
-        "DOC": repr(_doc(net, r, mode, group)),
-        "NETWORK": network_literal(net),
-        "RELAXATION": relaxation_literal(r),
-        "PLAN": plan_source((common.steepness_value, common.refuse_transforms, common.check_input,
-                             common.check_values, common._SecondOrder, common.refuse_second_order)).rstrip(),
-        "ENGINE": f"_MODE = {mode!r}\n_GROUP = {group!r}\n_SERIAL_WORK = {int(SERIAL_WORK)!r}",
-        "HELPERS": HELPERS.rstrip(),
-        "KERNELS": "\n\n".join(kernels),
-        "RUNTIME": RUNTIME.rstrip(),
-    }) + "\n"
+    names = Namespace()
+    L = Lines()
+    L(repr(_doc(net, r, mode, group)))
+    L.blank()
+    L("import math", "import os", "import platform", "import threading", "import time", "")
+    L("import numba", "import numpy as np", "import torch", "from llvmlite import ir",
+      "from numba.core import cgutils, types", "from numba.core.extending import intrinsic, overload")
+    L.blank()
+    L(f"{names.define('TARGET')} = {literal(TARGET)}")
+    L.blank()
+    names.define("NETWORK")
+    L(network_literal(net))
+    L.blank()
+    names.define("RELAXATION")
+    L(relaxation_literal(r))
+    L.blank(2)
+    L(plan_source((common.steepness_value, common.refuse_transforms, common.check_input,
+                   common.check_values, common._SecondOrder, common.refuse_second_order)).rstrip())
+    L(f"{names.define('_CA')} = np.ascontiguousarray(_COMPS[:, 0])")
+    L(f"{names.define('_CB')} = np.ascontiguousarray(_COMPS[:, 1])")
+    L("# NETGEN_NUMBA_PARALLEL=0 compiles serial kernels (same code, prange runs as")
+    L("# range; ~3x faster to compile, used by netgen's unit tests). Only the")
+    L("# kernels of parallel modules are cached on disk, next to this file.")
+    L(f'{names.define("_PARALLEL")} = os.environ.get("NETGEN_NUMBA_PARALLEL", "1") != "0"')
+    L(f'{names.define("_CACHE")} = _PARALLEL and os.path.isfile(globals().get("__file__") or "")')
+    L(f"{names.define('_W')} = {literal(vec._W)}  # batch rows per block in every kernel")
+    L(f"{names.define('_T')} = {literal(kern._T)}  # wires per tile when transposing a block")
+    L("# The P engine (build-time choices, docs/targets.md): \"save\" keeps the")
+    L("# back-sweep's differences for the backward, \"recompute\" re-runs each rank")
+    L("# group's back-sweep there; ranks are processed in groups of _GROUP.")
+    L("# Kernels below _SERIAL_WORK updates per call run on one thread.")
+    L(f"{names.define('_MODE')} = {literal(mode)}")
+    L(f"{names.define('_GROUP')} = {literal(int(group))}")
+    L(f"{names.define('_SERIAL_WORK')} = {literal(int(SERIAL_WORK))}")
+    L.blank(2)
+    L(assemble(vec.PARTS, names))
+    L.blank(2)
+    for ft in FLOAT_TYPES:
+        names.define("_swap_f32" if ft == "float32" else "_swap_f64")
+        L(*_swap_lines(r, ft))
+        L.blank(2)
+    L(f"{names.define('_swap')} = _by_float(_swap_f32, _swap_f64)")
+    L.blank(2)
+    L(assemble(kern.PARTS, names))
+    L.blank(2)
+    L(statements(kern, kern.STATE, names))
+    L.blank(2)
+    L(statements(host, host.STATE, names))
+    L.blank(2)
+    L(assemble(host.PARTS, names))
+    L.blank(2)
+    L(statements(layer, layer.STATE, names))
+    L.blank(2)
+    L(assemble(layer.PARTS, names))
+    return L.render()
 
 
 def _doc(net: Network, r, mode: str, group: int) -> str:
@@ -149,48 +208,3 @@ def _doc(net: Network, r, mode: str, group: int) -> str:
         "Layer().forward(x) -> (values (..., k), P (..., k, n)); Layer().column(x, y) -> P[..., :, y];\n"
         "Layer().hard(x) -> exact (values, indices). CPU tensors; float32/float64 (half computed in float32).\n"
     )
-
-
-_TEMPLATE = '''@@DOC@@
-
-import math
-import os
-import platform
-import threading
-
-import numba
-import numpy as np
-import torch
-
-TARGET = "numba"
-
-@@NETWORK@@
-
-@@RELAXATION@@
-
-
-@@PLAN@@
-_CA = np.ascontiguousarray(_COMPS[:, 0])
-_CB = np.ascontiguousarray(_COMPS[:, 1])
-# NETGEN_NUMBA_PARALLEL=0 compiles serial kernels (same code, prange runs as
-# range; ~3x faster to compile, used by netgen's unit tests). Only the
-# parallel kernels are cached on disk, next to this file.
-_PARALLEL = os.environ.get("NETGEN_NUMBA_PARALLEL", "1") != "0"
-_CACHE = _PARALLEL and os.path.isfile(globals().get("__file__") or "")
-_W = 16  # batch rows per block in every kernel (one or two SIMD vectors)
-_T = 64  # wires per tile when transposing between (row, wire) and (wire, row)
-# The P engine (build-time choices, docs/targets.md): "save" keeps the
-# back-sweep's differences for the backward, "recompute" re-runs each rank
-# group's back-sweep there; ranks are processed in groups of _GROUP.
-# Kernels below _SERIAL_WORK updates per call run on one thread.
-@@ENGINE@@
-
-
-@@HELPERS@@
-
-
-@@KERNELS@@
-
-
-@@RUNTIME@@
-'''

@@ -180,7 +180,7 @@ def test_statements_copy_state_with_its_comments_and_claim_names():
     assert "WORKSPACE" in names and "_PATH" in names and "_install_syncwarp" not in names  # a call binds nothing
     with pytest.raises(GeneratedSourceError, match="twice"):
         statements(cuda_launch, ("WORKSPACE",), names)
-    with pytest.raises(AssertionError, match="NO_SUCH"):
+    with pytest.raises(GeneratedSourceError, match="NO_SUCH"):
         statements(cuda_launch, ("NO_SUCH",), Namespace())
 
 

@@ -25,7 +25,7 @@ import ast
 import inspect
 import textwrap
 
-from ..literals import Namespace
+from ..literals import GeneratedSourceError, Namespace
 
 __all__ = ["assemble", "statements"]
 
@@ -44,9 +44,10 @@ def assemble(parts, names: Namespace) -> str:
 def statements(module, wanted, names: Namespace) -> str:
     """Source of the top-level statements of ``module`` that bind a name in
     ``wanted`` (``NAME = ...``, ``NAME: T = ...``) or call a function named
-    in it (``name()``), in file order, each with the ``#:`` comment lines
-    right above it; every bound name is claimed in ``names``. A wanted name that
-    no statement binds or calls is an internal error (AssertionError)."""
+    in it (``name()``), in file order, each with the comment lines right
+    above it (a ``# ---`` divider excluded); every bound name is claimed in
+    ``names`` (defined twice: :class:`GeneratedSourceError`). A wanted name
+    that no statement binds or calls is an internal error too."""
     src = inspect.getsource(module)
     lines = src.splitlines()
     wanted = set(wanted)
@@ -63,7 +64,7 @@ def statements(module, wanted, names: Namespace) -> str:
         if not bound or not set(bound) <= wanted:
             continue
         first = node.lineno - 1
-        while first > 0 and lines[first - 1].lstrip().startswith("#:"):
+        while first > 0 and lines[first - 1].lstrip().startswith("#") and not lines[first - 1].startswith("# ---"):
             first -= 1
         for name in bound:
             if not isinstance(node, ast.Expr):
@@ -72,5 +73,5 @@ def statements(module, wanted, names: Namespace) -> str:
         chunks.append("\n".join(lines[first:node.end_lineno]))
     missing = wanted - found
     if missing:
-        raise AssertionError(f"{module.__name__} has no top-level statement for {sorted(missing)}")
+        raise GeneratedSourceError(f"{module.__name__} has no top-level statement for {', '.join(sorted(missing))}")
     return "\n".join(chunks)
