@@ -4,16 +4,26 @@ The fixed part of a generated module (argument checks, the sweeps and their
 written backward, ``hard``, ``Layer``) lives in these files, where it is
 imported, linted and tested like any other code. An emitter copies the
 pieces a module needs with :func:`assemble` (``inspect.getsource``), so the
-generated file still needs nothing but torch; the emitter itself writes only
-what varies: constants, tables and the rendered swap function.
+generated file needs no netgen (torch, and numba for the numba and cuda
+targets); the emitter itself writes only what varies: constants, tables,
+the rendered swap functions and (cuda) the kernels.
 
 * :mod:`.common`: pieces any target can use (checks with one wording, the
   steepness rule, the second-order and torch.func refusals, ``hard``).
 * :mod:`.torch_layer`: the torch target's sweeps and ``Layer``.
 * :mod:`.cuda_launch`: the cuda target's launcher (tables, variants, block
   sizes, kernel-argument packing, launches, chunks).
-* :mod:`.cuda_layer`: the cuda target's ``torch.library`` ops, launch
-  self-check and ``Layer``.
+* :mod:`.cuda_cubin`: the cuda target's loader of ahead-of-time kernels
+  (cubins or PTX through ``cuda.core``, no numba-cuda compile).
+* :mod:`.cuda_ops`: the cuda target's ``torch.library`` ops and autograd.
+* :mod:`.cuda_layer`: the cuda target's launch self-check and ``Layer``.
+* :mod:`.numba_vector`: flush-to-zero and the 16-lane vector updates of the
+  numba target, the typed constant and the float-type dispatch.
+* :mod:`.numba_kernels`: the numba target's dtype-generic kernels, each
+  compiled parallel and serial.
+* :mod:`.numba_host`: the numba target's pool, thread choice and
+  numpy-level wrappers.
+* :mod:`.numba_layer`: the numba target's autograd Functions and ``Layer``.
 
 Module-level state (caches, settings read from the environment) is copied
 the same way, statement by statement, with :func:`statements`.
