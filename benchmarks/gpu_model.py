@@ -243,7 +243,7 @@ class Structure:
     """Layer widths, the plan's rank counts, per-warp groups."""
 
     def __init__(self, net, threads=256):
-        from netgen.codegen._numba_common import plan
+        from netgen.codegen.runtime.tables import plan
 
         self.n, self.k, self.size, self.threads = net.n, net.k, net.size, threads
         self.offs = np.asarray(net.layer_offsets)

@@ -48,7 +48,6 @@ import ast
 import hashlib
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -60,7 +59,6 @@ from ._cuda_kernels import KERNEL_ARGS, kernels_source
 from ._numba_common import (
     FLOAT_TYPES,
     network_literal,
-    plan,
     plan_source,
     relaxation_literal,
     relaxation_of,
@@ -106,6 +104,8 @@ def emit(net: Network, r: Any = None, *, shared_limit: int = SHARED_LIMIT, threa
     if shared_limit < 0:
         raise ValueError(f"shared_limit must be >= 0, got {shared_limit}")
     r = relaxation_of(net, r)
+    from .runtime.tables import plan  # imports torch: only when building
+
     _, _, doff = plan(net.n, net.comparators, net.layer_offsets, list(net.outputs))
     if int(doff[-1]) >= 2**32 or net.size >= 2**32:
         raise ValueError(f"network too large for the cuda target: {int(doff[-1])} (comparator, rank) pairs "
@@ -114,20 +114,49 @@ def emit(net: Network, r: Any = None, *, shared_limit: int = SHARED_LIMIT, threa
 
     kernel_args, kernels, table = kernels_source(
         net.n, net.k, shared_limit, {ft: swap_code(r, 0, ft, steepness="s") for ft in FLOAT_TYPES})
-    subs = {
-        "DOC": repr(_doc(net, r)),
-        "NETWORK": network_literal(net),
-        "RELAXATION": relaxation_literal(r),
-        "PLAN": plan_source((common.steepness_value, common.refuse_transforms, common.check_input,
-                             common._SecondOrder, common.refuse_second_order)).rstrip(),
-        "KERNEL_ARGS": kernel_args,
-        "KERNELS": kernels,
-        "KERNEL_TABLE": table,
-    }
-    header = _fill(_HEADER, subs)
+    names = Namespace()
+    L = Lines()
+    L(repr(_doc(net, r)))
+    L.blank()
+    L("import hashlib", "import json", "import logging", "import math", "import os", "import re", "import tempfile",
+      "", "import numpy as np", "")
+    L("# numba-cuda 0.30.4 registers an overload of np.row_stack when it first",
+      "# compiles a kernel; numpy 2.5 removed that alias of np.vstack.")
+    with L.block('if not hasattr(np, "row_stack"):'):
+        L("np.row_stack = np.vstack")
+    L.blank()
+    L("import numba  # noqa: E402", "import torch  # noqa: E402", "from numba import cuda  # noqa: E402")
+    L.blank()
+    L(f"{names.define('TARGET')} = {literal(TARGET)}")
+    L.blank()
+    names.define("NETWORK")
+    L(network_literal(net))
+    L.blank()
+    names.define("RELAXATION")
+    L(relaxation_literal(r))
+    L.blank(2)
+    L(plan_source(names, (common.steepness_value, common.refuse_transforms, common.check_input,
+                          common._SecondOrder, common.refuse_second_order)).rstrip())
+    L.blank(2)
+    L("#: argument kinds of each kernel: f1/f2 float arrays, w1 wire vector",
+      "#: (WIRE_DTYPE), u1 uint32, i1 int64, b1 int32 vectors, bool a flag")
+    names.define("KERNEL_ARGS")
+    L(kernel_args)
+    L.blank(2)
+    for name, _ in top_level_definitions(ast.parse(kernels)):
+        names.define(name)
+    L(kernels)
+    L.blank(2)
+    L('#: (dtype, kernel, variant) -> kernel; variant "shared" (wire arrays in',
+      "#: dynamic shared memory) exists where n floats (2 n for the column) fit",
+      '#: SHARED_LIMIT, "global" always')
+    names.define("KERNELS")
+    L(table)
+    L.blank(2)
     constants = {"THREADS": threads, "BIG_THREADS": big_threads, "SHARED_LIMIT": shared_limit,
                  "SAVE_D_RATIO": float(save_d_ratio), "OPS_NAMESPACE": _ops_namespace(net, r)}
-    return header + "\n\n" + runtime_source(constants, header)
+    L(runtime_source(constants, names))
+    return L.render()
 
 
 # ---------------------------------------------------------------- runtime assembly
@@ -170,14 +199,12 @@ def _runtime_code(names: Namespace) -> str:
     return L.render()
 
 
-def runtime_source(constants: dict, header: str = "") -> str:
+def runtime_source(constants: dict, names: Namespace | None = None) -> str:
     """The constants of a build (as literals) and the copied runtime, for a
-    module whose ``header`` (kernels, tables) defines the rest. Every
-    top-level name is claimed once, the header's included."""
-    names = Namespace()
-    for name, _ in top_level_definitions(ast.parse(header)):
-        if name not in names:
-            names.define(name)
+    module whose first part (kernels, tables) defines the rest; every
+    top-level name is claimed in ``names`` (the module's Namespace, which
+    already holds that first part's names)."""
+    names = Namespace() if names is None else names
     L = Lines()
     for name, value in constants.items():
         L(f"#: {_CONSTANT_DOCS[name]}")
@@ -185,18 +212,6 @@ def runtime_source(constants: dict, header: str = "") -> str:
     L.blank(2)
     L(_runtime_code(names))
     return L.render()
-
-
-_PLACEHOLDER = re.compile(r"@@([A-Z_]+)@@")
-
-
-def _fill(template: str, subs: dict) -> str:
-    """Replace every ``@@NAME@@`` of the (trusted) template in one pass:
-    substituted text is never searched for placeholders again."""
-    missing = set(_PLACEHOLDER.findall(template)) - set(subs)
-    if missing:
-        raise AssertionError(f"unfilled placeholders {sorted(missing)}")  # pragma: no cover - template bug
-    return _PLACEHOLDER.sub(lambda m: subs[m.group(1)], template)
 
 
 def _ops_namespace(net: Network, r) -> str:
@@ -360,48 +375,3 @@ def _looks_like_source(v) -> bool:
     lines); anything else (a path, a str without a newline) names a file."""
     return isinstance(v, str) and "\n" in v
 
-
-_HEADER = '''@@DOC@@
-
-import hashlib
-import json
-import logging
-import math
-import os
-import re
-import tempfile
-
-import numpy as np
-
-# numba-cuda 0.30.4 registers an overload of np.row_stack when it first
-# compiles a kernel; numpy 2.5 removed that alias of np.vstack.
-if not hasattr(np, "row_stack"):
-    np.row_stack = np.vstack
-
-import numba  # noqa: E402
-import torch  # noqa: E402
-from numba import cuda  # noqa: E402
-
-TARGET = "cuda"
-
-@@NETWORK@@
-
-@@RELAXATION@@
-
-
-@@PLAN@@
-
-
-#: argument kinds of each kernel: f1/f2 float arrays, w1 wire vector
-#: (WIRE_DTYPE), u1 uint32, i1 int64, b1 int32 vectors, bool a flag
-@@KERNEL_ARGS@@
-
-
-@@KERNELS@@
-
-
-#: (dtype, kernel, variant) -> kernel; variant "shared" (wire arrays in
-#: dynamic shared memory) exists where n floats (2 n for the column) fit
-#: SHARED_LIMIT, "global" always
-@@KERNEL_TABLE@@
-'''

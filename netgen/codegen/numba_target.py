@@ -5,7 +5,7 @@ holds:
 
 * ``NETWORK``, ``RELAXATION``, ``TARGET = "numba"`` and the comparator table
   (rebuilt from ``NETWORK`` at import), with the build-time plan
-  (:func:`netgen.codegen._numba_common.plan`: for each comparator, the range
+  (:func:`netgen.codegen.runtime.tables.plan`: for each comparator, the range
   of P rows it can touch, so the back-sweep and its adjoint skip structural
   zeros) and the P engine's build-time choices (:func:`engine`: the
   backward mode and the rank-group size);
@@ -40,7 +40,6 @@ from ..network import Network
 from ._numba_common import (
     FLOAT_TYPES,
     network_literal,
-    plan,
     plan_source,
     relaxation_literal,
     relaxation_of,
@@ -90,6 +89,8 @@ SERIAL_WORK = 1 << 17
 def engine(net: Network, mode: str | None = None, group: int | None = None) -> tuple[str, int]:
     """The P engine's build-time choices for ``net``: ``(mode, group)``
     (see the constants above; ``mode``/``group`` force them, e.g. in tests)."""
+    from .runtime.tables import plan  # imports torch: only when building
+
     clo, chi, doff = plan(net.n, net.comparators, net.layer_offsets, net.outputs)
     nnz, k, n = int(doff[-1]), net.k, net.n
     if mode is None:
@@ -155,8 +156,8 @@ def emit(net: Network, r: Any = None, *, mode: str | None = None, group: int | N
     names.define("RELAXATION")
     L(relaxation_literal(r))
     L.blank(2)
-    L(plan_source((common.steepness_value, common.refuse_transforms, common.check_input,
-                   common.check_values, common._SecondOrder, common.refuse_second_order)).rstrip())
+    L(plan_source(names, (common.steepness_value, common.refuse_transforms, common.check_input,
+                          common.check_values, common._SecondOrder, common.refuse_second_order)).rstrip())
     L(f"{names.define('_CA')} = np.ascontiguousarray(_COMPS[:, 0])")
     L(f"{names.define('_CB')} = np.ascontiguousarray(_COMPS[:, 1])")
     L("# NETGEN_NUMBA_PARALLEL=0 compiles serial kernels (same code, prange runs as")

@@ -202,4 +202,6 @@ def test_generated_module_copies_the_runtime_once():
             assert defined.count(name) == 1, name  # (_install_syncwarp: its def; the call binds nothing)
     assert "THREADS = 64" in src and "SHARED_LIMIT = 1234" in src and src.rstrip().endswith("_register()")
     with pytest.raises(GeneratedSourceError, match="'_launch' twice"):
-        runtime_source({"THREADS": 32}, "def _launch():\n    pass\n")
+        taken = Namespace()
+        taken.define("_launch")
+        runtime_source({"THREADS": 32}, taken)

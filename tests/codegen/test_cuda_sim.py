@@ -31,7 +31,7 @@ import pytest
 import torch
 
 from netgen.codegen import write_module
-from netgen.codegen._numba_common import plan
+from netgen.codegen.runtime.tables import plan
 from netgen.codegen.cuda_target import emit
 from netgen.codegen.loader import load
 from netgen.construct import build

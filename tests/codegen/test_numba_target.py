@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from netgen.codegen import emit, module_name, numba_target, write_module
-from netgen.codegen._numba_common import plan
+from netgen.codegen.runtime.tables import plan
 from netgen.codegen.loader import load
 from netgen.construct import build
 from netgen.network import Network

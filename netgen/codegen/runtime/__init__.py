@@ -53,7 +53,7 @@ def assemble(parts, names: Namespace) -> str:
 
 def statements(module, wanted, names: Namespace) -> str:
     """Source of the top-level statements of ``module`` that bind a name in
-    ``wanted`` (``NAME = ...``, ``NAME: T = ...``) or call a function named
+    ``wanted`` (``NAME = ...``, ``A, B = ...``, ``NAME: T = ...``) or call a function named
     in it (``name()``), in file order, each with the comment lines right
     above it (a ``# ---`` divider excluded); every bound name is claimed in
     ``names`` (defined twice: :class:`GeneratedSourceError`). A wanted name
@@ -65,7 +65,7 @@ def statements(module, wanted, names: Namespace) -> str:
     for node in ast.parse(src).body:
         if isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            bound = [t.id for t in targets if isinstance(t, ast.Name)]
+            bound = [t.id for target in targets for t in ast.walk(target) if isinstance(t, ast.Name)]
         elif (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
               and isinstance(node.value.func, ast.Name)):
             bound = [node.value.func.id]

@@ -1,0 +1,92 @@
+"""The network's tables in a generated ``numba`` or ``cuda`` module, built
+at import from its ``NETWORK`` literal: the comparators as a (size, 2)
+array and the layer offsets, the outputs, the build-time plan's rank
+ranges (:func:`plan`, also what the emitters use at build time) and the
+exact network's index tensors.
+
+Real code, copied into generated modules by source extraction
+(:data:`PARTS` with :func:`netgen.codegen.runtime.assemble`, :data:`STATE`
+with :func:`netgen.codegen.runtime.statements`); the stand-in ``NETWORK``
+only lets it import on its own.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+# ---- stand-in for what the generated module defines (not copied) ----
+NETWORK: dict = {"n": 2, "layers": [[[0, 1]]], "outputs": [0]}
+
+
+# ---------------------------------------------------------------- copied
+def plan(n, comparators, layer_offsets, outputs):
+    """Build-time structure of the k x n back-sweep ``R <- R M_l``.
+
+    Row r of R (the weights of rank r) is structurally non-zero only on the
+    wires from which output r is reachable through the remaining layers.
+    Sweeping from the last layer to the first, each wire carries the range
+    ``[lo, hi)`` of ranks it can reach; a comparator merges the ranges of
+    its two wires. Returns ``(clo, chi, doff)``: comparator i touches only
+    rows ``clo[i] <= r < chi[i]`` of R (empty when ``clo >= chi``; such a
+    comparator cannot influence P), and ``doff`` (size+1,) are CSR offsets
+    of the saved differences ``R[r, a] - R[r, b]`` of those rows.
+
+    Correct for any network (a superset of the support is always safe); for
+    a (5, 10450) splitter network only the first cascade touches all five
+    rows, so the back-sweep and its adjoint do a fraction of k * size work.
+    The same ranges make the adjoint's forward sweep exact when it skips
+    rows: a rank inactive at a comparator stays inactive on its wires in
+    every later layer.
+    """
+    comps = np.asarray(comparators, dtype=np.int64).reshape(-1, 2)
+    offs = np.asarray(layer_offsets, dtype=np.int64)
+    k = len(outputs)
+    lo = np.full(n, k, dtype=np.int64)
+    hi = np.zeros(n, dtype=np.int64)
+    for r, w in enumerate(outputs):
+        lo[w] = r
+        hi[w] = r + 1
+    clo = np.empty(len(comps), dtype=np.int64)
+    chi = np.empty(len(comps), dtype=np.int64)
+    for l in range(len(offs) - 2, -1, -1):
+        s, e = offs[l], offs[l + 1]
+        a, b = comps[s:e, 0], comps[s:e, 1]
+        ul = np.minimum(lo[a], lo[b])
+        uh = np.maximum(hi[a], hi[b])
+        clo[s:e] = ul
+        chi[s:e] = np.maximum(uh, ul)
+        lo[a] = ul
+        lo[b] = ul
+        hi[a] = uh
+        hi[b] = uh
+    doff = np.zeros(len(comps) + 1, dtype=np.int64)
+    np.cumsum(chi - clo, out=doff[1:])
+    return clo, chi, doff
+
+
+def _network_tables():
+    layers = NETWORK["layers"]
+    sizes = [len(layer) for layer in layers]
+    comps = np.array([c for layer in layers for c in layer], dtype=np.int64).reshape(-1, 2)
+    offs = np.zeros(len(layers) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offs[1:])
+    return comps, offs
+
+
+_N = NETWORK["n"]
+_OUTPUTS = np.array(NETWORK["outputs"], dtype=np.int64)
+_K = len(_OUTPUTS)
+_COMPS, _OFFSETS = _network_tables()
+_SIZE = len(_COMPS)
+_CLO, _CHI, _DOFF = plan(_N, _COMPS, _OFFSETS, NETWORK["outputs"])
+_NNZ = int(_DOFF[-1])
+# the exact network (Layer.hard) indexes with torch tensors
+_HARD_A = torch.from_numpy(np.ascontiguousarray(_COMPS[:, 0]))
+_HARD_B = torch.from_numpy(np.ascontiguousarray(_COMPS[:, 1]))
+_HARD_OUTS = torch.from_numpy(_OUTPUTS)
+
+#: what a generated module copies
+PARTS = (plan, _network_tables)
+STATE = ("_N", "_OUTPUTS", "_K", "_COMPS", "_OFFSETS", "_SIZE", "_CLO", "_CHI", "_DOFF", "_NNZ", "_HARD_A", "_HARD_B",
+         "_HARD_OUTS")
