@@ -352,14 +352,16 @@ def kernels(which, st, sx, isz=4):
         out["bwd"]["chain"] = st.chain(pair_ranks=True, narrow_warp=True, threads=t) + st.chain(narrow_warp=True,
                                                                                               threads=t)
         out["bwd"].update(
-            dram=isz * (k * n + 2 * S + nnz + S + n), l2=(12 + isz) * S + (4 + 2 * isz) * S)
+            # d and p read twice (p by the G sweep and the values' adjoint), dL/dp written and read
+            dram=isz * (k * n + 3 * S + nnz + S + n), l2=(12 + isz) * S + (4 + 3 * isz) * S)
         for name in ("fwd_col", "bwd_col"):
             c = _phase(sx[name], "plain", -1, stores=name == "fwd_col")
             t = block_threads(2 * n * isz, sx[name]["regs"])
             out[name] = dict(blocks=1, shared=2 * n * isz, regs=sx[name]["regs"], cpc=(c["comp"],), ppc=None,
                              threads=t, warp_instr=wi * c["comp"], chain=st.chain(narrow_warp=True, threads=t),
-                             dram=isz * (n + 2 * S + k) if name == "fwd_col" else isz * (2 * S + k + n),
-                             l2=(4 + 2 * isz) * S)
+                             # d, du and p per comparator (the backward reads p, no arctangent)
+                             dram=isz * (n + 3 * S + k) if name == "fwd_col" else isz * (3 * S + k + n),
+                             l2=(4 + 3 * isz) * S)
         return out
     # the kernels at 3ad06ee: int64 tables, one block per (row, rank) for P
     v = _phase(sx["fwd_vals"], "plain", 0)
@@ -453,7 +455,8 @@ def main(argv=None) -> int:
                             ("L2", e["l2"][1]), key=lambda t: t[1])[0]
                 cells.append((B, lo, hi, bound))
                 rows.append({"kernels": which, "commit": label, "kernel": nm, "B": B, "estimate_ms": [lo, hi],
-                             "bound": bound, "grid": e["grid"], "blocks_per_sm": e["occ"],
+                             "bound": bound, "issue_ms": c * e["issue"], "chain_ms": c * e["chain"],
+                             "dram_ms": e["dram"], "grid": e["grid"], "blocks_per_sm": e["occ"],
                              "shared_bytes": kern["shared"], "regs": kern["regs"],
                              "sass_per_comparator": kern["cpc"], "sass_per_pair": kern["ppc"],
                              "dram_bytes_per_row": kern["dram"], "l2_bytes_per_row": kern["l2"]})
