@@ -172,21 +172,29 @@ def ranks(L: Lines, c: Ctx, acc: bool = False) -> Iterator[None]:
 
 def rank_step(L: Lines, c: Ctx, names: tuple[str, str], d_index: bool, body: Callable[[str], None]) -> None:
     """The update of comparator i's ranks: load the pair and its difference
-    ``dv``, ``body`` (given the D index of the rank), mix. Where k <= UNROLL_RANKS every rank r < k
-    gets its own guarded copy (``lo <= r < hi``; no rank loop: the model
-    counts ~25% fewer instructions per comparator at k = 5); otherwise a
-    ``while ia < ie`` loop with running indices (``j`` too where D is
-    indexed)."""
+    ``dv``, ``body`` (given the D index of the rank), mix. Where k <=
+    UNROLL_RANKS every rank r < k gets its own guarded copy (``lo <= r <
+    hi``; no rank loop: the model counts ~25% fewer instructions per
+    comparator at k = 5), every rank's pair loaded before the first update
+    (one round of shared-load latency per comparator, not one per rank);
+    otherwise a ``while ia < ie`` loop with running indices (``j`` too
+    where D is indexed)."""
     va, vc = names
     if d_index:
         L("j = doff[i] + U0")
     if c.k <= UNROLL_RANKS:
+        # every rank's pair loaded first (in bounds for every r < k; the
+        # entries of one comparator's ranks are distinct, so no store below
+        # can change them): the loads issue together instead of each
+        # waiting on the previous rank's stores
+        for r in range(c.k):
+            L(f"r = np.uint32({r})", f"{va}{r} = sm[a + r]", f"{vc}{r} = sm[c + r]")
         for r in range(c.k):
             L(f"r = np.uint32({r})")
             with L.block("if lo <= r and r < hi:"):
-                L(f"{va} = sm[a + r]", f"{vc} = sm[c + r]", f"dv = {va} - {vc}")
+                L(f"dv = {va}{r} - {vc}{r}")
                 body("j + r - lo")
-                mix(L, "a + r", "c + r", va, vc, diff="dv")
+                mix(L, "a + r", "c + r", f"{va}{r}", f"{vc}{r}", diff="dv")
         return
     with L.block("while ia < ie:"):
         L(f"{va} = sm[ia]", f"{vc} = sm[ic]", f"dv = {va} - {vc}")
