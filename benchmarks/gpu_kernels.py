@@ -86,8 +86,8 @@ def _floor_bytes(name, B, n, k, S, nnz, isz=4, path="rows"):
     return isz * B * {
         "fwd": n + 2 * S + k * n + nnz + k,  # x -> d, p, P, D, values
         "bwd": k * n + 2 * S + nnz + 2 * S + n,  # dL/dP, d, p, D, dL/dp (written, read) -> dL/dx
-        "fwd_col": n + 2 * S + k,  # x -> d, du, column
-        "bwd_col": 2 * S + k + n,  # d, du, dL/dcolumn -> dL/dx
+        "fwd_col": n + 3 * S + k,  # x -> d, du, p, column
+        "bwd_col": 3 * S + k + n,  # d, du, p, dL/dcolumn -> dL/dx
     }[name]
 
 

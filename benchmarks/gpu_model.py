@@ -18,7 +18,9 @@ pair), DRAM and L2 bytes per row, and an estimated time:
     issue = warp-instructions / (1.9 per cycle per SM * 132 SMs * 1.98 GHz)
     chain = waves * per-block dependent latency (layers in order; a layer
             of w comparators costs ceil(w / threads) iterations of
-            LAT_ITER cycles, plus LAT_PAIR per rank a thread sweeps, plus a
+            LAT_ITER cycles, plus LAT_PAIR per round of a rank sweep's
+            shared loads (one per rank unless the SASS loads the ranks'
+            pairs together; LAT_RANK_ISSUE per further rank), plus a
             barrier: LAT_SYNC, or LAT_WARP for a narrow layer on one warp)
     DRAM  = compulsory bytes / 3 TB/s
     L2    = table and d gathers (32-byte sectors) / 4.4 TB/s (low) or 2.6 TB/s (high)
@@ -61,6 +63,10 @@ SMEM_SM, SMEM_RESERVED, REGS_SM, THREADS_SM, BLOCKS_SM = 228 * 1024, 1024, 65536
 # of a comparator (two shared loads, FMAs, two stores), a block barrier, a
 # warp barrier
 LAT_ITER, LAT_PAIR, LAT_SYNC, LAT_WARP = 900, 60, 120, 10
+# a rank whose shared loads were issued in the same round as an earlier
+# rank's (an unrolled rank sweep that loads every rank's pair before its
+# first store): its update's issue, not another round of load latency
+LAT_RANK_ISSUE = 10
 # fallback SASS counts (instructions per comparator / per pair) when the
 # disassembler is missing: medians of what the sm_90 cubins gave here
 FALLBACK = {"comp": 170, "pair": 14, "skip": 14, "inner": 8}
@@ -181,6 +187,17 @@ def loop_costs(ins, rcp_per_comp):
     def count(lo, hi, pat):
         return sum(1 for j in range(lo, hi + 1) if re.search(pat, ins[j][1]))
 
+    def rounds(lo, hi):
+        """Dependent rounds of shared loads: runs of LDS that a store
+        follows (each waits for the stores before it)."""
+        n, in_run = 0, False
+        for j in range(lo, hi + 1):
+            if re.search(r"\bLDS\b", ins[j][1]):
+                in_run = True
+            elif re.search(r"\bSTS\b", ins[j][1]) and in_run:
+                n, in_run = n + 1, False
+        return max(1, n)
+
     def nested(lp):
         return [o for o in loops if o != lp and lp[0] <= o[0] and o[1] <= lp[1]]
 
@@ -199,7 +216,7 @@ def loop_costs(ins, rcp_per_comp):
             first_branch = next((j for j in range(lp[0], lp[1]) if re.search(r"\bBRA\b", ins[j][1])), lp[0])
             out.append({"at": ins[lp[0]][0], "rcp": False, "comp": float(lp[1] - lp[0] + 1), "pair": 0.0,
                         "stores": count(*lp, r"\bSTG\b") > 0, "unrolled": count(*lp, r"\bLDS\b") // 2,
-                        "skip": first_branch - lp[0] + 4})
+                        "skip": first_branch - lp[0] + 4, "rounds": rounds(*lp)})
             continue
         if any(unrolled_ranks(o) for o in inner):
             continue  # a layer loop around an unrolled rank sweep
@@ -272,13 +289,19 @@ class Structure:
         one block per (row, rank))."""
         return int(sum(bool(((self.clo[ix] <= r) & (r < self.chi[ix])).any()) for _, ix in self.groups()))
 
-    def chain(self, pair_ranks=False, narrow_warp=False, threads=256):
-        """Dependent cycles of one block of ``threads`` sweeping all layers."""
+    def chain(self, pair_ranks=False, narrow_warp=False, threads=256, rounds=None):
+        """Dependent cycles of one block of ``threads`` sweeping all layers;
+        ``rounds``: the rank sweep's rounds of shared loads where the SASS
+        groups ranks' loads (None: one round per rank)."""
         cyc = 0
         for l, w in enumerate(self.widths):
             s, e = self.offs[l], self.offs[l + 1]
             it = math.ceil(w / threads)
-            cyc += it * LAT_ITER + (int(self.m[s:e].max()) * LAT_PAIR * it if pair_ranks and w else 0)
+            if pair_ranks and w:
+                m = int(self.m[s:e].max())
+                r = m if rounds is None else min(m, rounds)
+                cyc += (r * LAT_PAIR + (m - r) * LAT_RANK_ISSUE) * it
+            cyc += it * LAT_ITER
             cyc += LAT_WARP if narrow_warp and w <= 32 else LAT_SYNC
         return cyc
 
@@ -317,11 +340,11 @@ def _phase(sx, kind, idx=-1, stores=False):
     elif kind == "plain":
         cands = [lp for lp in cands if lp["rcp"]]  # the swap code's loops
     if not cands:
-        return dict(FALLBACK, fallback=True, unrolled=0)
+        return dict(FALLBACK, fallback=True, unrolled=0, rounds=None)
     lp = cands[idx] if -len(cands) <= idx < len(cands) else cands[-1]
     return {"comp": lp["comp"], "pair": lp["pair"] if lp["pair"] is not None else FALLBACK["pair"],
             "skip": lp["skip"], "inner": lp["pair"] if lp["pair"] is not None else FALLBACK["inner"],
-            "unrolled": lp.get("unrolled", 0)}
+            "unrolled": lp.get("unrolled", 0), "rounds": lp.get("rounds")}
 
 
 def kernels(which, st, sx, isz=4):
@@ -341,7 +364,7 @@ def kernels(which, st, sx, isz=4):
             threads=block_threads(k * n * isz, sx["fwd"]["regs"]))
         t = out["fwd"]["threads"]
         out["fwd"]["chain"] = st.chain(narrow_warp=True, threads=t) + st.chain(pair_ranks=True, narrow_warp=True,
-                                                                               threads=t)
+                                                                               threads=t, rounds=bs["rounds"])
         out["fwd"].update(
             dram=isz * (n + 2 * S + k * n + nnz + k), l2=(4 + 12 + isz) * S + isz * S)
         out["bwd"] = dict(
@@ -349,17 +372,19 @@ def kernels(which, st, sx, isz=4):
             warp_instr=wi * g["comp"] + st.warp_pairs(g["unrolled"]) * g["pair"] + wi * gv["comp"],
             threads=block_threads(k * n * isz, sx["bwd"]["regs"]))
         t = out["bwd"]["threads"]
-        out["bwd"]["chain"] = st.chain(pair_ranks=True, narrow_warp=True, threads=t) + st.chain(narrow_warp=True,
-                                                                                              threads=t)
+        out["bwd"]["chain"] = st.chain(pair_ranks=True, narrow_warp=True, threads=t,
+                                       rounds=g["rounds"]) + st.chain(narrow_warp=True, threads=t)
         out["bwd"].update(
-            dram=isz * (k * n + 2 * S + nnz + S + n), l2=(12 + isz) * S + (4 + 2 * isz) * S)
+            # d and p read twice (p by the G sweep and the values' adjoint), dL/dp written and read
+            dram=isz * (k * n + 3 * S + nnz + S + n), l2=(12 + isz) * S + (4 + 3 * isz) * S)
         for name in ("fwd_col", "bwd_col"):
             c = _phase(sx[name], "plain", -1, stores=name == "fwd_col")
             t = block_threads(2 * n * isz, sx[name]["regs"])
             out[name] = dict(blocks=1, shared=2 * n * isz, regs=sx[name]["regs"], cpc=(c["comp"],), ppc=None,
                              threads=t, warp_instr=wi * c["comp"], chain=st.chain(narrow_warp=True, threads=t),
-                             dram=isz * (n + 2 * S + k) if name == "fwd_col" else isz * (2 * S + k + n),
-                             l2=(4 + 2 * isz) * S)
+                             # d, du and p per comparator (the backward reads p, no arctangent)
+                             dram=isz * (n + 3 * S + k) if name == "fwd_col" else isz * (3 * S + k + n),
+                             l2=(4 + 3 * isz) * S)
         return out
     # the kernels at 3ad06ee: int64 tables, one block per (row, rank) for P
     v = _phase(sx["fwd_vals"], "plain", 0)
@@ -453,7 +478,8 @@ def main(argv=None) -> int:
                             ("L2", e["l2"][1]), key=lambda t: t[1])[0]
                 cells.append((B, lo, hi, bound))
                 rows.append({"kernels": which, "commit": label, "kernel": nm, "B": B, "estimate_ms": [lo, hi],
-                             "bound": bound, "grid": e["grid"], "blocks_per_sm": e["occ"],
+                             "bound": bound, "issue_ms": c * e["issue"], "chain_ms": c * e["chain"],
+                             "dram_ms": e["dram"], "grid": e["grid"], "blocks_per_sm": e["occ"],
                              "shared_bytes": kern["shared"], "regs": kern["regs"],
                              "sass_per_comparator": kern["cpc"], "sass_per_pair": kern["ppc"],
                              "dram_bytes_per_row": kern["dram"], "l2_bytes_per_row": kern["l2"]})

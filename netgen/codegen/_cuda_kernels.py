@@ -19,8 +19,9 @@ design, the choices and their estimates):
 
 * ``_fwd`` (one block per batch row): the values sweep (v, n floats),
   saving each comparator's difference d = x - y and swap probability p (the
-  swap code runs once per comparator and row here, and once more in the
-  values' adjoint: p is stored because the swap code costs more issue slots
+  swap code runs once per comparator and row, here; the rank sweeps read p,
+  and the values' adjoint reads p and recomputes only dp/dd and dp/ds from
+  d, one division and no arctangent: the swap code costs more issue slots
   than 8 bytes of traffic per comparator); then, when P is asked for
   (``do_P``), the back-sweep of **all k ranks of the row at once**: R is k x
   n floats, wire-major (``R[w * k + r]``), each comparator's wires and p
@@ -36,7 +37,14 @@ design, the choices and their estimates):
   adjoint back (g, n floats), adding dL/dp from the values, and sums
   dL/ds = sum_i dL/dp_i dp_i/ds over the row into ``gs[b]``.
 * ``_fwd_col`` / ``_bwd_col``: the column P[:, y] (v and u, 2 n floats) and
-  its adjoint, one block per row.
+  its adjoint, one block per row; the forward saves d (``ds``) and, in
+  ``dus`` (B x 2 size), each comparator's u difference and p side by side
+  (``dus[b, 2 i]``, ``dus[b, 2 i + 1]``: one address for both), so the
+  backward reads p instead of rerunning the arctangent.
+
+Each comparator update is written ``t = p (va - vc)``, ``va' = vc + t``,
+``vc' = va - t`` with the difference ``va - vc`` every sweep needs anyway
+(d, a row of D, dL/dp's factor): one multiply-add and two adds, no q.
 
 Within a block, threads stride over a layer's comparators. A layer of at
 most 32 comparators (the narrow tail of a selection network) is run by
@@ -152,7 +160,7 @@ def _fwd(L: Lines, c: Ctx) -> None:
     load_row(L, c, col=False)
     with layers(L, reverse=False):
         swap_at(L, c)
-        mix(L, "a", "c", "xa", "xc")
+        mix(L, "a", "c", "xa", "xc", diff="d")
         L("dsb[i] = d", "psb[i] = p")
     with L.block("for r in range(tx, k, nt):"):
         L("values[b, r] = NAN if isbad else sm[outs[r]]")
@@ -174,7 +182,7 @@ def _bwd(L: Lines, c: Ctx) -> None:
         L("cuda.syncthreads()")
         with layers(L, reverse=False):
             with ranks(L, c, acc=True):
-                rank_step(L, c, ("ga", "gc"), True, lambda j: L(f"acc += (ga - gc) * Db[{j}]"))
+                rank_step(L, c, ("ga", "gc"), True, lambda j: L(f"acc += dv * Db[{j}]"))
             L("gpb[i] = acc")
     fill_rows(L, "w", "n", "")
     with L.block("if has_gv:"):
@@ -183,12 +191,12 @@ def _bwd(L: Lines, c: Ctx) -> None:
         L("cuda.syncthreads()")
     L("acc_s = ZERO")
     with layers(L, reverse=True):
-        swap_at(L, c, "dsb[i]")
-        L("ga = sm[a]", "gc = sm[c]", "gpi = (ga - gc) * d")
+        swap_at(L, c, "dsb[i]", "psb[i]")
+        L("ga = sm[a]", "gc = sm[c]", "dg = ga - gc", "gpi = dg * d")
         with L.block("if has_gP:"):
             L("gpi += gpb[i]")
         L("acc_s += gpi * dps", "gd = gpi * dp")
-        mix(L, "a", "c", "ga", "gc", "gd")
+        mix(L, "a", "c", "ga", "gc", "gd", diff="dg")
     grad_out(L)
 
 
@@ -201,11 +209,11 @@ def _fwd_col(L: Lines, c: Ctx) -> None:
     L("cuda.syncthreads()")
     with layers(L, reverse=False):
         swap_at(L, c)
-        mix(L, "a", "c", "xa", "xc")
-        L("ua = sm[n + a]", "uc = sm[n + c]")
-        mix(L, "n + a", "n + c", "ua", "uc")
+        mix(L, "a", "c", "xa", "xc", diff="d")
+        L("ua = sm[n + a]", "uc = sm[n + c]", "du = ua - uc")
+        mix(L, "n + a", "n + c", "ua", "uc", diff="du")
         with L.block("if save:"):
-            L("dsb[i] = d", "dusb[i] = ua - uc")
+            L("dsb[i] = d", "i2 = i + i", "dusb[i2] = du", "dusb[i2 + U1] = p")
     with L.block("for r in range(tx, k, nt):"):
         L("col[b, r] = NAN if isbad else sm[n + outs[r]]")
     with L.block("if tx == U0:"):
@@ -220,13 +228,14 @@ def _bwd_col(L: Lines, c: Ctx) -> None:
         L("sm[n + outs[r]] = gcol[b, r]")
     L("cuda.syncthreads()", "acc_s = ZERO")
     with layers(L, reverse=True):
-        swap_at(L, c, "dsb[i]")
-        L("ga = sm[a]", "gc = sm[c]", "ua = sm[n + a]", "uc = sm[n + c]",
-          "gpi = (ga - gc) * d + (ua - uc) * dusb[i]",
+        L("i2 = i + i")
+        swap_at(L, c, "dsb[i]", "dusb[i2 + U1]")
+        L("ga = sm[a]", "gc = sm[c]", "ua = sm[n + a]", "uc = sm[n + c]", "dg = ga - gc", "du = ua - uc",
+          "gpi = dg * d + du * dusb[i2]",
           "acc_s += gpi * dps",
           "gd = gpi * dp")
-        mix(L, "a", "c", "ga", "gc", "gd")
-        mix(L, "n + a", "n + c", "ua", "uc")
+        mix(L, "a", "c", "ga", "gc", "gd", diff="dg")
+        mix(L, "n + a", "n + c", "ua", "uc", diff="du")
     grad_out(L)
 
 

@@ -98,23 +98,32 @@ def fill_rows(L: Lines, var: str, stop: str, *offsets: str) -> None:
     L("cuda.syncthreads()")
 
 
-def mix(L: Lines, a: str, c: str, va: str, vc: str, grad: str = "") -> None:
+def mix(L: Lines, a: str, c: str, va: str, vc: str, grad: str = "", diff: str = "") -> None:
     """The comparator update of one pair of entries: ``sm[a] = p va + q vc``,
-    ``sm[c] = q va + p vc`` (plus / minus ``grad`` in an adjoint)."""
-    L(f"sm[{a}] = p * {va} + q * {vc}{' + ' + grad if grad else ''}",
-      f"sm[{c}] = q * {va} + p * {vc}{' - ' + grad if grad else ''}")
+    ``sm[c] = q va + p vc`` (plus / minus ``grad`` in an adjoint), written
+    as ``t = p (va - vc) (+ grad)``, ``sm[a] = vc + t``, ``sm[c] = va - t``
+    (q = 1 - p): one multiply-add and two adds where the difference
+    ``diff`` (``va - vc``, when the caller has it) is computed anyway, no q
+    (docs/cuda-kernels.md: 2-3 SASS instructions per update fewer)."""
+    L(f"t = p * {diff or '(' + va + ' - ' + vc + ')'}{' + ' + grad if grad else ''}",
+      f"sm[{a}] = {vc} + t",
+      f"sm[{c}] = {va} - t")
 
 
-def swap_at(L: Lines, c: Ctx, saved: str | None = None) -> None:
+def swap_at(L: Lines, c: Ctx, saved: str | None = None, saved_p: str | None = None) -> None:
     """Wires of comparator i, its difference d (``saved``: where the forward
-    kept it; else from the values xa, xc), then the swap code (p, dp, dps)
-    and q."""
+    kept it; else from the values xa, xc), then the swap code (p, dp, dps).
+    ``saved_p``: where the forward kept p; p is then read, not recomputed
+    (the swap code's p is dead and the compiler drops it: an adjoint needs
+    only dp and dps, one division, not the arctangent)."""
     L("a = wa[i]", "c = wb[i]")
     if saved:
         L(f"d = {saved}")
     else:
         L("xa = sm[a]", "xc = sm[c]", "d = xa - xc")
-    L(c.swap, "q = ONE - p")
+    L(c.swap)
+    if saved_p:
+        L(f"p = {saved_p}")
 
 
 def load_row(L: Lines, c: Ctx, col: bool) -> None:
@@ -155,34 +164,42 @@ def ranks(L: Lines, c: Ctx, acc: bool = False) -> Iterator[None]:
     if acc:
         L("acc = ZERO")
     with L.block("if lo < hi:"):
-        L("a = wa[i] * k", "c = wb[i] * k", "p = psb[i]", "q = ONE - p")
+        L("a = wa[i] * k", "c = wb[i] * k", "p = psb[i]")
         if c.k > UNROLL_RANKS:
             L("ia = a + lo", "ic = c + lo", "ie = a + hi")
         yield
 
 
 def rank_step(L: Lines, c: Ctx, names: tuple[str, str], d_index: bool, body: Callable[[str], None]) -> None:
-    """The update of comparator i's ranks: load the pair, ``body`` (given
-    the D index of the rank), mix. Where k <= UNROLL_RANKS every rank r < k
-    gets its own guarded copy (``lo <= r < hi``; no rank loop: the model
-    counts ~25% fewer instructions per comparator at k = 5); otherwise a
-    ``while ia < ie`` loop with running indices (``j`` too where D is
-    indexed)."""
+    """The update of comparator i's ranks: load the pair and its difference
+    ``dv``, ``body`` (given the D index of the rank), mix. Where k <=
+    UNROLL_RANKS every rank r < k gets its own guarded copy (``lo <= r <
+    hi``; no rank loop: the model counts ~25% fewer instructions per
+    comparator at k = 5), every rank's pair loaded before the first update
+    (one round of shared-load latency per comparator, not one per rank);
+    otherwise a ``while ia < ie`` loop with running indices (``j`` too
+    where D is indexed)."""
     va, vc = names
     if d_index:
         L("j = doff[i] + U0")
     if c.k <= UNROLL_RANKS:
+        # every rank's pair loaded first (in bounds for every r < k; the
+        # entries of one comparator's ranks are distinct, so no store below
+        # can change them): the loads issue together instead of each
+        # waiting on the previous rank's stores
+        for r in range(c.k):
+            L(f"r = np.uint32({r})", f"{va}{r} = sm[a + r]", f"{vc}{r} = sm[c + r]")
         for r in range(c.k):
             L(f"r = np.uint32({r})")
             with L.block("if lo <= r and r < hi:"):
-                L(f"{va} = sm[a + r]", f"{vc} = sm[c + r]")
+                L(f"dv = {va}{r} - {vc}{r}")
                 body("j + r - lo")
-                mix(L, "a + r", "c + r", va, vc)
+                mix(L, "a + r", "c + r", f"{va}{r}", f"{vc}{r}", diff="dv")
         return
     with L.block("while ia < ie:"):
-        L(f"{va} = sm[ia]", f"{vc} = sm[ic]")
+        L(f"{va} = sm[ia]", f"{vc} = sm[ic]", f"dv = {va} - {vc}")
         body("j")
-        mix(L, "ia", "ic", va, vc)
+        mix(L, "ia", "ic", va, vc, diff="dv")
         L("ia += U1", "ic += U1")
         if d_index:
             L("j += U1")
@@ -198,7 +215,7 @@ def backsweep(L: Lines, c: Ctx, save: str) -> None:
     L("cuda.syncthreads()")
     with L.block(f"if {save}:"):
         with layers(L, reverse=True), ranks(L, c):
-            rank_step(L, c, ("ra", "rc"), True, lambda j: L(f"Db[{j}] = ra - rc"))
+            rank_step(L, c, ("ra", "rc"), True, lambda j: L(f"Db[{j}] = dv"))
     with L.block("else:"):
         with layers(L, reverse=True), ranks(L, c):
             rank_step(L, c, ("ra", "rc"), False, lambda j: None)

@@ -34,8 +34,8 @@ def _rows_forward(x: torch.Tensor, s: torch.Tensor, want_P: bool,
                                        torch.Tensor]:
     """values (B, k), P (B, k, n; (0,) when not want_P) and what backward
     needs: ds and ps (B, size), the comparators' differences and swap
-    probabilities (the sweeps over ranks read p; the values' adjoint
-    recomputes dp/dd and dp/ds from d), D (B, nnz) where SAVE_D and save
+    probabilities (the sweeps over ranks and the values' adjoint read p;
+    the adjoint recomputes only dp/dd and dp/ds from d), D (B, nnz) where SAVE_D and save
     (else 1 x 1), the back-sweep's row differences, and bad (B,) int32."""
     B = x.shape[0]
     t = _tables(x.device)
@@ -89,13 +89,15 @@ def _rows_backward(gv: torch.Tensor | None, gP: torch.Tensor | None, s: torch.Te
 
 def _column_forward(x: torch.Tensor, y: torch.Tensor, s: torch.Tensor,
                     save: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """P[:, y] (B, k) and what backward needs: ds and dus (B, size; 1 x 1
-    when not save), the differences of the values and of the pushed unit
-    vector at each comparator, and bad (B,) int32."""
+    """P[:, y] (B, k) and what backward needs: ds (B, size; 1 x 1 when not
+    save), the differences of the values at each comparator, dus (B, 2
+    size; 1 x 1 when not save), the differences of the pushed unit vector
+    at each comparator then each comparator's p (the backward reads p
+    instead of rerunning the swap code's arctangent), and bad (B,) int32."""
     B = x.shape[0]
     t = _tables(x.device)
     col = x.new_empty((B, _K))
-    ds, dus = x.new_empty((B, _SIZE) if save else (1, 1)), x.new_empty((B, _SIZE) if save else (1, 1))
+    ds, dus = x.new_empty((B, _SIZE) if save else (1, 1)), x.new_empty((B, 2 * _SIZE) if save else (1, 1))
     bad = torch.empty((B,), dtype=torch.int32, device=x.device)
     glob = _variant(x.device, _np_dtype(x), "fwd_col", 2) == "global"
     for b0, b1 in _chunks(B, 2 * _N * x.element_size() if glob else 0):
@@ -133,7 +135,8 @@ def _rows_backward_fake(gv, gP, s, ds, ps, D, bad, want_gs):
 def _column_fake(x, y, s, save):
     B = x.shape[0]
     S = (B, _SIZE) if save else (1, 1)
-    return x.new_empty((B, _K)), x.new_empty(S), x.new_empty(S), x.new_empty((B,), dtype=torch.int32)
+    S2 = (B, 2 * _SIZE) if save else (1, 1)
+    return x.new_empty((B, _K)), x.new_empty(S), x.new_empty(S2), x.new_empty((B,), dtype=torch.int32)
 
 
 def _column_backward_fake(gcol, s, ds, dus, bad, want_gs):
