@@ -149,13 +149,10 @@ def reachable_per_comparator(n: int, k: int, batcher: bool = False) -> float:
 def proof_method(n: int, k: int) -> str:
     """Which method ``verify`` will use at (n, k): "exhaustive", "reachable"
     or "sample" (as :func:`netgen.verify.verify` decides with method="auto")."""
-    from .verify import AUTO_EXHAUSTIVE_INPUTS, AUTO_TINY_INPUTS
-    from .verify import exhaustive
+    from .verify import auto_exhaustive
     from .verify.reachable import MAX_TOKENS
 
-    kernel = exhaustive.choose(n, k)
-    count = exhaustive.input_count(n, k)
-    if kernel is not None and (count <= AUTO_TINY_INPUTS or (k == n and count <= AUTO_EXHAUSTIVE_INPUTS)):
+    if auto_exhaustive(n, k):
         return "exhaustive"
     if n <= 64 or k <= MAX_TOKENS:
         return "reachable"

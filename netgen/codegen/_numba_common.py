@@ -16,8 +16,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import numpy as np
-
 from ..network import Network
 from ._swap_code import FLOAT_TYPES, lit, swap_code  # noqa: F401  (re-exported for the emitters)
 
@@ -36,6 +34,24 @@ def relaxation_of(net: Network, r: Any):
 
 
 # ----------------------------------------------------------------- the plan
+def write_top(L, names, target: str, net: Network, r, shared=()) -> None:
+    """What every numba and cuda module has after its imports: ``TARGET``,
+    ``NETWORK``, ``RELAXATION`` (literals) and the network's tables
+    (:func:`plan_source`), written into the Lines builder ``L`` with every
+    name claimed in the Namespace ``names``."""
+    from .literals import literal
+
+    L(f"{names.define('TARGET')} = {literal(target)}")
+    L.blank()
+    names.define("NETWORK")
+    L(network_literal(net))
+    L.blank()
+    names.define("RELAXATION")
+    L(relaxation_literal(r))
+    L.blank(2)
+    L(plan_source(names, shared).rstrip())
+
+
 def plan_source(names, shared=()) -> str:
     """Source of the network's tables (:mod:`netgen.codegen.runtime.tables`:
     :func:`~netgen.codegen.runtime.tables.plan` and the set-up from

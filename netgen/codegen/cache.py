@@ -162,6 +162,12 @@ def _bytecode(path: Path) -> None:
 
 def _exec_file(qualname: str, path: Path) -> types.ModuleType:
     _bytecode(path)
+    return exec_file(qualname, path)
+
+
+def exec_file(qualname: str, path: Path) -> types.ModuleType:
+    """Import the module file ``path`` as ``qualname`` (registered in
+    ``sys.modules`` while it runs, removed again if it fails)."""
     spec = importlib.util.spec_from_file_location(qualname, path)
     if spec is None or spec.loader is None:  # pragma: no cover
         raise ImportError(f"cannot import {path}")

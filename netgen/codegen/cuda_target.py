@@ -59,10 +59,10 @@ from ._cuda_kernels import KERNEL_ARGS, kernels_source
 from ._numba_common import (
     FLOAT_TYPES,
     network_literal,
-    plan_source,
     relaxation_literal,
     relaxation_of,
     swap_code,
+    write_top,
 )
 from .lines import Lines
 from .literals import Namespace, literal, top_level_definitions
@@ -127,16 +127,8 @@ def emit(net: Network, r: Any = None, *, shared_limit: int = SHARED_LIMIT, threa
     L.blank()
     L("import numba  # noqa: E402", "import torch  # noqa: E402", "from numba import cuda  # noqa: E402")
     L.blank()
-    L(f"{names.define('TARGET')} = {literal(TARGET)}")
-    L.blank()
-    names.define("NETWORK")
-    L(network_literal(net))
-    L.blank()
-    names.define("RELAXATION")
-    L(relaxation_literal(r))
-    L.blank(2)
-    L(plan_source(names, (common.steepness_value, common.refuse_transforms, common.check_input,
-                          common._SecondOrder, common.refuse_second_order)).rstrip())
+    write_top(L, names, TARGET, net, r, (common.steepness_value, common.refuse_transforms, common.check_input,
+                                           common._SecondOrder, common.refuse_second_order))
     L.blank(2)
     L("#: argument kinds of each kernel: f1/f2 float arrays, w1 wire vector",
       "#: (WIRE_DTYPE), u1 uint32, i1 int64, b1 int32 vectors, bool a flag")

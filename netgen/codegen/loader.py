@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import sys
 import types
 from pathlib import Path
@@ -16,6 +15,8 @@ def load(path) -> types.ModuleType:
     hash of its resolved path and content (``_netgen_<stem>_<hash>``),
     so loading two different files with the same name never mixes them up,
     and loading the same unchanged file again returns the same module."""
+    from .cache import exec_file, remember_path
+
     p = Path(path)
     if p.is_dir() or p.suffix != ".py":
         raise ValueError(f"expected a generated .py file, got {str(path)!r}")
@@ -25,16 +26,7 @@ def load(path) -> types.ModuleType:
     mod = sys.modules.get(qualname)
     if mod is not None:
         return mod
-    spec = importlib.util.spec_from_file_location(qualname, p)
-    if spec is None or spec.loader is None:  # pragma: no cover
-        raise ValueError(f"cannot import {str(path)!r}")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[qualname] = mod
-    try:
-        spec.loader.exec_module(mod)
-    except BaseException:
-        del sys.modules[qualname]
-        raise
+    mod = exec_file(qualname, p)
     names = vars(mod)
     for attr in ("NETWORK", "RELAXATION", "TARGET", "Layer"):
         # NETWORK may be provided lazily by a module-level __getattr__
@@ -42,8 +34,6 @@ def load(path) -> types.ModuleType:
         if not present:
             del sys.modules[qualname]
             raise ValueError(f"{str(path)!r} is not a netgen generated module (missing {attr})")
-    from .cache import remember_path
-
     remember_path(qualname, p)  # so that a pickled Layer of it loads in another process
     return mod
 

@@ -39,11 +39,9 @@ import numpy as np
 from ..network import Network
 from ._numba_common import (
     FLOAT_TYPES,
-    network_literal,
-    plan_source,
-    relaxation_literal,
     relaxation_of,
     swap_code,
+    write_top,
 )
 from .lines import Lines
 from .literals import Namespace, literal
@@ -148,16 +146,8 @@ def emit(net: Network, r: Any = None, *, mode: str | None = None, group: int | N
     L("import numba", "import numpy as np", "import torch", "from llvmlite import ir",
       "from numba.core import cgutils, types", "from numba.core.extending import intrinsic, overload")
     L.blank()
-    L(f"{names.define('TARGET')} = {literal(TARGET)}")
-    L.blank()
-    names.define("NETWORK")
-    L(network_literal(net))
-    L.blank()
-    names.define("RELAXATION")
-    L(relaxation_literal(r))
-    L.blank(2)
-    L(plan_source(names, (common.steepness_value, common.refuse_transforms, common.check_input,
-                          common.check_values, common._SecondOrder, common.refuse_second_order)).rstrip())
+    write_top(L, names, TARGET, net, r, (common.steepness_value, common.refuse_transforms, common.check_input,
+                                           common.check_values, common._SecondOrder, common.refuse_second_order))
     L(f"{names.define('_CA')} = np.ascontiguousarray(_COMPS[:, 0])")
     L(f"{names.define('_CB')} = np.ascontiguousarray(_COMPS[:, 1])")
     L("# NETGEN_NUMBA_PARALLEL=0 compiles serial kernels (same code, prange runs as")

@@ -22,12 +22,22 @@ from . import exhaustive, reachable, sampling
 from .report import Report
 from .reachable import TooManyStates, analyze
 
-__all__ = ["verify", "Report", "analyze", "TooManyStates", "METHODS"]
+__all__ = ["verify", "Report", "analyze", "TooManyStates", "METHODS", "auto_exhaustive"]
 
 METHODS = ("auto", "exhaustive", "reachable", "sample")
 # "auto" sweeps all 2^n inputs of a sorter only up to this many (n <= 24)
 AUTO_EXHAUSTIVE_INPUTS = 1 << 24
 AUTO_TINY_INPUTS = 1 << 12
+
+
+def auto_exhaustive(n: int, k: int) -> bool:
+    """Whether ``method="auto"`` sweeps every relevant 0-1 input at (n, k):
+    where that is trivially cheap, or for sorters up to
+    ``AUTO_EXHAUSTIVE_INPUTS`` inputs."""
+    if exhaustive.choose(n, k) is None:
+        return False
+    count = exhaustive.input_count(n, k)
+    return count <= AUTO_TINY_INPUTS or (k == n and count <= AUTO_EXHAUSTIVE_INPUTS)
 
 
 def verify(
@@ -54,8 +64,7 @@ def verify(
     # orders of magnitude faster for selection networks (e.g. 0.03 s instead
     # of 8 s for the pruned 38-wire transposition network with k = 7)
     kernel = exhaustive.choose(net.n, net.k)
-    count = exhaustive.input_count(net.n, net.k)
-    if kernel is not None and (count <= AUTO_TINY_INPUTS or (net.k == net.n and count <= AUTO_EXHAUSTIVE_INPUTS)):
+    if auto_exhaustive(net.n, net.k):
         return exhaustive.check(net)
     t0 = time.perf_counter()
     try:

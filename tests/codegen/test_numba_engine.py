@@ -14,9 +14,6 @@ one compiled module is also run with other values here (no recompilation)."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import textwrap
 import threading
 
 import numpy as np
@@ -344,47 +341,8 @@ def test_threads_option_and_concurrent_python_threads(make):
     assert not errors, errors
 
 
-_WORKQUEUE = textwrap.dedent('''
-    import sys, threading
-    import numba, torch
-    from netgen.codegen.loader import load
-    from netgen.construct import build
-    from netgen.relax import reference
-    from netgen.relax.distributions import Relaxation
-    mod = load(sys.argv[1])
-    assert mod._PARALLEL
-    mod._SERIAL_WORK = 0  # parallel kernels even for this tiny case
-    layer = mod.Layer(threads=2)
-    net = build("oddeven", 6, 6)
-    r = Relaxation("logistic", 4.0)
-    xs = [torch.randn(40, 6, dtype=torch.float64) for _ in range(4)]
-    want = [reference.forward(net, x, r)[1] for x in xs]
-    bad = []
-    def work(i):
-        for _ in range(20):
-            with torch.no_grad():
-                P = layer(xs[i])[1]
-            if not torch.allclose(P, want[i], atol=1e-12, rtol=0):
-                bad.append(i)
-    ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    [t.start() for t in ts]
-    [t.join() for t in ts]
-    print(numba.threading_layer(), "bad", len(bad))
-''')
-
-
-def test_workqueue_threading_layer_is_safe(tmp_path):
-    """numba's workqueue layer aborts the process when two Python threads
-    launch parallel kernels at once; the module serialises calls under it."""
-    net = build("oddeven", 6, 6)
-    path = tmp_path / "wq_mod.py"
-    path.write_text(numba_target.emit(net, Relaxation("logistic", 4.0)))
-    env = dict(os.environ, NUMBA_THREADING_LAYER="workqueue", NETGEN_NUMBA_PARALLEL="1", NUMBA_NUM_THREADS="2")
-    env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), env.get("PYTHONPATH", "")])
-    p = subprocess.run([sys.executable, "-c", _WORKQUEUE, str(path)], env=env, capture_output=True, text=True,
-                       timeout=900)
-    assert p.returncode == 0, p.stderr[-3000:]
-    assert "workqueue bad 0" in p.stdout
+# numba's workqueue threading layer: tests/test_workqueue.py (with the lock, and
+# with it switched off as the control that shows the test can fail)
 
 
 # -------------------------------------------------------------- the source
