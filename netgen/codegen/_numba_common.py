@@ -34,11 +34,12 @@ def relaxation_of(net: Network, r: Any):
 
 
 # ----------------------------------------------------------------- the plan
-def write_top(L, names, target: str, net: Network, r, shared=()) -> None:
+def write_top(L, names, target: str, net: Network, r, shared=(), direction: str = "back") -> None:
     """What every numba and cuda module has after its imports: ``TARGET``,
-    ``NETWORK``, ``RELAXATION`` (literals) and the network's tables
-    (:func:`plan_source`), written into the Lines builder ``L`` with every
-    name claimed in the Namespace ``names``."""
+    ``NETWORK``, ``RELAXATION`` (literals), ``_DIRECTION`` (the P sweep's
+    direction, "back" or "forward": :func:`netgen.codegen.runtime.tables.plan`)
+    and the network's tables (:func:`plan_source`), written into the Lines
+    builder ``L`` with every name claimed in the Namespace ``names``."""
     from .literals import literal
 
     L(f"{names.define('TARGET')} = {literal(target)}")
@@ -48,6 +49,9 @@ def write_top(L, names, target: str, net: Network, r, shared=()) -> None:
     L.blank()
     names.define("RELAXATION")
     L(relaxation_literal(r))
+    L.blank()
+    L("# the P sweep: back over the output ranks, or forward over the input columns")
+    L(f"{names.define('_DIRECTION')} = {literal(direction)}")
     L.blank(2)
     L(plan_source(names, shared).rstrip())
 

@@ -32,7 +32,7 @@ module is checked to define each top-level name once.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -48,28 +48,47 @@ from .literals import Namespace, literal
 
 TARGET = "numba"
 
+DIRECTIONS = ("back", "forward")
+# The sweep that computes P runs over *lanes*: back over the k output ranks
+# (R <- R M_l, last comparator first: P's rows) or forward over the n input
+# columns (A <- M_l A, first comparator first: P's columns). Each comparator
+# touches the lanes of its plan range (runtime/tables.plan): its output
+# cone going back, its input cone going forward. Sorters have far smaller
+# input cones in their early layers than output cones: the odd-even merge
+# sorter needs 0.75 (n = 32), 0.52 (256), 0.43 (1024) and 0.36 (4096) times
+# the back-sweep's (comparator, lane) pairs going forward, while a top-5
+# network's forward sweep would carry all n columns (2,100x the pairs at
+# (5, 10450)). The forward direction is chosen where k > n / 2 and it needs
+# at most FORWARD_MAX_RATIO times the back-sweep's pairs.
+FORWARD_MAX_RATIO = 0.8
 MODES = ("save", "recompute")
-# Mode ``save`` keeps the back-sweep's differences D (one float per
-# (comparator, rank) pair of the plan: nnz per batch row) from the forward
-# for the backward; ``recompute`` keeps O(size) per row and re-runs each rank
-# group's back-sweep in the backward. ``save`` is chosen when D is at most
+# Mode ``save`` keeps the sweep's differences D (one float per
+# (comparator, lane) pair of the plan: nnz per batch row) from the forward
+# for the backward; ``recompute`` keeps O(size) per row and re-runs each lane
+# group's sweep in the backward. ``save`` is chosen when D is at most
 # SAVE_MAX_NNZ_PER_KN times the output (k n per row; top-5 of 10450: 2.6) or
 # small in absolute terms (SAVE_MAX_NNZ per row): then writing and reading D
-# costs less than the second back-sweep. Sorters have nnz = 4.3 k n (n = 32)
-# to 28 k n (n = 4096).
+# costs less than the second sweep. Sorters have nnz = 4.3 k n (n = 32)
+# to 28 k n (n = 4096) going back, 3.2 to 10 k n going forward.
 SAVE_MAX_NNZ_PER_KN = 4.0
 SAVE_MAX_NNZ = 16384
-# Rank groups: the back-sweep scratch of one (row block, rank group) pair is
+# Lane groups: the sweep's scratch of one (row block, lane group) pair is
 # R = n x g x 16 floats. g is the largest count whose R stays under
 # GROUP_BYTES (float32; L2-sized: the recompute mode streams each group's
 # differences through it), at least MIN_GROUP (fewer ranks per pass leave
-# the per-comparator overhead and the re-reads of p dominant) and at most k.
+# the per-comparator overhead and the re-reads of p dominant) and at most the
+# lanes (k ranks, or n columns).
 # Measured (oddeven sorters, B = 64, 2 threads, CPU seconds per fwd+bwd):
 # n = 256 best at g = 16..32; n = 1024: g = 1: 4.5, 2: 2.9, 4: 2.1, 8: 2.0,
 # 16: 2.5 (its differences no longer stay in cache). Mode save keeps all k ranks in one
 # group while R fits SAVE_GROUP_BYTES (top-5 of 10450: 3.3 MB).
 GROUP_BYTES = 512 << 10
 MIN_GROUP = 4
+# Forward-sweep groups write P[b, r, g0:g1] and read dL/dP the same way:
+# at least 16 columns, a 64-byte cache line of float32, so no line is
+# written piecewise by several groups (sort n = 1024, B = 64, one thread,
+# CPU seconds per fwd+bwd, loaded machine: g = 8: 1.71, 16: 1.52, 32: 1.83).
+MIN_GROUP_FORWARD = 16
 SAVE_GROUP_BYTES = 4 << 20
 # Below this many (row, comparator-or-pair) updates per call a kernel runs
 # on the calling thread (the serial copies): a parallel region costs tens of
@@ -84,27 +103,49 @@ SAVE_GROUP_BYTES = 4 << 20
 SERIAL_WORK = 1 << 17
 
 
-def engine(net: Network, mode: str | None = None, group: int | None = None) -> tuple[str, int]:
-    """The P engine's build-time choices for ``net``: ``(mode, group)``
-    (see the constants above; ``mode``/``group`` force them, e.g. in tests)."""
+class Engine(NamedTuple):
+    """The P engine's build-time choices (see the constants above)."""
+
+    direction: str  # "back" (lanes = output ranks) or "forward" (lanes = input columns)
+    mode: str  # "save" or "recompute"
+    group: int  # lanes per group
+
+
+def engine(net: Network, mode: str | None = None, group: int | None = None,
+           direction: str | None = None) -> Engine:
+    """The P engine's build-time choices for ``net``: the sweep direction
+    (fewer (comparator, lane) pairs; :data:`FORWARD_MAX_RATIO`), the
+    backward mode and the lane-group size (``direction``/``mode``/``group``
+    force them, e.g. in tests)."""
     from .runtime.tables import plan  # imports torch: only when building
 
-    clo, chi, doff = plan(net.n, net.comparators, net.layer_offsets, net.outputs)
-    nnz, k, n = int(doff[-1]), net.k, net.n
+    k, n = net.k, net.n
+
+    def pairs(d):
+        return int(plan(n, net.comparators, net.layer_offsets, net.outputs, d)[2][-1])
+
+    if direction is None:
+        back = pairs("back")
+        # the forward sweep carries all n input columns: only worth it where k is large
+        direction = "forward" if k * 2 > n and pairs("forward") <= FORWARD_MAX_RATIO * back else "back"
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
+    nnz = pairs(direction)
     if mode is None:
         mode = "save" if (nnz <= SAVE_MAX_NNZ_PER_KN * k * n or nnz <= SAVE_MAX_NNZ) else "recompute"
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    lanes = n if direction == "forward" else k
     if group is None:
-        per_rank = n * 16 * 4
+        per_lane = n * 16 * 4
         if mode == "save":
-            group = max(SAVE_GROUP_BYTES // per_rank, 1)
+            group = max(SAVE_GROUP_BYTES // per_lane, 1)
         else:
-            group = max(GROUP_BYTES // per_rank, MIN_GROUP)
+            group = max(GROUP_BYTES // per_lane, MIN_GROUP if direction == "back" else MIN_GROUP_FORWARD)
     if isinstance(group, bool) or not isinstance(group, (int, np.integer)):
         raise ValueError(f"group must be an integer, got {group!r}")
-    group = int(min(max(int(group), 1), max(k, 1)))
-    return mode, group
+    group = int(min(max(int(group), 1), max(lanes, 1)))
+    return Engine(direction, mode, group)
 
 
 def _swap_lines(r, ft: str) -> list[str]:
@@ -121,11 +162,13 @@ def _swap_lines(r, ft: str) -> list[str]:
     ]
 
 
-def emit(net: Network, r: Any = None, *, mode: str | None = None, group: int | None = None) -> str:
+def emit(net: Network, r: Any = None, *, mode: str | None = None, group: int | None = None,
+         direction: str | None = None) -> str:
     """Full source of the generated numba module for ``net`` relaxed by
     ``r`` (a :class:`~netgen.relax.distributions.Relaxation`; None = the
-    default for ``net``). ``mode`` ('save' / 'recompute') and ``group``
-    (ranks per group) override the build-time choices of :func:`engine`.
+    default for ``net``). ``direction`` ('back' / 'forward'), ``mode``
+    ('save' / 'recompute') and ``group`` (lanes per group) override the
+    build-time choices of :func:`engine`.
     Deterministic: same inputs, same bytes."""
     if not isinstance(net, Network):
         raise ValueError(f"expected a Network, got {type(net).__name__}")
@@ -137,17 +180,18 @@ def emit(net: Network, r: Any = None, *, mode: str | None = None, group: int | N
     from .runtime import numba_layer as layer
     from .runtime import numba_vector as vec
 
-    mode, group = engine(net, mode, group)
+    direction, mode, group = engine(net, mode, group, direction)
     names = Namespace()
     L = Lines()
-    L(repr(_doc(net, r, mode, group)))
+    L(repr(_doc(net, r, direction, mode, group)))
     L.blank()
     L("import math", "import os", "import platform", "import threading", "import time", "")
     L("import numba", "import numpy as np", "import torch", "from llvmlite import ir",
       "from numba.core import cgutils, types", "from numba.core.extending import intrinsic, overload")
     L.blank()
     write_top(L, names, TARGET, net, r, (common.steepness_value, common.refuse_transforms, common.check_input,
-                                           common.check_values, common._SecondOrder, common.refuse_second_order))
+                                           common.check_values, common._SecondOrder, common.refuse_second_order),
+              direction)
     L(f"{names.define('_CA')} = np.ascontiguousarray(_COMPS[:, 0])")
     L(f"{names.define('_CB')} = np.ascontiguousarray(_COMPS[:, 1])")
     L("# NETGEN_NUMBA_PARALLEL=0 compiles serial kernels (same code, prange runs as")
@@ -158,8 +202,9 @@ def emit(net: Network, r: Any = None, *, mode: str | None = None, group: int | N
     L(f"{names.define('_W')} = {literal(vec._W)}  # batch rows per block in every kernel")
     L(f"{names.define('_T')} = {literal(kern._T)}  # wires per tile when transposing a block")
     L("# The P engine (build-time choices, docs/targets.md): \"save\" keeps the")
-    L("# back-sweep's differences for the backward, \"recompute\" re-runs each rank")
-    L("# group's back-sweep there; ranks are processed in groups of _GROUP.")
+    L("# sweep's differences for the backward, \"recompute\" re-runs each lane")
+    L("# group's sweep there; lanes (_DIRECTION: ranks or input columns) are")
+    L("# processed in groups of _GROUP.")
     L("# Kernels below _SERIAL_WORK updates per call run on one thread.")
     L(f"{names.define('_MODE')} = {literal(mode)}")
     L(f"{names.define('_GROUP')} = {literal(int(group))}")
@@ -187,14 +232,14 @@ def emit(net: Network, r: Any = None, *, mode: str | None = None, group: int | N
     return L.render()
 
 
-def _doc(net: Network, r, mode: str, group: int) -> str:
+def _doc(net: Network, r, direction: str, mode: str, group: int) -> str:
     kind = net.construction.get("kind", "custom")
     return (
         f"netgen generated module (target numba): {kind!s} network, n={net.n}, k={net.k}, "
         f"depth={net.depth}, size={net.size};\n"
         f"relaxation {r.distribution}, steepness={r.steepness!r} (default; Layer(steepness=...)), "
-        f"art_lambda={r.art_lambda!r}, art_epsilon={r.art_epsilon!r}; P engine: mode {mode}, "
-        f"rank groups of {group}.\n\n"
+        f"art_lambda={r.art_lambda!r}, art_epsilon={r.art_epsilon!r}; P engine: {direction} sweep, "
+        f"mode {mode}, {'input columns' if direction == 'forward' else 'ranks'} in groups of {group}.\n\n"
         "Generated code: do not edit. Rebuild with `netgen build ... --target numba`.\n"
         "Layer().forward(x) -> (values (..., k), P (..., k, n)); Layer().column(x, y) -> P[..., :, y];\n"
         "Layer().hard(x) -> exact (values, indices). CPU tensors; float32/float64 (half computed in float32).\n"

@@ -35,11 +35,11 @@ def make(tmp_path_factory):
     cache = {}
     root = tmp_path_factory.mktemp("numba_engine")
 
-    def _make(net: Network, r: Relaxation, mode=None, group=None):
-        key = (net.key(), tuple(sorted(r.to_dict().items())), mode, group)
+    def _make(net: Network, r: Relaxation, mode=None, group=None, direction=None):
+        key = (net.key(), tuple(sorted(r.to_dict().items())), mode, group, direction)
         if key not in cache:
-            path = root / f"{module_name(net, r, 'numba')}_{mode}_{group}.py"
-            path.write_text(numba_target.emit(net, r, mode=mode, group=group))
+            path = root / f"{module_name(net, r, 'numba')}_{mode}_{group}_{direction}.py"
+            path.write_text(numba_target.emit(net, r, mode=mode, group=group, direction=direction))
             old = os.environ.get("NETGEN_NUMBA_PARALLEL")
             os.environ["NETGEN_NUMBA_PARALLEL"] = "0"
             try:
@@ -85,16 +85,86 @@ def _check(layer, net, r, x, steepness=None):
 
 def test_emit_options_choose_the_engine():
     net = build("oddeven", 12, 12)
-    src = numba_target.emit(net, Relaxation("logistic", 4.0), mode="recompute", group=5)
+    src = numba_target.emit(net, Relaxation("logistic", 4.0), mode="recompute", group=5, direction="forward")
     assert "_MODE = 'recompute'\n_GROUP = 5\n" in src
-    assert numba_target.engine(net, "save", 100) == ("save", 12)  # clipped to k
+    assert "_DIRECTION = 'forward'\n" in src
+    assert numba_target.engine(net, "save", 100, "back") == ("back", "save", 12)  # clipped to k
+    assert numba_target.engine(build("splitter", 16, 5), "save", 100, "forward") == ("forward", "save", 16)  # to n
     with pytest.raises(ValueError, match="mode"):
         numba_target.emit(net, Relaxation("logistic", 4.0), mode="fast")
+    with pytest.raises(ValueError, match="direction"):
+        numba_target.emit(net, Relaxation("logistic", 4.0), direction="sideways")
     with pytest.raises(ValueError, match="group"):
         numba_target.engine(net, None, 2.5)
-    # the build-time choice: top-5 keeps the differences, large sorters recompute
-    assert numba_target.engine(build("splitter", 200, 5))[0] == "save"
-    assert numba_target.engine(build("oddeven", 256, 256))[0] == "recompute"
+    # the build-time choice: top-5 keeps the differences of the back-sweep,
+    # large sorters sweep forward (fewer pairs) and recompute
+    assert numba_target.engine(build("splitter", 200, 5))[:2] == ("back", "save")
+    assert numba_target.engine(build("splitter", 10450, 5))[:2] == ("back", "save")
+    assert numba_target.engine(build("oddeven", 256, 256))[:2] == ("forward", "recompute")
+    assert numba_target.engine(build("oddeven", 1024, 1024)) == ("forward", "recompute", 16)
+
+
+def test_forward_plan_is_the_input_cone():
+    """The forward plan's range of a comparator holds exactly the inputs
+    that can reach its wires (odd-even sorters: contiguous cones), so the
+    forward sweep skips only structural zeros; checked against cones
+    computed by sets, and the pair counts that make sorters sweep forward."""
+    from netgen.codegen.runtime.tables import plan
+
+    for n in (8, 13, 32):
+        net = build("oddeven", n, n)
+        clo, chi, doff = plan(n, net.comparators, net.layer_offsets, net.outputs, "forward")
+        cone = [{w} for w in range(n)]
+        for i, (a, b) in enumerate(net.comparators):
+            u = cone[a] | cone[b]
+            cone[a] = cone[b] = u
+            assert set(range(clo[i], chi[i])) >= u
+            if n != 13:  # powers of two: exact
+                assert set(range(clo[i], chi[i])) == u
+        back = plan(n, net.comparators, net.layer_offsets, net.outputs, "back")[2][-1]
+        assert doff[-1] < back
+    with pytest.raises(ValueError, match="direction"):
+        plan(4, [(0, 1)], [0, 1], [0], "up")
+
+
+@pytest.mark.parametrize("mode", ["save", "recompute"])
+@pytest.mark.parametrize("kind,n,k", [("oddeven", 12, 12), ("oddeven", 7, 7), ("bitonic", 8, 8), ("splitter", 16, 5),
+                                      ("splitter", 9, 1)])
+def test_forward_direction(make, mode, kind, n, k):
+    """The forward sweep (lanes = input columns) against the reference in
+    float64: sorters (odd n too) and selection networks (k < n: the sweep
+    carries all columns, P keeps the output rows), both modes, column
+    groups that split the plan's ranges (3), all columns in one group, and
+    the module's own choice; B = 1 and 19 (a partial block); gradcheck."""
+    net = build(kind, n, k)
+    r = Relaxation("cauchy", steepness=3.0)
+    mod = make(net, r, mode=mode, group=3, direction="forward")
+    assert (mod._DIRECTION, mod._MODE) == ("forward", mode)
+    layer = mod.Layer()
+    gen = torch.Generator().manual_seed(12)
+    for group in (3, 1, n):
+        mod._GROUP = group
+        for B in (1, 19):
+            _check(layer, net, r, torch.randn(B, n, generator=gen, dtype=torch.float64))
+    mod._GROUP = 3
+    xs = torch.randn(2, n, generator=gen, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: layer(t), (xs,), atol=1e-7)
+
+
+def test_forward_and_back_agree_in_float32(make):
+    """One sorter, both directions, float32: the same P and dL/dx up to
+    rounding (the sweeps add in different orders)."""
+    net = build("oddeven", 32, 32)
+    r = Relaxation("logistic", steepness=2.0)
+    x = torch.randn(37, 32, generator=torch.Generator().manual_seed(13)).requires_grad_(True)
+    W = torch.randn(37, 32, 32, generator=torch.Generator().manual_seed(14))
+    out = []
+    for direction in ("back", "forward"):
+        layer = make(net, r, mode="recompute", group=16, direction=direction).Layer()
+        v, P = layer(x)
+        out.append((P, torch.autograd.grad((P * W).sum() + v.sum(), x)[0]))
+    torch.testing.assert_close(out[0][0], out[1][0], atol=1e-5, rtol=0)
+    torch.testing.assert_close(out[0][1], out[1][1], atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.parametrize("mode", ["save", "recompute"])

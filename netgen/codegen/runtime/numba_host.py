@@ -33,7 +33,7 @@ from .numba_vector import _W
 # ---- stand-ins for what the emitter writes (not copied into modules) ----
 RELAXATION: dict = {"steepness": 1.0}
 _N = _K = _SIZE = _NNZ = 0
-_MODE, _GROUP, _SERIAL_WORK, _PARALLEL = "save", 1, 0, True
+_MODE, _GROUP, _SERIAL_WORK, _PARALLEL, _DIRECTION = "save", 1, 0, True, "back"
 _CA = _CB = _CLO = _CHI = _DOFF = _OUTPUTS = np.zeros(0, dtype=np.int64)
 
 # ------------------------------------------------------- copied by name (STATE)
@@ -208,7 +208,7 @@ def rows_numpy(x, steepness=None, save=True, sgrad=False, threads=None, mode=Non
     with _Threads(threads, B * _NNZ_PER_ROW, ("rows", dt)) as th:
         kv, kP = th.kernels[:2]
         kv(x, stp, _CA, _CB, _OUTPUTS, values, ps, sv, ss, save, sgrad)
-        kP(_CA, _CB, _CLO, _CHI, _DOFF, _OUTPUTS, ps, P, D, keep_D, grp)
+        kP(_CA, _CB, _CLO, _CHI, _DOFF, _OUTPUTS, ps, P, D, keep_D, grp, _DIRECTION == "forward")
     if not save:
         _give(ps)
         return values, P, None
@@ -233,7 +233,7 @@ def rows_backward_numpy(saved, gv, gP, threads=None):
         gxt = np.zeros((nt, nblk, _N, _W), dtype=dt)
         gst = np.zeros((nt, nblk, _W), dtype=dt)
         th.kernels[2](gv, gP, has_gP, _CA, _CB, _CLO, _CHI, _DOFF, _OUTPUTS, ps, saved.sv, saved.ss,
-                      saved.sgrad, saved.D, saved.keep_D, saved.grp, gxt, gst)
+                      saved.sgrad, saved.D, saved.keep_D, saved.grp, _DIRECTION == "forward", gxt, gst)
     gx = gxt.sum(axis=0) if nt > 1 else gxt[0]
     gx = np.ascontiguousarray(gx.transpose(0, 2, 1).reshape(nblk * _W, _N)[:B])
     gs = float(gst.sum(axis=0).reshape(-1)[:B].sum(dtype=np.float64)) if saved.sgrad else 0.0

@@ -15,19 +15,24 @@ each comparator is a branch-free loop over the rows that LLVM vectorises
 (the swap code) and explicit vector updates (:mod:`.numba_vector`),
 ``t = q (c - a); a + t; c - t``. Padding rows of a partial block are zeros.
 
-The P engine (docs/targets.md, "numba: the P engine"): P is computed per
-rank group ``[g0, g1)`` of ``grp`` ranks: the scratch ``R[w, r, j]`` holds
-only the group's rows (n x grp x 16 floats) and the kernels run ``prange``
-over (row block, rank group) pairs. Each comparator's range of rows (the
-plan's ``clo..chi``) is clipped to the group.
+The P engine (docs/targets.md, "numba: the P engine"): P is computed by
+one sweep over *lanes*, in one of two directions chosen at build time
+(``fwd``, the module's ``_DIRECTION``): back over the k output ranks (the
+back-sweep ``R <- R M_l``, last comparator first; P's rows) or forward over
+the n input columns (``A <- M_l A`` from the identity, first comparator
+first; P's columns: fewer (comparator, lane) pairs for sorters). Lanes are
+processed in groups ``[g0, g1)`` of ``grp``: the scratch ``R[w, e, j]``
+holds only the group's lanes (n x grp x 16 floats) and the kernels run
+``prange`` over (row block, lane group) pairs. Each comparator's range of
+lanes (the plan's ``clo..chi``) is clipped to the group.
 
 * ``_fwd_vals``: values by the forward sweep, saving p (and with a gradient
   dp/dd * d, dp/dd; with a steepness gradient dp/ds * d, dp/ds);
-* ``_fwd_P``: P rows by the back-sweep ``R <- R M_l`` per (block, group),
-  saving the differences ``D = R[r, a] - R[r, c]`` in mode ``save``;
-* ``_bwd_rows``: per (block, group): dL/dP of the group pushed forward
-  through the layers gives the group's share of dL/dp; mode ``recompute``
-  first re-runs the group's back-sweep into a thread-local ``Dg``. Then the
+* ``_fwd_P``: P by the lane sweep per (block, group), saving the
+  differences ``D = R[e, a] - R[e, c]`` in mode ``save``;
+* ``_bwd_rows``: per (block, group): dL/dP of the group pushed through the
+  comparators the other way gives the group's share of dL/dp; mode
+  ``recompute`` first re-runs the group's sweep into a thread-local ``Dg``. Then the
   values' adjoint (``_vals_adjoint``) swept back once with that share adds
   dL/dp * dp/dd; the sweep is linear, so the shares' results add up, per
   worker, in ``gxt`` (``gst`` for dL/ds);
@@ -127,28 +132,42 @@ def _fwd_vals_py(x, stp, ca, cb, outs, values, ps, sv, ss, save, sgrad):
         _ftz_off(mx)
 
 
-def _fwd_P_py(ca, cb, clo, chi, doff, outs, ps, P, D, save, grp):
-    # P rows by the back-sweep R <- R M_l, last layer first, per (row
-    # block, rank group) pair: R[w, r - g0, j] holds ranks g0..g1-1 only;
-    # rows clo..chi (clipped to the group) only; with save
-    # D[blk, doff[i] + r - clo[i], j] = R[a, r, j] - R[c, r, j]
+@numba.njit(cache=_CACHE)
+def _seed(R, g0, g1, fwd, outs):
+    # the sweep's start for lanes g0..g1-1: back, R[outs[r], r - g0] = 1
+    # (rank r sits on its output wire); forward, R[c, c - g0] = 1 (A = I:
+    # input c on wire c)
+    for e in range(g0, g1):
+        R[e if fwd else outs[e], e - g0, :] = 1.0
+
+
+def _fwd_P_py(ca, cb, clo, chi, doff, outs, ps, P, D, save, grp, fwd):
+    # P by one sweep per (row block, lane group) pair, lanes g0..g1-1 in
+    # R[w, e - g0, j], only lanes clo..chi of each comparator (the plan,
+    # clipped to the group), with save D[blk, doff[i] + e - clo[i], j] =
+    # R[a, e, j] - R[c, e, j] (before the update):
+    # back (fwd False): lanes are ranks, the back-sweep R <- R M_l from the
+    #   last comparator to the first; P[b, r, :] = R[:, r - g0];
+    # forward (fwd True): lanes are input columns, A <- M_l A from the first
+    #   comparator to the last; P[b, r, c] = A[outs[r], c - g0].
     B, k, n = P.shape
     size = ca.shape[0]
+    m = n if fwd else k
     nblk = (B + _W - 1) // _W
-    ngr = (k + grp - 1) // grp
+    ngr = (m + grp - 1) // grp
     for t in numba.prange(nblk * ngr):
         blk = t // ngr
         g0 = (t % ngr) * grp
-        g1 = min(k, g0 + grp)
+        g1 = min(m, g0 + grp)
         b0 = blk * _W
         nb = min(_W, B - b0)
         mx = _ftz_on()
         R = np.zeros((n, g1 - g0, _W), dtype=P.dtype)
-        for r in range(g0, g1):
-            R[outs[r], r - g0, :] = 1.0
+        _seed(R, g0, g1, fwd, outs)
         pj = ps[blk]
         qv = np.empty(_W, dtype=P.dtype)
-        for i in range(size - 1, -1, -1):
+        for s in range(size):
+            i = s if fwd else size - 1 - s
             lo = max(clo[i], g0)
             hi = min(chi[i], g1)
             if lo >= hi:
@@ -164,8 +183,12 @@ def _fwd_P_py(ca, cb, clo, chi, doff, outs, ps, P, D, save, grp):
             else:
                 for r in range(lo, hi):
                     _vmix(Ra[r - g0], Rc[r - g0], qv)
-        for r in range(g0, g1):
-            _store_block(R[:, r - g0], b0, nb, P[:, r])
+        if fwd:
+            for r in range(k):
+                _store_block(R[outs[r]], b0, nb, P[:, r, g0:g1])
+        else:
+            for r in range(g0, g1):
+                _store_block(R[:, r - g0], b0, nb, P[:, r])
         _ftz_off(mx)
 
 
@@ -199,21 +222,24 @@ def _vals_adjoint(gv, use_gv, b0, nb, ca, cb, outs, pj, svb, ssb, sgrad, gpp, gx
             gx[w, j] += g[w, j]
 
 
-def _bwd_rows_py(gv, gP, has_gP, ca, cb, clo, chi, doff, outs, ps, sv, ss, sgrad, D, save, grp, gxt, gst):
-    # The (row block, rank group) pairs t = blk * ngr + group are split into
+def _bwd_rows_py(gv, gP, has_gP, ca, cb, clo, chi, doff, outs, ps, sv, ss, sgrad, D, save, grp, fwd, gxt, gst):
+    # The (row block, lane group) pairs t = blk * ngr + group are split into
     # nw = gxt.shape[0] contiguous runs, one per worker (prange). A worker
     # sums its groups' shares of dL/dp for the block at hand in gpp and,
     # when the block changes, sweeps the values' adjoint back once with it
     # (group 0 adds dL/dvalues), adding into gxt[w, blk] (wire-major) and
     # gst[w, blk] (dL/ds per row): the workers' results add up (the host
-    # sums over w).
+    # sums over w). A group's share: dL/dP pushed through the comparators
+    # in the order opposite to the P sweep (back: first to last; forward:
+    # last to first), dL/dp_i += (G[a] - G[c]) . D_i over the group's lanes.
     nblk = ps.shape[0]
     size = ca.shape[0]
     k = outs.shape[0]
     nw = gxt.shape[0]
     n = gxt.shape[2]
     B = gv.shape[0]
-    ngr = (k + grp - 1) // grp if has_gP else 1
+    m = n if fwd else k
+    ngr = (m + grp - 1) // grp if has_gP else 1
     total = nblk * ngr
     for w in numba.prange(nw):
         t0 = (total * w) // nw
@@ -242,7 +268,7 @@ def _bwd_rows_py(gv, gP, has_gP, ca, cb, clo, chi, doff, outs, ps, sv, ss, sgrad
             if not has_gP:
                 continue
             g0 = gi_ * grp
-            g1 = min(k, g0 + grp)
+            g1 = min(m, g0 + grp)
             gw = g1 - g0
             b0 = blk * _W
             nb = min(_W, B - b0)
@@ -250,9 +276,9 @@ def _bwd_rows_py(gv, gP, has_gP, ca, cb, clo, chi, doff, outs, ps, sv, ss, sgrad
             if save:
                 Dg = D[blk]
             else:
-                # recompute the group's back-sweep: its differences fill Dg
-                # from the top (reverse comparator order), so the push below
-                # reads them in order
+                # recompute the group's sweep: its differences fill Dg from
+                # the top (in sweep order), so the push below, which runs
+                # the other way, reads them in order
                 cnt = 0
                 for i in range(size):
                     lo = max(clo[i], g0)
@@ -261,10 +287,10 @@ def _bwd_rows_py(gv, gP, has_gP, ca, cb, clo, chi, doff, outs, ps, sv, ss, sgrad
                         cnt += hi - lo
                 Dg = np.empty((cnt, _W), dtype=ps.dtype)
                 R = np.zeros((n, gw, _W), dtype=ps.dtype)
-                for r in range(g0, g1):
-                    R[outs[r], r - g0, :] = 1.0
+                _seed(R, g0, g1, fwd, outs)
                 pos = cnt
-                for i in range(size - 1, -1, -1):
+                for s in range(size):
+                    i = s if fwd else size - 1 - s
                     lo = max(clo[i], g0)
                     hi = min(chi[i], g1)
                     if lo >= hi:
@@ -275,12 +301,17 @@ def _bwd_rows_py(gv, gP, has_gP, ca, cb, clo, chi, doff, outs, ps, sv, ss, sgrad
                     _vq(pj[i], qv)
                     for r in range(lo, hi):
                         _vmixd(Ra[r - g0], Rc[r - g0], qv, Dg[pos + r - lo])
-            # dL/dP of the group pushed forward through the layers
+            # dL/dP of the group, pushed the other way through the comparators
             G = np.zeros((n, gw, _W), dtype=ps.dtype)
-            for r in range(g0, g1):
-                _load_block(gP[:, r], b0, nb, G[:, r - g0])
+            if fwd:
+                for r in range(k):
+                    _load_block(gP[:, r, g0:g1], b0, nb, G[outs[r]])
+            else:
+                for r in range(g0, g1):
+                    _load_block(gP[:, r], b0, nb, G[:, r - g0])
             pos = 0
-            for i in range(size):
+            for s in range(size):
+                i = size - 1 - s if fwd else s
                 lo = max(clo[i], g0)
                 hi = min(chi[i], g1)
                 if lo >= hi:
@@ -406,5 +437,5 @@ _KERNELS_SERIAL = (_fwd_vals_s, _fwd_P_s, _bwd_rows_s, _fwd_col_s, _bwd_col_s)
 STATE = ("_fwd_vals", "_fwd_P", "_bwd_rows", "_fwd_col", "_bwd_col", "_fwd_vals_s", "_fwd_P_s", "_bwd_rows_s",
          "_fwd_col_s", "_bwd_col_s", "_KERNELS", "_KERNELS_SERIAL")
 #: what a generated module copies from this file, in order
-PARTS = (_jit, _load_block, _store_block, _fwd_vals_py, _fwd_P_py, _vals_adjoint, _bwd_rows_py, _fwd_col_py,
+PARTS = (_jit, _load_block, _store_block, _seed, _fwd_vals_py, _fwd_P_py, _vals_adjoint, _bwd_rows_py, _fwd_col_py,
          _bwd_col_py)

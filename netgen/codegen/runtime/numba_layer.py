@@ -28,7 +28,7 @@ from .numba_host import column_backward_numpy, column_numpy, rows_backward_numpy
 # ---- stand-ins for what the emitter writes (not copied into modules) ----
 RELAXATION: dict = {"steepness": 1.0, "distribution": ""}
 _N = _K = 0
-_MODE, _GROUP = "save", 1
+_MODE, _GROUP, _DIRECTION = "save", 1, "back"
 _OFFSETS = np.zeros(1, dtype=np.int64)
 _HARD_A = _HARD_B = _HARD_OUTS = torch.zeros(0, dtype=torch.int64)
 
@@ -178,7 +178,7 @@ class Layer(torch.nn.Module):
         return hard_network(x, _N, _HARD_A, _HARD_B, _OFFSETS, _HARD_OUTS)
 
     def extra_repr(self):
-        return f"n={_N}, k={_K}, target=numba, {RELAXATION['distribution']}, engine={_MODE}/{_GROUP}"
+        return f"n={_N}, k={_K}, target=numba, {RELAXATION['distribution']}, engine={_DIRECTION}/{_MODE}/{_GROUP}"
 
 
 #: module-level state a generated module copies by name
