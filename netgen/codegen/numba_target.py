@@ -38,9 +38,11 @@ import numpy as np
 
 from ..network import Network
 from ._numba_common import (
+    DIRECTIONS,
     FLOAT_TYPES,
     relaxation_of,
     swap_code,
+    sweep_direction,
     write_top,
 )
 from .lines import Lines
@@ -48,19 +50,9 @@ from .literals import Namespace, literal
 
 TARGET = "numba"
 
-DIRECTIONS = ("back", "forward")
 # The sweep that computes P runs over *lanes*: back over the k output ranks
-# (R <- R M_l, last comparator first: P's rows) or forward over the n input
-# columns (A <- M_l A, first comparator first: P's columns). Each comparator
-# touches the lanes of its plan range (runtime/tables.plan): its output
-# cone going back, its input cone going forward. Sorters have far smaller
-# input cones in their early layers than output cones: the odd-even merge
-# sorter needs 0.75 (n = 32), 0.52 (256), 0.43 (1024) and 0.36 (4096) times
-# the back-sweep's (comparator, lane) pairs going forward, while a top-5
-# network's forward sweep would carry all n columns (2,100x the pairs at
-# (5, 10450)). The forward direction is chosen where k > n / 2 and it needs
-# at most FORWARD_MAX_RATIO times the back-sweep's pairs.
-FORWARD_MAX_RATIO = 0.8
+# or forward over the n input columns, chosen by
+# _numba_common.sweep_direction (the same rule for the cuda target).
 MODES = ("save", "recompute")
 # Mode ``save`` keeps the sweep's differences D (one float per
 # (comparator, lane) pair of the plan: nnz per batch row) from the forward
@@ -114,23 +106,17 @@ class Engine(NamedTuple):
 def engine(net: Network, mode: str | None = None, group: int | None = None,
            direction: str | None = None) -> Engine:
     """The P engine's build-time choices for ``net``: the sweep direction
-    (fewer (comparator, lane) pairs; :data:`FORWARD_MAX_RATIO`), the
+    (:func:`~netgen.codegen._numba_common.sweep_direction`), the
     backward mode and the lane-group size (``direction``/``mode``/``group``
     force them, e.g. in tests)."""
     from .runtime.tables import plan  # imports torch: only when building
 
     k, n = net.k, net.n
-
-    def pairs(d):
-        return int(plan(n, net.comparators, net.layer_offsets, net.outputs, d)[2][-1])
-
     if direction is None:
-        back = pairs("back")
-        # the forward sweep carries all n input columns: only worth it where k is large
-        direction = "forward" if k * 2 > n and pairs("forward") <= FORWARD_MAX_RATIO * back else "back"
+        direction = sweep_direction(net)
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
-    nnz = pairs(direction)
+    nnz = int(plan(n, net.comparators, net.layer_offsets, net.outputs, direction)[2][-1])
     if mode is None:
         mode = "save" if (nnz <= SAVE_MAX_NNZ_PER_KN * k * n or nnz <= SAVE_MAX_NNZ) else "recompute"
     if mode not in MODES:
