@@ -21,6 +21,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from _gpu_latency import classes, loop_latency, pass_latency
+
 ROOT = Path(__file__).resolve().parents[1]
 
 _EMIT = r'''
@@ -39,6 +41,15 @@ try:
 except TypeError:  # trees before the run-time steepness
     swap = swap_code(default_relaxation(net), 0, "float32")
 open(sys.argv[1] + ".rcp", "w").write(str(max(1, swap.count(" / "))))
+# the kernels' (name, kind) arguments, where the tree describes them (the
+# model classes global loads by the array they read)
+import json
+try:
+    from netgen.codegen._cuda_kernels import KERNELS
+    args = {k.name: [list(a) for a in k.args] for k in KERNELS}
+except (ImportError, AttributeError):  # trees before the Kernel objects
+    args = {}
+open(sys.argv[1] + ".args", "w").write(json.dumps(args))
 '''
 _COMPILE = r'''
 import json, sys
@@ -83,7 +94,8 @@ def build(label, pkg_root, cache, n, k):
         print(f"[{label}] compiling the ({k}, {n}) module's kernels (cached in {out}) ...", file=sys.stderr,
               flush=True)
         subprocess.run([sys.executable, "-c", _COMPILE, str(out)], check=True, env=env, cwd=pkg_root)
-    return dict(json.loads((out / "compile.json").read_text()), rcp_per_comparator=rcp)
+    args = json.loads(Path(str(tmp) + ".args").read_text())
+    return dict(json.loads((out / "compile.json").read_text()), rcp_per_comparator=rcp, kernel_args=args)
 
 
 def old_package(commit, cache):
@@ -110,7 +122,7 @@ def sass(cubin):
     return [(int(m.group(1), 16), m.group(2)) for m in _INSTR.finditer(out)]
 
 
-def loop_costs(ins, rcp_per_comp):
+def loop_costs(ins, rcp_per_comp, args=None, dram=()):
     """From the SASS: the comparator loops, each as instructions per
     comparator (``comp``), per rank pair (``pair``, None for a loop without
     a rank loop), ranks handled by unrolled code outside the rank loop
@@ -124,7 +136,14 @@ def loop_costs(ins, rcp_per_comp):
     update guarded, no rank loop) is a leaf loop without the swap code that
     loads the uint16 tables (clo, chi, wa, wb: four ``LDG.E.U16``) and has two or more
     shared loads and stores: its whole body is per comparator (``pair`` 0, all its
-    ranks ``unrolled``); the layer loops around it are not comparator loops."""
+    ranks ``unrolled``); the layer loops around it are not comparator loops.
+
+    Each loop also gets its dependent-path latency (``_gpu_latency``; ``args``:
+    the kernel's (name, kind) arguments, to class its global loads): ``lat``
+    cycles per comparator iteration (its rank loop left out), ``lat_pair`` per
+    rank of a rank loop, ``lat_layer`` for one pass of the layer loop around
+    it without the comparator loop (table offsets, bounds, the barrier's
+    branch; the barrier itself is charged by the cost model)."""
     addr = [a for a, _ in ins]
     idx = {a: i for i, a in enumerate(addr)}
     loops = []
@@ -155,6 +174,11 @@ def loop_costs(ins, rcp_per_comp):
     def outermost(lps):
         return [o for o in lps if not any(p != o and p[0] <= o[0] and o[1] <= p[1] for p in lps)]
 
+    def enclosing(lp):
+        """The smallest loop around ``lp`` (its layer loop), or None."""
+        around = [o for o in loops if o != lp and o[0] <= lp[0] and lp[1] <= o[1]]
+        return min(around, key=lambda o: o[1] - o[0]) if around else None
+
     def unrolled_ranks(lp):
         return (not nested(lp) and not count(*lp, r"MUFU\.RCP") and count(*lp, r"\bLDS\b") >= 2
                 and count(*lp, r"\bSTS\b") >= 2 and count(*lp, r"LDG\.E\.U16") >= 4)
@@ -167,7 +191,8 @@ def loop_costs(ins, rcp_per_comp):
             first_branch = next((j for j in range(lp[0], lp[1]) if re.search(r"\bBRA\b", ins[j][1])), lp[0])
             out.append({"at": ins[lp[0]][0], "rcp": False, "comp": float(lp[1] - lp[0] + 1), "pair": 0.0,
                         "stores": count(*lp, r"\bSTG\b") > 0, "unrolled": count(*lp, r"\bLDS\b") // 2,
-                        "skip": first_branch - lp[0] + 4, "rounds": rounds(*lp)})
+                        "skip": first_branch - lp[0] + 4, "rounds": rounds(*lp), "range": lp, "inner": [],
+                        "comps": 1.0, "outer": enclosing(lp)})
             continue
         if any(unrolled_ranks(o) for o in inner):
             continue  # a layer loop around an unrolled rank sweep
@@ -192,15 +217,28 @@ def loop_costs(ins, rcp_per_comp):
         stg = count(*lp, r"\bSTG\b") - sum(count(*o, r"\bSTG\b") for o in top)
         out.append({"at": ins[lp[0]][0], "rcp": bool(rcp), "comp": body / comps, "pair": pair, "stores": stg > 0,
                     "unrolled": lds_out // 2 if pair is not None and not rcp else 0,
-                    "skip": first_branch - lp[0] + 4})
+                    "skip": first_branch - lp[0] + 4, "range": lp, "inner": top, "comps": comps,
+                    "outer": enclosing(lp)})
+    cls = classes(ins, args, dram)
+    for lp in out:
+        (lo, hi), comps = lp["range"], lp["comps"]
+        lp["lat"] = loop_latency(cls, lo, hi, skip=lp["inner"]) / comps
+        lp["lat_pair"] = max([loop_latency(cls, *o) / max(1.0, count(*o, r"\bLDS\b") / 2) for o in lp["inner"]],
+                             default=0.0)
+        outer = lp["outer"]
+        lp["lat_layer"] = pass_latency(cls, *outer, skip=[o for o in loops if o != outer and outer[0] <= o[0]
+                                                          and o[1] <= outer[1]]) if outer else 0.0
     return out
 
 
-def kernel_sass(compile_res, name, rcp_per_comp):
-    """Per-phase SASS costs of kernel ``name`` (float32, shared variant)."""
+def kernel_sass(compile_res, name, rcp_per_comp, dram=()):
+    """Per-phase SASS costs of kernel ``name`` (float32, shared variant);
+    ``dram``: the arrays it reads from DRAM (the cost model's
+    ``FROM_DRAM``)."""
     (k,) = [k for k in compile_res["kernels"] if k["name"] == f"_{name}_f32_s"]
     regs = re.search(r"Used (\d+) registers", k["info"] or "")
     ins = sass(k["cubin"])
-    loops = loop_costs(ins, rcp_per_comp) if ins else []
+    args = (compile_res.get("kernel_args") or {}).get(name)
+    loops = loop_costs(ins, rcp_per_comp, args, dram) if ins else []
     return {"regs": int(regs.group(1)) if regs else 64, "loops": loops, "sass": bool(ins),
             "instructions": len(ins) if ins else None}

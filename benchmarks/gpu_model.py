@@ -2,7 +2,7 @@
 not measurements (no GPU needed; ``benchmarks/gpu_session.sh`` measures
 when one is there).
 
-    python benchmarks/gpu_model.py --B 64 500 4096 [--n 10450] [--k 5] [--old 3ad06ee] [--json FILE]
+    python benchmarks/gpu_model.py --B 64 500 4096 [--n 10450] [--k 5] [--old 3ad06ee] [--chain-c] [--json FILE]
 
 For the (k, n) splitter network (default relaxation, float32) it builds the
 module of this checkout and the module of commit ``--old`` (its
@@ -14,16 +14,19 @@ prints, per kernel and B: grid, dynamic shared memory, registers,
 occupancy, SASS instructions per comparator (and per (comparator, rank)
 pair), DRAM and L2 bytes per row, and an estimated time:
 
-    t = max(c * issue, c * chain, DRAM, L2)
-    issue = warp-instructions / (1.9 per cycle per SM * 132 SMs * 1.98 GHz)
-    chain = waves * per-block dependent latency (layers in order; a layer
-            of w comparators costs ceil(w / threads) iterations of
-            LAT_ITER cycles, plus LAT_PAIR per round of a rank sweep's
-            shared loads (one per rank unless the SASS loads the ranks'
-            pairs together; LAT_RANK_ISSUE per further rank), plus a
-            barrier: LAT_SYNC, or LAT_WARP for a narrow layer on one warp)
-    DRAM  = compulsory bytes / 3 TB/s
-    L2    = table and d gathers (32-byte sectors) / 4.4 TB/s (low) or 2.6 TB/s (high)
+    t       = max(compute, DRAM, L2)
+    compute = waves * sum over the block's layers, in order, of
+              max(c * issue of the layer on the SM, chain of the layer)
+    issue   = warp-instructions / (1.9 per cycle per SM * 132 SMs * 1.98 GHz)
+    chain   = per layer: the layer loop's own pass + ceil(w / threads)
+              comparator iterations + a barrier (LAT_SYNC, or LAT_WARP for
+              a narrow layer on one warp); a pass and an iteration cost
+              the dependent path of that loop body in the SASS
+              (_gpu_latency.py: in-order issue, a table of Hopper
+              latencies, global loads classed L2 hit or DRAM by the array
+              they read)
+    DRAM    = compulsory bytes / 3 TB/s
+    L2      = table and d gathers (32-byte sectors) / 4.4 TB/s (low) or 2.6 TB/s (high)
 
 Warp-instructions come from the plan: threads stride over a layer's
 comparators, so a warp runs 32 consecutive comparators; its cost is the
@@ -31,13 +34,22 @@ comparator body plus the largest rank count among its lanes times the pair
 body (divergent lanes wait). ``c`` calibrates the model on the one H100
 measurement of a kernel whose structure is unchanged since (e46262c's
 ``_fwd_vals``, 0.16 ms at B = 500, one block per row, values in shared
-memory, issue-bound; the review's figures are in docs/cuda-kernels.md) and
-scales the issue and chain terms of every kernel (bandwidths are taken as
-they are). Not modelled: launch and host costs (~20-130 us per launch
-on the VM that measured them), cache conflicts, tail effects inside a wave.
+memory, issue-bound; the review's figures are in docs/cuda-kernels.md): it
+is the factor by which that kernel's issue must be scaled for the model to
+give the measurement, and it scales the issue term of every kernel. The
+chain is **not** calibrated (no chain-bound kernel has been measured): its
+latencies are published figures for an idle memory system, so where the
+chain binds the estimate is optimistic; ``--chain-c`` scales it by c too, to
+show how much rides on that. Each kernel's line also gives the earlier
+model's chain (a fixed LAT_ITER = 900 cycles per comparator iteration, 60 per
+round of a rank sweep's shared loads, scaled by c) beside the SASS chain.
+Bandwidths are taken as they are. Not modelled: launch and host costs
+(~20-130 us per launch on the VM that measured them), cache conflicts, L2
+latency under load, tail effects inside a wave.
 
 This file is the command and its report; ``_gpu_sass.py`` builds the
-modules and reads their SASS, ``_gpu_cost.py`` holds the cost model.
+modules and reads their SASS, ``_gpu_latency.py`` the dependent path of a loop body,
+``_gpu_cost.py`` the cost model.
 """
 
 from __future__ import annotations
@@ -49,7 +61,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _gpu_cost import CALIBRATION, GHZ, ISSUE, SMS, Structure, estimate, kernels
+from _gpu_cost import CALIBRATION, FROM_DRAM, GHZ, ISSUE, SMS, Structure, calibrate, estimate, kernels
 from _gpu_sass import ROOT, build, kernel_sass, old_package
 
 
@@ -59,6 +71,7 @@ def main(argv=None) -> int:
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--B", type=int, nargs="+", default=[64, 500, 4096])
     ap.add_argument("--old", default="3ad06ee", help="commit of the kernels to compare with")
+    ap.add_argument("--chain-c", action="store_true", help="scale the SASS chain by the calibration c too")
     ap.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "netgen_gpu_model"))
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
@@ -77,52 +90,70 @@ def main(argv=None) -> int:
     names = {"new": ("fwd", "bwd", "fwd_col", "bwd_col"),
              "old": ("fwd_vals", "fwd_P", "bwd_P", "bwd_vals", "fwd_col", "bwd_col")}
     # each tree's own swap code: its divisions per comparator
-    sx = {w: {nm: kernel_sass(res[w], nm, res[w]["rcp_per_comparator"]) for nm in names[w]} for w in names}
+    sx = {w: {nm: kernel_sass(res[w], nm, res[w]["rcp_per_comparator"], FROM_DRAM.get(nm, ())) for nm in names[w]}
+          for w in names}
     have_sass = all(v["sass"] for w in sx.values() for v in w.values())
+    have_args = {w: bool(res[w]["kernel_args"]) for w in res}
     ks = {w: kernels(w, st, sx[w]) for w in names}
-    # calibration: the model's raw time for e46262c's _fwd_vals structure vs its measurement
+    # calibration: e46262c's _fwd_vals structure, modelled, against its measurement
     w, nm, Bc, ms = CALIBRATION
-    e = estimate(ks[w][nm], Bc)
-    c = ms / max(e["issue"], e["chain"], e["dram"], e["l2"][0])
+    c = calibrate(ks[w][nm], Bc, ms, args.chain_c)
     print(f"ESTIMATES (model, not measurements): {net!r}, {r.distribution} (ART {r.art_lambda}), float32, "
           f"nnz = {st.nnz} ({st.nnz / (st.k * st.n):.2f} k n), H100 SXM ({SMS} SMs, {GHZ} GHz, issue {ISSUE} "
           f"warp-instr/cycle/SM, DRAM 3 TB/s, L2 2.6-4.4 TB/s); SASS from cuobjdump: "
           f"{'yes' if have_sass else 'NO (fixed counts used)'}; calibration c = {c:.2f} "
-          f"({nm} at B = {Bc}: {ms} ms measured at e46262c)")
+          f"({nm} at B = {Bc}: {ms} ms measured at e46262c), scaling issue"
+          f"{' and chain' if args.chain_c else '; chain from the SASS, not scaled'}; global loads classed by array: "
+          + ", ".join(f"{args.old if w == 'old' else head} {'yes' if have_args[w] else 'no (all L2 hits)'}"
+                      for w in ("old", "new")))
     print(f"{'kernels':8s} {'kernel':9s} {'grid/row':>8s} {'thr':>4s} {'smem KB':>7s} {'regs':>4s} {'blk/SM':>6s} "
-          f"{'SASS/comp':>11s} {'/pair':>5s} {'DRAM KB/row':>11s} {'L2 KB/row':>9s} " +
+          f"{'SASS/comp':>11s} {'/pair':>5s} {'cyc/iter':>9s} {'DRAM KB/row':>11s} {'L2 KB/row':>9s} " +
           " ".join(f"{'B=' + str(B) + ' ms':>14s}" for B in args.B))
-    rows = []
+    rows, terms = [], []
     for which in ("old", "new"):
         label = f"{args.old}" if which == "old" else f"{head}"
         for nm, kern in ks[which].items():
             cells = []
             for B in args.B:
-                e = estimate(kern, B)
-                lo = max(c * e["issue"], c * e["chain"], e["dram"], e["l2"][0])
-                hi = max(c * e["issue"], c * e["chain"], e["dram"], e["l2"][1])
-                bound = max(("issue", c * e["issue"]), ("chain", c * e["chain"]), ("DRAM", e["dram"]),
-                            ("L2", e["l2"][1]), key=lambda t: t[1])[0]
+                e = estimate(kern, B, c, args.chain_c)
+                lo = max(e["compute"], e["dram"], e["l2"][0])
+                hi = max(e["compute"], e["dram"], e["l2"][1])
+                bound = max((e["bound_by"], e["compute"]), ("DRAM", e["dram"]), ("L2", e["l2"][1]),
+                            key=lambda t: t[1])[0]
                 cells.append((B, lo, hi, bound))
                 rows.append({"kernels": which, "commit": label, "kernel": nm, "B": B, "estimate_ms": [lo, hi],
-                             "bound": bound, "issue_ms": c * e["issue"], "chain_ms": c * e["chain"],
-                             "dram_ms": e["dram"], "grid": e["grid"], "blocks_per_sm": e["occ"],
+                             "bound": bound, "issue_ms": c * e["issue"], "chain_ms": e["chain"],
+                             "chain_fixed_ms": c * e["chain_fixed"], "compute_ms": e["compute"],
+                             "dram_ms": e["dram"], "l2_ms": list(e["l2"]), "grid": e["grid"],
+                             "blocks_per_sm": e["occ"], "threads": kern["threads"],
                              "shared_bytes": kern["shared"], "regs": kern["regs"],
                              "sass_per_comparator": kern["cpc"], "sass_per_pair": kern["ppc"],
+                             "cycles_per_iteration": kern["lat"],
                              "dram_bytes_per_row": kern["dram"], "l2_bytes_per_row": kern["l2"]})
-            e = estimate(kern, args.B[0])
+                if B == args.B[-1]:
+                    terms.append((label, nm, e))
+            e = estimate(kern, args.B[0], c, args.chain_c)
             cpc = "/".join(f"{v:.0f}" for v in kern["cpc"])
+            lat = "/".join(f"{v:.0f}" for v in kern["lat"])
             ppc = f"{kern['ppc']:.0f}" if kern["ppc"] else "-"
-            print(f"{label:8s} {nm:9s} {kern['blocks']:8d} {kern.get('threads', 256):4d} "
+            print(f"{label:8s} {nm:9s} {kern['blocks']:8d} {kern['threads']:4d} "
                   f"{kern['shared'] / 1024:7.1f} {kern['regs']:4d} "
-                  f"{e['occ']:6d} {cpc:>11s} {ppc:>5s} {kern['dram'] / 1024:11.0f} {kern['l2'] / 1024:9.0f} " +
-                  " ".join(f"{lo:6.3f}-{hi:<6.3f}{b[0]}" for _, lo, hi, b in cells))
-    print("(bound: i issue, c dependent chain, D DRAM, L L2; issue and chain scaled by the calibration c)")
+                  f"{e['occ']:6d} {cpc:>11s} {ppc:>5s} {lat:>9s} {kern['dram'] / 1024:11.0f} "
+                  f"{kern['l2'] / 1024:9.0f} " + " ".join(f"{lo:6.3f}-{hi:<6.3f}{b[0]}" for _, lo, hi, b in cells))
+    print("(bound: i issue, c dependent chain, D DRAM, L L2; cyc/iter: the SASS chain's cycles per comparator "
+          "iteration, per sweep)")
+    print(f"\nterms at B = {args.B[-1]}, ESTIMATES (ms): issue (c-scaled), the earlier model's fixed-latency chain "
+          f"(c-scaled), the SASS chain{' (c-scaled)' if args.chain_c else ''}, compute (per layer the larger of "
+          f"issue and SASS chain), DRAM, L2 (fast-slow)")
+    print(f"{'kernels':8s} {'kernel':9s} {'issue':>7s} {'chain fixed':>11s} {'chain SASS':>10s} {'compute':>8s} "
+          f"{'DRAM':>7s} {'L2':>13s}")
+    for label, nm, e in terms:
+        print(f"{label:8s} {nm:9s} {c * e['issue']:7.3f} {c * e['chain_fixed']:11.3f} {e['chain']:10.3f} "
+              f"{e['compute']:8.3f} {e['dram']:7.3f} {e['l2'][0]:6.3f}-{e['l2'][1]:<6.3f}")
     print("\nfwd+bwd, ESTIMATES (ms):")
     paths = {"old": {"rows": ("fwd_vals", "fwd_P", "bwd_P", "bwd_vals"), "column": ("fwd_col", "bwd_col")},
              "new": {"rows": ("fwd", "bwd"), "column": ("fwd_col", "bwd_col")}}
     targets = {"rows": (0.5, 0.8, 4.0), "column": (0.1, 0.25, 1.5)}
-    summary = {}
     for path in ("rows", "column"):
         for which in ("old", "new"):
             label = args.old if which == "old" else head
@@ -133,7 +164,6 @@ def main(argv=None) -> int:
                 hi = sum(x["estimate_ms"][1] for x in rows if x["kernels"] == which and x["B"] == B
                          and x["kernel"] in paths[which][path])
                 cells.append(f"B={B}: {lo:.2f}-{hi:.2f}")
-                summary[(path, which, B)] = (lo, hi)
             dram = sum(ks[which][nm]["dram"] for nm in paths[which][path])
             print(f"  {path:6s} {label:8s} " + "  ".join(cells) + f"   DRAM {dram / 1e6:.2f} MB/row (estimate)")
         tg = targets[path]
@@ -145,7 +175,7 @@ def main(argv=None) -> int:
           f"dL/dp of {4 * st.size / 1e6:.2f} MB in the backward)")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"calibration": c, "sass": have_sass, "rows": rows}, f, indent=1)
+            json.dump({"calibration": c, "chain_scaled": args.chain_c, "sass": have_sass, "rows": rows}, f, indent=1)
     return 0
 
 
