@@ -221,9 +221,20 @@ def loop_latency(cls, lo, hi, skip=(), runs=4):
     return (starts[-1] - starts[1]) / (runs - 2)
 
 
-def pass_latency(cls, lo, hi, skip=()):
-    """Cycles of one pass through ``lo..hi`` without the ``skip`` ranges,
-    every register ready at the start (a layer loop's own work around its
-    comparator loop: table offsets, bounds, the barrier's branch)."""
-    idxs = [j for j in range(lo, hi + 1) if not any(a <= j <= b for a, b in skip)]
-    return _run(cls, idxs, {}, -1) + 1
+def layer_latency(cls, outer, inner, iters, skip=(), inner_skip=()):
+    """Cycles of one pass of the layer loop ``outer`` whose comparator loop
+    ``inner`` runs ``iters`` iterations (instruction index ranges,
+    inclusive; ``skip``: other loops inside ``outer``, ``inner_skip``: loops
+    inside ``inner``): the layer's own instructions before the comparator
+    loop, the iterations, its instructions after, registers carried
+    throughout (a bound loaded at the top of the layer and used after the
+    comparator loop waits only for what the iterations did not cover). The
+    barrier itself is charged by the cost model."""
+    def part(lo, hi, out=()):
+        return [j for j in range(lo, hi + 1) if not any(a <= j <= b for a, b in (*skip, *out))]
+
+    ready = {}
+    t = _run(cls, part(outer[0], inner[0] - 1), ready, -1)
+    for _ in range(iters):
+        t = _run(cls, part(inner[0], inner[1], inner_skip), ready, t)
+    return _run(cls, part(inner[1] + 1, outer[1]), ready, t) + 1

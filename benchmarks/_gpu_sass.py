@@ -14,6 +14,7 @@ and counts their instructions per comparator and per rank pair;
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -21,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _gpu_latency import classes, loop_latency, pass_latency
+from _gpu_latency import classes, layer_latency, loop_latency
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -140,10 +141,11 @@ def loop_costs(ins, rcp_per_comp, args=None, dram=()):
 
     Each loop also gets its dependent-path latency (``_gpu_latency``; ``args``:
     the kernel's (name, kind) arguments, to class its global loads): ``lat``
-    cycles per comparator iteration (its rank loop left out), ``lat_pair`` per
-    rank of a rank loop, ``lat_layer`` for one pass of the layer loop around
-    it without the comparator loop (table offsets, bounds, the barrier's
-    branch; the barrier itself is charged by the cost model)."""
+    cycles per comparator iteration in the steady state (its rank loop left
+    out), ``lat_pair`` per rank of a rank loop, and ``layer(it)``: cycles of
+    one pass of the layer loop around it with ``it`` comparator iterations
+    (table offsets, bounds, the iterations, the barrier's branch; the barrier
+    itself is charged by the cost model)."""
     addr = [a for a, _ in ins]
     idx = {a: i for i, a in enumerate(addr)}
     loops = []
@@ -221,14 +223,23 @@ def loop_costs(ins, rcp_per_comp, args=None, dram=()):
                     "outer": enclosing(lp)})
     cls = classes(ins, args, dram)
     for lp in out:
-        (lo, hi), comps = lp["range"], lp["comps"]
+        (lo, hi), comps, outer = lp["range"], lp["comps"], lp["outer"]
         lp["lat"] = loop_latency(cls, lo, hi, skip=lp["inner"]) / comps
         lp["lat_pair"] = max([loop_latency(cls, *o) / max(1.0, count(*o, r"\bLDS\b") / 2) for o in lp["inner"]],
                              default=0.0)
-        outer = lp["outer"]
-        lp["lat_layer"] = pass_latency(cls, *outer, skip=[o for o in loops if o != outer and outer[0] <= o[0]
-                                                          and o[1] <= outer[1]]) if outer else 0.0
+        if outer:
+            others = [o for o in loops if o != outer and o != lp["range"] and outer[0] <= o[0] and o[1] <= outer[1]
+                      and not (lo <= o[0] and o[1] <= hi)]
+            lp["layer"] = _memo(lambda it, lp=lp, outer=outer, others=others: layer_latency(
+                cls, outer, lp["range"], math.ceil(it / lp["comps"]), others, lp["inner"]))
+        else:
+            lp["layer"] = lambda it, lat=lp["lat"]: it * lat
     return out
+
+
+def _memo(f):
+    cache = {}
+    return lambda it: cache[it] if it in cache else cache.setdefault(it, f(it))
 
 
 def kernel_sass(compile_res, name, rcp_per_comp, dram=()):

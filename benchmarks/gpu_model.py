@@ -107,7 +107,7 @@ def main(argv=None) -> int:
           + ", ".join(f"{args.old if w == 'old' else head} {'yes' if have_args[w] else 'no (all L2 hits)'}"
                       for w in ("old", "new")))
     print(f"{'kernels':8s} {'kernel':9s} {'grid/row':>8s} {'thr':>4s} {'smem KB':>7s} {'regs':>4s} {'blk/SM':>6s} "
-          f"{'SASS/comp':>11s} {'/pair':>5s} {'cyc/iter':>9s} {'DRAM KB/row':>11s} {'L2 KB/row':>9s} " +
+          f"{'SASS/comp':>11s} {'/pair':>5s} {'cyc/iter':>9s} {'cyc/narrow':>10s} {'DRAM KB/row':>11s} {'L2 KB/row':>9s} " +
           " ".join(f"{'B=' + str(B) + ' ms':>14s}" for B in args.B))
     rows, terms = [], []
     for which in ("old", "new"):
@@ -128,20 +128,21 @@ def main(argv=None) -> int:
                              "blocks_per_sm": e["occ"], "threads": kern["threads"],
                              "shared_bytes": kern["shared"], "regs": kern["regs"],
                              "sass_per_comparator": kern["cpc"], "sass_per_pair": kern["ppc"],
-                             "cycles_per_iteration": kern["lat"],
+                             "cycles_per_iteration": kern["lat"], "cycles_narrow_layer": kern["narrow"],
                              "dram_bytes_per_row": kern["dram"], "l2_bytes_per_row": kern["l2"]})
                 if B == args.B[-1]:
                     terms.append((label, nm, e))
             e = estimate(kern, args.B[0], c, args.chain_c)
             cpc = "/".join(f"{v:.0f}" for v in kern["cpc"])
             lat = "/".join(f"{v:.0f}" for v in kern["lat"])
+            narrow = "/".join(f"{v:.0f}" for v in kern["narrow"])
             ppc = f"{kern['ppc']:.0f}" if kern["ppc"] else "-"
             print(f"{label:8s} {nm:9s} {kern['blocks']:8d} {kern['threads']:4d} "
                   f"{kern['shared'] / 1024:7.1f} {kern['regs']:4d} "
-                  f"{e['occ']:6d} {cpc:>11s} {ppc:>5s} {lat:>9s} {kern['dram'] / 1024:11.0f} "
+                  f"{e['occ']:6d} {cpc:>11s} {ppc:>5s} {lat:>9s} {narrow:>10s} {kern['dram'] / 1024:11.0f} "
                   f"{kern['l2'] / 1024:9.0f} " + " ".join(f"{lo:6.3f}-{hi:<6.3f}{b[0]}" for _, lo, hi, b in cells))
     print("(bound: i issue, c dependent chain, D DRAM, L L2; cyc/iter: the SASS chain's cycles per comparator "
-          "iteration, per sweep)")
+          "iteration, per sweep; cyc/narrow: a layer of one iteration, its barrier left out)")
     print(f"\nterms at B = {args.B[-1]}, ESTIMATES (ms): issue (c-scaled), the earlier model's fixed-latency chain "
           f"(c-scaled), the SASS chain{' (c-scaled)' if args.chain_c else ''}, compute (per layer the larger of "
           f"issue and SASS chain), DRAM, L2 (fast-slow)")
