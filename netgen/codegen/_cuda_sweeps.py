@@ -67,12 +67,23 @@ def layers(L: Lines, reverse: bool) -> Iterator[None]:
     """The layer loop around the body (code for comparator ``i``): threads
     stride over a layer's comparators; a layer of <= 32 comparators is run
     by warp 0 and closed with syncwarp when the next layer is narrow too,
-    else every layer ends with syncthreads."""
+    else every layer ends with syncthreads. ``reverse``: last layer first.
+
+    The layer's bounds ``ls``, ``le`` are carried from the layer before in
+    registers, and the one new bound the next layer needs (``nb``) is loaded
+    at the top of the layer and first used after the comparator loop: no
+    load of the offsets waits on the dependent path of a layer (it was two
+    dependent L2 round trips per layer; docs/cuda-kernels.md, Round 4)."""
+    if reverse:
+        L("ls = offs[L - U1 if L > U0 else U0]", "le = offs[L]")
+    else:
+        L("ls = offs[U0]", "le = offs[U1 if L > U0 else U0]")
     with L.block("for li in range(U0, L, U1):"):
-        L("l = np.uint32(L - U1 - li)" if reverse else "l = np.uint32(li)",
-          "ls = offs[l]",
-          "le = offs[l + U1]",
-          "narrow = le - ls <= WARP")
+        if reverse:
+            L("l = np.uint32(L - U1 - li)", "nb = offs[np.uint32(l - U1)] if l > U0 else ls")
+        else:
+            L("l = np.uint32(li)", "l2 = np.uint32(l + U2)", "nb = offs[l2] if l2 <= L else le")
+        L("narrow = np.uint32(le - ls) <= WARP")
         with L.block("if narrow:"):
             L("i0 = np.uint32(ls + tx) if tx < WARP else le", "di = WARP")
         with L.block("else:"):
@@ -81,13 +92,14 @@ def layers(L: Lines, reverse: bool) -> Iterator[None]:
         with L.block("while i < le:"):
             yield
             L("i = np.uint32(i + di)")
-        L("nxt_narrow = l > U0 and offs[l] - offs[l - U1] <= WARP" if reverse
-          else "nxt_narrow = l + U1 < L and offs[l + U2] - offs[l + U1] <= WARP")
+        L("nxt_narrow = l > U0 and np.uint32(ls - nb) <= WARP" if reverse
+          else "nxt_narrow = l2 <= L and np.uint32(nb - le) <= WARP")
         with L.block("if narrow and nxt_narrow:"):
             with L.block("if tx < WARP:"):
                 L("cuda.syncwarp()")
         with L.block("else:"):
             L("cuda.syncthreads()")
+        L("ls, le = (nb, ls)" if reverse else "ls, le = (le, nb)")
 
 
 def fill_rows(L: Lines, var: str, stop: str, *offsets: str) -> None:
