@@ -181,8 +181,8 @@ def _bwd(L: Lines, c: Ctx) -> None:
         per_rank(L, "sm[w * k + r] = gP[b, j]")
         L("cuda.syncthreads()")
         with layers(L, reverse=False):
-            with ranks(L, c, acc=True):
-                rank_step(L, c, ("ga", "gc"), True, lambda j: L(f"acc += dv * Db[{j}]"))
+            with ranks(L, c, acc=True, d_index=True):
+                rank_step(L, c, ("ga", "gc"), True, lambda j, e: L(f"acc += dv * {e}"), gather="Db")
             L("gpb[i] = acc")
     fill_rows(L, "w", "n", "")
     with L.block("if has_gv:"):

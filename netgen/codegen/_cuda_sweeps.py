@@ -168,32 +168,38 @@ def load_row(L: Lines, c: Ctx, col: bool) -> None:
 
 
 @contextmanager
-def ranks(L: Lines, c: Ctx, acc: bool = False) -> Iterator[None]:
+def ranks(L: Lines, c: Ctx, acc: bool = False, d_index: bool = False) -> Iterator[None]:
     """Comparator i's planned ranks lo..hi-1 in wire-major rows (its wires'
-    entries start at ``a``, ``c``), p and q read from the forward; the body
-    is the rank sweep (:func:`rank_step`)."""
-    L("lo = clo[i]", "hi = chi[i]")
-    if acc:
-        L("acc = ZERO")
-    with L.block("if lo < hi:"):
-        L("a = wa[i] * k", "c = wb[i] * k", "p = psb[i]")
-        if c.k > UNROLL_RANKS:
-            L("ia = a + lo", "ic = c + lo", "ie = a + hi")
-        yield
-
-
-def rank_step(L: Lines, c: Ctx, names: tuple[str, str], d_index: bool, body: Callable[[str], None]) -> None:
-    """The update of comparator i's ranks: load the pair and its difference
-    ``dv``, ``body`` (given the D index of the rank), mix. Where k <=
-    UNROLL_RANKS every rank r < k gets its own guarded copy (``lo <= r <
-    hi``; no rank loop: the model counts ~25% fewer instructions per
-    comparator at k = 5), every rank's pair loaded before the first update
-    (one round of shared-load latency per comparator, not one per rank);
-    otherwise a ``while ia < ie`` loop with running indices (``j`` too
-    where D is indexed)."""
-    va, vc = names
+    entries start at ``a``, ``c``), p read from the forward, ``j`` its first
+    D index where ``d_index``; the body is the rank sweep
+    (:func:`rank_step`). There is no range test around the sweep: the
+    unrolled copies are guarded rank by rank and the rank loop runs no
+    iteration where lo >= hi. So every table of the comparator is loaded up
+    front, in one round (behind a ``lo < hi`` test the compiler sank the
+    wires, p and D offset below it: two dependent rounds of L2 latency per
+    comparator; docs/cuda-kernels.md, Round 4)."""
+    L("lo = clo[i]", "hi = chi[i]", "a = wa[i] * k", "c = wb[i] * k", "p = psb[i]")
     if d_index:
         L("j = doff[i] + U0")
+    if acc:
+        L("acc = ZERO")
+    if c.k > UNROLL_RANKS:
+        L("ia = a + lo", "ic = c + lo", "ie = a + hi")
+    yield
+
+
+def rank_step(L: Lines, c: Ctx, names: tuple[str, str], d_index: bool, body: Callable[[str, str], None],
+              gather: str | None = None) -> None:
+    """The update of comparator i's ranks: load the pair and its difference
+    ``dv``, ``body`` (given the D index of the rank and, where ``gather``
+    names an array indexed like D, that array's entry for the rank), mix.
+    Where k <= UNROLL_RANKS every rank r < k gets its own guarded copy (``lo
+    <= r < hi``; no rank loop: the model counts ~25% fewer instructions per
+    comparator at k = 5), every rank's pair (and gathered entry) loaded
+    before the first update (one round of load latency per comparator, not
+    one per rank); otherwise a ``while ia < ie`` loop with running indices
+    (``j`` too where D is indexed)."""
+    va, vc = names
     if c.k <= UNROLL_RANKS:
         # every rank's pair loaded first (in bounds for every r < k; the
         # entries of one comparator's ranks are distinct, so no store below
@@ -201,16 +207,23 @@ def rank_step(L: Lines, c: Ctx, names: tuple[str, str], d_index: bool, body: Cal
         # waiting on the previous rank's stores
         for r in range(c.k):
             L(f"r = np.uint32({r})", f"{va}{r} = sm[a + r]", f"{vc}{r} = sm[c + r]")
+        if gather:
+            # the gathered entries likewise, each only where the rank is
+            # planned (outside lo..hi-1 the D index is another comparator's)
+            for r in range(c.k):
+                L(f"r = np.uint32({r})", f"e{r} = {gather}[j + r - lo] if lo <= r and r < hi else ZERO")
         for r in range(c.k):
             L(f"r = np.uint32({r})")
             with L.block("if lo <= r and r < hi:"):
                 L(f"dv = {va}{r} - {vc}{r}")
-                body("j + r - lo")
+                body("j + r - lo", f"e{r}")
                 mix(L, "a + r", "c + r", f"{va}{r}", f"{vc}{r}", diff="dv")
         return
     with L.block("while ia < ie:"):
         L(f"{va} = sm[ia]", f"{vc} = sm[ic]", f"dv = {va} - {vc}")
-        body("j")
+        if gather:
+            L(f"e = {gather}[j]")
+        body("j", "e")
         mix(L, "ia", "ic", va, vc, diff="dv")
         L("ia += U1", "ic += U1")
         if d_index:
@@ -226,11 +239,11 @@ def backsweep(L: Lines, c: Ctx, save: str) -> None:
         L("sm[outs[r] * k + r] = ONE")
     L("cuda.syncthreads()")
     with L.block(f"if {save}:"):
-        with layers(L, reverse=True), ranks(L, c):
-            rank_step(L, c, ("ra", "rc"), True, lambda j: L(f"Db[{j}] = dv"))
+        with layers(L, reverse=True), ranks(L, c, d_index=True):
+            rank_step(L, c, ("ra", "rc"), True, lambda j, e: L(f"Db[{j}] = dv"))
     with L.block("else:"):
         with layers(L, reverse=True), ranks(L, c):
-            rank_step(L, c, ("ra", "rc"), False, lambda j: None)
+            rank_step(L, c, ("ra", "rc"), False, lambda j, e: None)
 
 
 def grad_out(L: Lines) -> None:
