@@ -238,7 +238,8 @@ def estimate(kern, B, c=1.0, chain_c=False):
     return dict(grid=grid, occ=occ, waves=waves, issue=B * kern["warp_instr"] / (ISSUE * SMS) * cyc,
                 chain=waves * s * kern["chain"] * cyc, chain_fixed=waves * kern["chain_fixed"] * cyc,
                 compute=waves * (by["issue"] + by["chain"]) * cyc, bound_by=max(by, key=by.get),
-                dram=B * kern["dram"] / DRAM_BW * 1e3, l2=(B * kern["l2"] / L2_FAST * 1e3, B * kern["l2"] / L2_SLOW * 1e3))
+                dram=B * kern["dram"] / DRAM_BW * 1e3,
+                l2=(B * kern["l2"] / L2_FAST * 1e3, B * kern["l2"] / L2_SLOW * 1e3))
 
 
 def calibrate(kern, B, ms, chain_c=False):

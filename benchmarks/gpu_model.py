@@ -107,7 +107,8 @@ def main(argv=None) -> int:
           + ", ".join(f"{args.old if w == 'old' else head} {'yes' if have_args[w] else 'no (all L2 hits)'}"
                       for w in ("old", "new")))
     print(f"{'kernels':8s} {'kernel':9s} {'grid/row':>8s} {'thr':>4s} {'smem KB':>7s} {'regs':>4s} {'blk/SM':>6s} "
-          f"{'SASS/comp':>11s} {'/pair':>5s} {'cyc/iter':>9s} {'cyc/narrow':>10s} {'DRAM KB/row':>11s} {'L2 KB/row':>9s} " +
+          f"{'SASS/comp':>11s} {'/pair':>5s} {'cyc/iter':>9s} {'cyc/narrow':>10s} {'DRAM KB/row':>11s} "
+          f"{'L2 KB/row':>9s} " +
           " ".join(f"{'B=' + str(B) + ' ms':>14s}" for B in args.B))
     rows, terms = [], []
     for which in ("old", "new"):

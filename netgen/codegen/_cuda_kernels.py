@@ -227,7 +227,9 @@ def _bwd_col(L: Lines, c: Ctx) -> None:
     with L.block("for r in range(tx, k, nt):"):
         L("sm[n + outs[r]] = gcol[b, r]")
     L("cuda.syncthreads()", "acc_s = ZERO")
-    with layers(L, reverse=True):
+    # one bound ahead: two would take bwd_col from 32 to 36 registers (800
+    # threads instead of 1024)
+    with layers(L, reverse=True, ahead=1):
         L("i2 = i + i")
         swap_at(L, c, "dsb[i]", "dusb[i2 + U1]")
         L("ga = sm[a]", "gc = sm[c]", "ua = sm[n + a]", "uc = sm[n + c]", "dg = ga - gc", "du = ua - uc",

@@ -63,26 +63,36 @@ def alloc(L: Lines, c: Ctx) -> None:
 
 
 @contextmanager
-def layers(L: Lines, reverse: bool) -> Iterator[None]:
+def layers(L: Lines, reverse: bool, ahead: int = 2) -> Iterator[None]:
     """The layer loop around the body (code for comparator ``i``): threads
     stride over a layer's comparators; a layer of <= 32 comparators is run
     by warp 0 and closed with syncwarp when the next layer is narrow too,
     else every layer ends with syncthreads. ``reverse``: last layer first.
 
-    The layer's bounds ``ls``, ``le`` are carried from the layer before in
-    registers, and the one new bound the next layer needs (``nb``) is loaded
-    at the top of the layer and first used after the comparator loop: no
-    load of the offsets waits on the dependent path of a layer (it was two
-    dependent L2 round trips per layer; docs/cuda-kernels.md, Round 4)."""
+    The layer's bounds ``ls``, ``le`` (and, ``ahead`` = 2, the next layer's
+    other bound ``nb``) are carried from layer to layer in registers; the
+    one new bound, ``ahead`` layers on, is loaded at the top of a layer, so
+    no load of the offsets waits on a layer's dependent path (it was two
+    dependent L2 round trips per layer). With ``ahead`` = 1 the compiler
+    may compute the next layer's narrow test at the top from the bound just
+    loaded (one round trip back: the back-sweep did); ``ahead`` = 2 costs a
+    register (docs/cuda-kernels.md, Round 4)."""
+    U = {1: "U1", 2: "U2"}[ahead]
+    new = "nb" if ahead == 1 else "nn"  # the bound loaded at the top of a layer
+    past = ("ls" if reverse else "le") if ahead == 1 else "nb"  # its value where there is no such layer
     if reverse:
         L("ls = offs[L - U1 if L > U0 else U0]", "le = offs[L]")
+        if ahead == 2:
+            L("nb = offs[L - U2] if L >= U2 else ls")
     else:
         L("ls = offs[U0]", "le = offs[U1 if L > U0 else U0]")
+        if ahead == 2:
+            L("nb = offs[U2] if L >= U2 else le")
     with L.block("for li in range(U0, L, U1):"):
         if reverse:
-            L("l = np.uint32(L - U1 - li)", "nb = offs[np.uint32(l - U1)] if l > U0 else ls")
+            L("l = np.uint32(L - U1 - li)", f"{new} = offs[np.uint32(l - {U})] if l >= {U} else {past}")
         else:
-            L("l = np.uint32(li)", "l2 = np.uint32(l + U2)", "nb = offs[l2] if l2 <= L else le")
+            L("l = np.uint32(li)", f"lf = np.uint32(l + U1 + {U})", f"{new} = offs[lf] if lf <= L else {past}")
         L("narrow = np.uint32(le - ls) <= WARP")
         with L.block("if narrow:"):
             L("i0 = np.uint32(ls + tx) if tx < WARP else le", "di = WARP")
@@ -93,13 +103,16 @@ def layers(L: Lines, reverse: bool) -> Iterator[None]:
             yield
             L("i = np.uint32(i + di)")
         L("nxt_narrow = l > U0 and np.uint32(ls - nb) <= WARP" if reverse
-          else "nxt_narrow = l2 <= L and np.uint32(nb - le) <= WARP")
+          else "nxt_narrow = np.uint32(l + U2) <= L and np.uint32(nb - le) <= WARP")
         with L.block("if narrow and nxt_narrow:"):
             with L.block("if tx < WARP:"):
                 L("cuda.syncwarp()")
         with L.block("else:"):
             L("cuda.syncthreads()")
-        L("ls, le = (nb, ls)" if reverse else "ls, le = (le, nb)")
+        if ahead == 1:
+            L("ls, le = (nb, ls)" if reverse else "ls, le = (le, nb)")
+        else:
+            L("ls, le, nb = (nb, ls, nn)" if reverse else "ls, le, nb = (le, nb, nn)")
 
 
 def fill_rows(L: Lines, var: str, stop: str, *offsets: str) -> None:
