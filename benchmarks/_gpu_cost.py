@@ -118,12 +118,12 @@ def _phase(sx, kind, idx=-1, stores=False):
         cands = [lp for lp in cands if lp["rcp"]]  # the swap code's loops
     if not cands:
         return dict(FALLBACK, fallback=True, unrolled=0, rounds=None, lat=LAT_ITER, lat_pair=LAT_PAIR,
-                    layer=lambda it: it * LAT_ITER)
+                    narrow=LAT_ITER, sweep=lambda its, bars: [it * LAT_ITER + bar for it, bar in zip(its, bars)])
     lp = cands[idx] if -len(cands) <= idx < len(cands) else cands[-1]
     return {"comp": lp["comp"], "pair": lp["pair"] if lp["pair"] is not None else FALLBACK["pair"],
             "skip": lp["skip"], "inner": lp["pair"] if lp["pair"] is not None else FALLBACK["inner"],
             "unrolled": lp.get("unrolled", 0), "rounds": lp.get("rounds"), "lat": lp["lat"],
-            "lat_pair": lp["lat_pair"], "layer": lp["layer"]}
+            "lat_pair": lp["lat_pair"], "sweep": lp["sweep"], "narrow": lp["narrow"]}
 
 
 def sweep(st, ph, threads, pairs=False, narrow_warp=True, active=None):
@@ -131,10 +131,11 @@ def sweep(st, ph, threads, pairs=False, narrow_warp=True, active=None):
     dependent cycles per block). Issue as the plan gives it (a warp runs 32
     consecutive comparators; its rank loop as long as its busiest lane;
     ``active``: the old P kernels' per-rank blocks, warps without the rank
-    paying ``skip``); the chain from the SASS: one pass of the layer loop
-    with ceil(width / threads) comparator iterations (``layer``; plus
-    ``lat_pair`` per rank of a rank loop), and the barrier."""
-    out = []
+    paying ``skip``); the chain from the SASS (``sweep``: the layer loop run
+    layer after layer with ceil(width / threads) comparator iterations and
+    its barrier, registers carried; plus ``lat_pair`` per rank of a rank
+    loop)."""
+    issues, its, bars, ranks = [], [], [], []
     for l, w in enumerate(st.widths):
         s, e = st.offs[l], st.offs[l + 1]
         warps = math.ceil(w / 32)
@@ -146,11 +147,11 @@ def sweep(st, ph, threads, pairs=False, narrow_warp=True, active=None):
         if pairs:
             issue += sum(max(0, int(st.m[g:min(e, g + 32)].max()) - ph["unrolled"]) for g in range(s, e, 32)) \
                 * ph["pair"]
-        it = math.ceil(w / threads)
-        rank_lat = max(0, m - ph["unrolled"]) * ph["lat_pair"] if pairs else 0.0
-        chain = ph["layer"](it) + it * rank_lat + (LAT_WARP if narrow_warp and w <= 32 else LAT_SYNC)
-        out.append((issue, chain))
-    return out
+        issues.append(issue)
+        its.append(math.ceil(w / threads))
+        bars.append(LAT_WARP if narrow_warp and w <= 32 else LAT_SYNC)
+        ranks.append(its[-1] * max(0, m - ph["unrolled"]) * ph["lat_pair"] if pairs else 0.0)
+    return list(zip(issues, (c + r for c, r in zip(ph["sweep"](its, bars), ranks))))
 
 
 def kernels(which, st, sx, isz=4):
@@ -167,7 +168,7 @@ def kernels(which, st, sx, isz=4):
         layers = [x for ph, opts in phases for x in sweep(st, ph, t, **opts)]
         out[name] = dict(blocks=blocks, shared=shared, regs=sx[name]["regs"], threads=t,
                          cpc=tuple(ph["comp"] for ph, _ in phases), lat=tuple(ph["lat"] for ph, _ in phases),
-                         narrow=tuple(ph["layer"](1) for ph, _ in phases),
+                         narrow=tuple(ph["narrow"] for ph, _ in phases),
                          layers=layers, warp_instr=sum(i for i, _ in layers), chain=sum(c for _, c in layers),
                          chain_fixed=chain_fixed(t), **kw)
 

@@ -221,20 +221,26 @@ def loop_latency(cls, lo, hi, skip=(), runs=4):
     return (starts[-1] - starts[1]) / (runs - 2)
 
 
-def layer_latency(cls, outer, inner, iters, skip=(), inner_skip=()):
-    """Cycles of one pass of the layer loop ``outer`` whose comparator loop
-    ``inner`` runs ``iters`` iterations (instruction index ranges,
-    inclusive; ``skip``: other loops inside ``outer``, ``inner_skip``: loops
-    inside ``inner``): the layer's own instructions before the comparator
-    loop, the iterations, its instructions after, registers carried
-    throughout (a bound loaded at the top of the layer and used after the
-    comparator loop waits only for what the iterations did not cover). The
-    barrier itself is charged by the cost model."""
+def sweep_latency(cls, outer, inner, iters, barriers, skip=(), inner_skip=(), peeled=False):
+    """Cycles of each layer of a sweep: the layer loop ``outer`` run once per
+    layer, in order, its comparator loop ``inner`` ``iters[l]`` times (one
+    fewer where the kernel ``peeled`` a layer's first comparator into a copy
+    before the loop), then the layer's barrier (``barriers[l]`` cycles);
+    registers carried throughout, from layer to layer too (a load issued
+    at the end of one layer for the next is waited for where the next layer
+    uses it). Index ranges inclusive; ``skip``: other loops inside
+    ``outer``, ``inner_skip``: loops inside ``inner``."""
     def part(lo, hi, out=()):
         return [j for j in range(lo, hi + 1) if not any(a <= j <= b for a, b in (*skip, *out))]
 
-    ready = {}
-    t = _run(cls, part(outer[0], inner[0] - 1), ready, -1)
-    for _ in range(iters):
-        t = _run(cls, part(inner[0], inner[1], inner_skip), ready, t)
-    return _run(cls, part(inner[1] + 1, outer[1]), ready, t) + 1
+    before, body = part(outer[0], inner[0] - 1), part(inner[0], inner[1], inner_skip)
+    after = part(inner[1] + 1, outer[1])
+    ready, t, out = {}, -1, []
+    for it, bar in zip(iters, barriers):
+        t0 = t
+        t = _run(cls, before, ready, t)
+        for _ in range(max(0, it - peeled)):
+            t = _run(cls, body, ready, t)
+        t = _run(cls, after, ready, t) + bar
+        out.append(t - t0)
+    return out

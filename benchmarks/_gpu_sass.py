@@ -22,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _gpu_latency import classes, layer_latency, loop_latency
+from _gpu_latency import classes, loop_latency, sweep_latency
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -142,10 +142,15 @@ def loop_costs(ins, rcp_per_comp, args=None, dram=()):
     Each loop also gets its dependent-path latency (``_gpu_latency``; ``args``:
     the kernel's (name, kind) arguments, to class its global loads): ``lat``
     cycles per comparator iteration in the steady state (its rank loop left
-    out), ``lat_pair`` per rank of a rank loop, and ``layer(it)``: cycles of
-    one pass of the layer loop around it with ``it`` comparator iterations
-    (table offsets, bounds, the iterations, the barrier's branch; the barrier
-    itself is charged by the cost model)."""
+    out), ``lat_pair`` per rank of a rank loop, ``sweep(its, bars)``: cycles
+    of each layer of a sweep whose layers run ``its[l]`` comparator
+    iterations and barriers of ``bars[l]`` cycles (the layer loop around the
+    comparator loop: table offsets, bounds, the iterations; registers
+    carried from layer to layer), and ``narrow``: the cycles of a layer of
+    one iteration among others like it, its barrier left out. Where the
+    kernel peels a layer's first comparator (``peeled``: a copy before the
+    loop, its tables loaded a layer earlier) that copy is one of the
+    iterations.""" 
     addr = [a for a, _ in ins]
     idx = {a: i for i, a in enumerate(addr)}
     loops = []
@@ -230,16 +235,28 @@ def loop_costs(ins, rcp_per_comp, args=None, dram=()):
         if outer:
             others = [o for o in loops if o != outer and o != lp["range"] and outer[0] <= o[0] and o[1] <= outer[1]
                       and not (lo <= o[0] and o[1] <= hi)]
-            lp["layer"] = _memo(lambda it, lp=lp, outer=outer, others=others: layer_latency(
-                cls, outer, lp["range"], math.ceil(it / lp["comps"]), others, lp["inner"]))
+            # a peeled first iteration (the kernel's prefetching layers: the
+            # layer's first comparator a copy of its own before the loop):
+            # the layer loop holds, outside every loop in it, at least the
+            # comparator loop's shared stores and divisions
+            nested_all = [o for o in loops if o != outer and outer[0] <= o[0] and o[1] <= outer[1]]
+
+            def outside(pat, outer=outer, nested_all=nested_all):
+                return sum(1 for j in range(outer[0], outer[1] + 1) if re.search(pat, ins[j][1])
+                           and not any(a <= j <= b for a, b in nested_all))
+
+            lp["peeled"] = all(outside(pat) >= count(lo, hi, pat) for pat in (r"\bSTS\b", r"MUFU\.RCP")) \
+                and count(lo, hi, r"\bSTS\b") > 0
+            lp["sweep"] = (lambda its, bars, lp=lp, outer=outer, others=others: sweep_latency(
+                cls, outer, lp["range"], [math.ceil(it / lp["comps"]) for it in its], bars, others, lp["inner"],
+                lp["peeled"]))
         else:
-            lp["layer"] = lambda it, lat=lp["lat"]: it * lat
+            lp["peeled"] = False
+            lp["sweep"] = lambda its, bars, lat=lp["lat"]: [it * lat + bar for it, bar in zip(its, bars)]
+        # a layer of one comparator per thread, among others like it (barrier left out)
+        lp["narrow"] = (lambda s: (s[3] + s[2]) / 2)([c - 120 for c in lp["sweep"]([1] * 4, [120] * 4)])
     return out
 
-
-def _memo(f):
-    cache = {}
-    return lambda it: cache[it] if it in cache else cache.setdefault(it, f(it))
 
 
 def kernel_sass(compile_res, name, rcp_per_comp, dram=()):
