@@ -82,6 +82,7 @@ from typing import Callable
 
 from ._cuda_sweeps import (
     UNROLL_RANKS,
+    WIRES,
     Ctx,
     alloc,
     backsweep,
@@ -93,6 +94,7 @@ from ._cuda_sweeps import (
     per_rank,
     prologue,
     rank_step,
+    rank_tables,
     ranks,
     swap_at,
 )
@@ -158,7 +160,7 @@ def _fwd(L: Lines, c: Ctx) -> None:
     L("kn = k * n", "dsb = ds[b]", "psb = ps[b]", "Db = D[b if save_D else U0]")
     alloc(L, c)
     load_row(L, c, col=False)
-    with layers(L, reverse=False):
+    for _ in layers(L, reverse=False, prefetch=True):
         swap_at(L, c)
         mix(L, "a", "c", "xa", "xc", diff="d")
         L("dsb[i] = d", "psb[i] = p")
@@ -180,9 +182,9 @@ def _bwd(L: Lines, c: Ctx) -> None:
             backsweep(L, c, "recompute")
         per_rank(L, "sm[w * k + r] = gP[b, j]")
         L("cuda.syncthreads()")
-        with layers(L, reverse=False):
+        for _ in layers(L, reverse=False, loads=rank_tables(True), prefetch=True):
             with ranks(L, c, acc=True):
-                rank_step(L, c, ("ga", "gc"), True, lambda j: L(f"acc += dv * Db[{j}]"))
+                rank_step(L, c, ("ga", "gc"), True, lambda j, e: L(f"acc += dv * {e}"), gather="Db")
             L("gpb[i] = acc")
     fill_rows(L, "w", "n", "")
     with L.block("if has_gv:"):
@@ -190,12 +192,11 @@ def _bwd(L: Lines, c: Ctx) -> None:
             L("sm[outs[r]] = gv[b, r]")
         L("cuda.syncthreads()")
     L("acc_s = ZERO")
-    with layers(L, reverse=True):
-        swap_at(L, c, "dsb[i]", "psb[i]")
-        L("ga = sm[a]", "gc = sm[c]", "dg = ga - gc", "gpi = dg * d")
-        with L.block("if has_gP:"):
-            L("gpi += gpb[i]")
-        L("acc_s += gpi * dps", "gd = gpi * dp")
+    # d, p and dL/dp (zero without dL/dP: gp is then a 1 x 1 dummy) loaded by the layer loop
+    saved = (("d", "dsb[{}]", "ZERO"), ("pv", "psb[{}]", "ZERO"), ("gq", "(gpb[{}] if has_gP else ZERO)", "ZERO"))
+    for _ in layers(L, reverse=True, loads=WIRES + saved, prefetch=True):
+        swap_at(L, c, "d", "pv")
+        L("ga = sm[a]", "gc = sm[c]", "dg = ga - gc", "gpi = dg * d + gq", "acc_s += gpi * dps", "gd = gpi * dp")
         mix(L, "a", "c", "ga", "gc", "gd", diff="dg")
     grad_out(L)
 
@@ -207,7 +208,7 @@ def _fwd_col(L: Lines, c: Ctx) -> None:
     with L.block("if tx == U0 and not isbad:"):
         L("sm[n + np.uint32(yb)] = ONE")
     L("cuda.syncthreads()")
-    with layers(L, reverse=False):
+    for _ in layers(L, reverse=False):
         swap_at(L, c)
         mix(L, "a", "c", "xa", "xc", diff="d")
         L("ua = sm[n + a]", "uc = sm[n + c]", "du = ua - uc")
@@ -227,7 +228,9 @@ def _bwd_col(L: Lines, c: Ctx) -> None:
     with L.block("for r in range(tx, k, nt):"):
         L("sm[n + outs[r]] = gcol[b, r]")
     L("cuda.syncthreads()", "acc_s = ZERO")
-    with layers(L, reverse=True):
+    # one bound ahead: two would take bwd_col from 32 to 36 registers (800
+    # threads instead of 1024)
+    for _ in layers(L, reverse=True, ahead=1):
         L("i2 = i + i")
         swap_at(L, c, "dsb[i]", "dusb[i2 + U1]")
         L("ga = sm[a]", "gc = sm[c]", "ua = sm[n + a]", "uc = sm[n + c]", "dg = ga - gc", "du = ua - uc",

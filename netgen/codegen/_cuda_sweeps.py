@@ -62,32 +62,106 @@ def alloc(L: Lines, c: Ctx) -> None:
     L(f"sm = cuda.shared.array(0, dtype=numba.{c.ft})" if c.variant == "shared" else "sm = scratch[b]")
 
 
-@contextmanager
-def layers(L: Lines, reverse: bool) -> Iterator[None]:
-    """The layer loop around the body (code for comparator ``i``): threads
-    stride over a layer's comparators; a layer of <= 32 comparators is run
-    by warp 0 and closed with syncwarp when the next layer is narrow too,
-    else every layer ends with syncthreads."""
+#: a comparator's wires: (name, its load with the comparator index for
+#: ``{}``, a zero of its type) for :func:`layers`
+WIRES = (("a", "wa[{}]", "U0"), ("c", "wb[{}]", "U0"))
+
+
+def rank_tables(d_index: bool) -> tuple[tuple[str, str, str], ...]:
+    """What a rank sweep loads per comparator (for :func:`layers`; plain
+    loads, so that a prefetch waits for nothing): its plan range, its wires
+    (``wa_``, ``wb_``), p and, where D is indexed, its first D index
+    ``j``."""
+    out = (("lo", "clo[{}]", "U0"), ("hi", "chi[{}]", "U0"), ("wa_", "wa[{}]", "U0"), ("wb_", "wb[{}]", "U0"),
+           ("p", "psb[{}]", "ZERO"))
+    return out + ((("j", "doff[{}]", "U0"),) if d_index else ())
+
+
+def layers(L: Lines, reverse: bool, loads=WIRES, prefetch: bool = False, ahead: int = 2) -> Iterator[None]:
+    """The layer loop around the comparator code (for comparator ``i``), a
+    generator: ``for _ in layers(...)`` writes the comparator code once per
+    copy it yields. Threads stride over a layer's comparators; a layer of <=
+    32 comparators is run by warp 0 and closed with syncwarp when the next
+    layer is narrow too, else every layer ends with syncthreads.
+    ``reverse``: last layer first. ``loads``: the comparator's global loads
+    ((name, load of index ``{}``, zero of its type)), stated here before the
+    comparator code.
+
+    The layer's bounds ``ls``, ``le`` (and, ``ahead`` = 2, the next layer's
+    other bound ``nb``) are carried from layer to layer in registers; the
+    one new bound, ``ahead`` layers on, is loaded at the top of a layer, so
+    no load of the offsets waits on a layer's dependent path (it was two
+    dependent L2 round trips per layer). With ``ahead`` = 1 the compiler
+    may compute the next layer's narrow test at the top from the bound just
+    loaded (one round trip back: the back-sweep did); ``ahead`` = 2 costs a
+    register.
+
+    ``prefetch`` (needs ``ahead`` = 2): the ``loads`` of the first
+    comparator a thread runs in a layer are made a layer earlier (at the top
+    of the layer before; before the loop for the first layer) into
+    ``pf_<name>``, and that first comparator is a copy of its own (the first
+    yield) reading them from registers; the loop then runs the rest (the
+    second yield). A layer of one comparator per thread -- the narrow tail
+    of a selection network -- then waits for no table load. Costs a
+    register per load. (docs/cuda-kernels.md, Round 4)"""
+    if prefetch and ahead != 2:  # pragma: no cover - a bug in a body writer
+        raise ValueError("prefetch needs the next layer's bounds: ahead=2")
+    U = {1: "U1", 2: "U2"}[ahead]
+    new = "nb" if ahead == 1 else "nn"  # the bound loaded at the top of a layer
+    past = ("ls" if reverse else "le") if ahead == 1 else "nb"  # its value where there is no such layer
+    if reverse:
+        L("ls = offs[L - U1 if L > U0 else U0]", "le = offs[L]")
+        if ahead == 2:
+            L("nb = offs[L - U2] if L >= U2 else ls")
+    else:
+        L("ls = offs[U0]", "le = offs[U1 if L > U0 else U0]")
+        if ahead == 2:
+            L("nb = offs[U2] if L >= U2 else le")
+    if prefetch:
+        _prefetch(L, "ls", "le", loads)
     with L.block("for li in range(U0, L, U1):"):
-        L("l = np.uint32(L - U1 - li)" if reverse else "l = np.uint32(li)",
-          "ls = offs[l]",
-          "le = offs[l + U1]",
-          "narrow = le - ls <= WARP")
+        if reverse:
+            L("l = np.uint32(L - U1 - li)", f"{new} = offs[np.uint32(l - {U})] if l >= {U} else {past}")
+        else:
+            L("l = np.uint32(li)", f"lf = np.uint32(l + U1 + {U})", f"{new} = offs[lf] if lf <= L else {past}")
+        L("narrow = np.uint32(le - ls) <= WARP")
         with L.block("if narrow:"):
             L("i0 = np.uint32(ls + tx) if tx < WARP else le", "di = WARP")
         with L.block("else:"):
             L("i0 = np.uint32(ls + tx)", "di = nt")
         L("i = i0")
+        if prefetch:
+            # this layer's first comparator from registers
+            with L.block("if i < le:"):
+                L(*(f"{name} = pf_{name}" for name, _, _ in loads))
+                yield
+                L("i = np.uint32(i + di)")
         with L.block("while i < le:"):
+            L(*(f"{name} = {load.format('i')}" for name, load, _ in loads))
             yield
             L("i = np.uint32(i + di)")
-        L("nxt_narrow = l > U0 and offs[l] - offs[l - U1] <= WARP" if reverse
-          else "nxt_narrow = l + U1 < L and offs[l + U2] - offs[l + U1] <= WARP")
+        if prefetch:  # the next layer's first comparator, loaded now
+            _prefetch(L, *(("nb", "ls") if reverse else ("le", "nb")), loads)
+        L("nxt_narrow = l > U0 and np.uint32(ls - nb) <= WARP" if reverse
+          else "nxt_narrow = np.uint32(l + U2) <= L and np.uint32(nb - le) <= WARP")
         with L.block("if narrow and nxt_narrow:"):
             with L.block("if tx < WARP:"):
                 L("cuda.syncwarp()")
         with L.block("else:"):
             L("cuda.syncthreads()")
+        if ahead == 1:
+            L("ls, le = (nb, ls)" if reverse else "ls, le = (le, nb)")
+        else:
+            L("ls, le, nb = (nb, ls, nn)" if reverse else "ls, le, nb = (le, nb, nn)")
+
+
+def _prefetch(L: Lines, start: str, end: str, loads) -> None:
+    """``pf_<name>`` = the loads of this thread's first comparator in the
+    layer ``start``..``end`` - 1 (zero where it runs none there: the layer
+    is narrow and the thread past warp 0, or the layer has fewer
+    comparators, or there is no such layer)."""
+    L(f"ni = np.uint32({start} + tx)", f"ok = ni < {end} and (tx < WARP or np.uint32({end} - {start}) > WARP)",
+      *(f"pf_{name} = {load.format('ni')} if ok else {zero}" for name, load, zero in loads))
 
 
 def fill_rows(L: Lines, var: str, stop: str, *offsets: str) -> None:
@@ -116,9 +190,9 @@ def swap_at(L: Lines, c: Ctx, saved: str | None = None, saved_p: str | None = No
     ``saved_p``: where the forward kept p; p is then read, not recomputed
     (the swap code's p is dead and the compiler drops it: an adjoint needs
     only dp and dps, one division, not the arctangent)."""
-    L("a = wa[i]", "c = wb[i]")
     if saved:
-        L(f"d = {saved}")
+        if saved != "d":
+            L(f"d = {saved}")
     else:
         L("xa = sm[a]", "xc = sm[c]", "d = xa - xc")
     L(c.swap)
@@ -158,30 +232,33 @@ def load_row(L: Lines, c: Ctx, col: bool) -> None:
 @contextmanager
 def ranks(L: Lines, c: Ctx, acc: bool = False) -> Iterator[None]:
     """Comparator i's planned ranks lo..hi-1 in wire-major rows (its wires'
-    entries start at ``a``, ``c``), p and q read from the forward; the body
-    is the rank sweep (:func:`rank_step`)."""
-    L("lo = clo[i]", "hi = chi[i]")
+    entries start at ``a``, ``c``; ``lo``, ``hi``, the wires, p and ``j``
+    loaded by :func:`layers` from :func:`rank_tables`); the body is the rank
+    sweep (:func:`rank_step`). There is no range test around the sweep: the
+    unrolled copies are guarded rank by rank and the rank loop runs no
+    iteration where lo >= hi. (Behind a ``lo < hi`` test the compiler sank
+    the wires, p and D offset below it: two dependent rounds of L2 latency
+    per comparator; docs/cuda-kernels.md, Round 4.)"""
+    L("a = wa_ * k", "c = wb_ * k")
     if acc:
         L("acc = ZERO")
-    with L.block("if lo < hi:"):
-        L("a = wa[i] * k", "c = wb[i] * k", "p = psb[i]")
-        if c.k > UNROLL_RANKS:
-            L("ia = a + lo", "ic = c + lo", "ie = a + hi")
-        yield
+    if c.k > UNROLL_RANKS:
+        L("ia = a + lo", "ic = c + lo", "ie = a + hi")
+    yield
 
 
-def rank_step(L: Lines, c: Ctx, names: tuple[str, str], d_index: bool, body: Callable[[str], None]) -> None:
+def rank_step(L: Lines, c: Ctx, names: tuple[str, str], d_index: bool, body: Callable[[str, str], None],
+              gather: str | None = None) -> None:
     """The update of comparator i's ranks: load the pair and its difference
-    ``dv``, ``body`` (given the D index of the rank), mix. Where k <=
-    UNROLL_RANKS every rank r < k gets its own guarded copy (``lo <= r <
-    hi``; no rank loop: the model counts ~25% fewer instructions per
-    comparator at k = 5), every rank's pair loaded before the first update
-    (one round of shared-load latency per comparator, not one per rank);
-    otherwise a ``while ia < ie`` loop with running indices (``j`` too
-    where D is indexed)."""
+    ``dv``, ``body`` (given the D index of the rank and, where ``gather``
+    names an array indexed like D, that array's entry for the rank), mix.
+    Where k <= UNROLL_RANKS every rank r < k gets its own guarded copy (``lo
+    <= r < hi``; no rank loop: the model counts ~25% fewer instructions per
+    comparator at k = 5), every rank's pair (and gathered entry) loaded
+    before the first update (one round of load latency per comparator, not
+    one per rank); otherwise a ``while ia < ie`` loop with running indices
+    (``j`` too where D is indexed)."""
     va, vc = names
-    if d_index:
-        L("j = doff[i] + U0")
     if c.k <= UNROLL_RANKS:
         # every rank's pair loaded first (in bounds for every r < k; the
         # entries of one comparator's ranks are distinct, so no store below
@@ -189,16 +266,23 @@ def rank_step(L: Lines, c: Ctx, names: tuple[str, str], d_index: bool, body: Cal
         # waiting on the previous rank's stores
         for r in range(c.k):
             L(f"r = np.uint32({r})", f"{va}{r} = sm[a + r]", f"{vc}{r} = sm[c + r]")
+        if gather:
+            # the gathered entries likewise, each only where the rank is
+            # planned (outside lo..hi-1 the D index is another comparator's)
+            for r in range(c.k):
+                L(f"r = np.uint32({r})", f"e{r} = {gather}[j + r - lo] if lo <= r and r < hi else ZERO")
         for r in range(c.k):
             L(f"r = np.uint32({r})")
             with L.block("if lo <= r and r < hi:"):
                 L(f"dv = {va}{r} - {vc}{r}")
-                body("j + r - lo")
+                body("j + r - lo", f"e{r}")
                 mix(L, "a + r", "c + r", f"{va}{r}", f"{vc}{r}", diff="dv")
         return
     with L.block("while ia < ie:"):
         L(f"{va} = sm[ia]", f"{vc} = sm[ic]", f"dv = {va} - {vc}")
-        body("j")
+        if gather:
+            L(f"e = {gather}[j]")
+        body("j", "e")
         mix(L, "ia", "ic", va, vc, diff="dv")
         L("ia += U1", "ic += U1")
         if d_index:
@@ -214,11 +298,13 @@ def backsweep(L: Lines, c: Ctx, save: str) -> None:
         L("sm[outs[r] * k + r] = ONE")
     L("cuda.syncthreads()")
     with L.block(f"if {save}:"):
-        with layers(L, reverse=True), ranks(L, c):
-            rank_step(L, c, ("ra", "rc"), True, lambda j: L(f"Db[{j}] = dv"))
+        for _ in layers(L, reverse=True, loads=rank_tables(True), prefetch=True):
+            with ranks(L, c):
+                rank_step(L, c, ("ra", "rc"), True, lambda j, e: L(f"Db[{j}] = dv"))
     with L.block("else:"):
-        with layers(L, reverse=True), ranks(L, c):
-            rank_step(L, c, ("ra", "rc"), False, lambda j: None)
+        for _ in layers(L, reverse=True, loads=rank_tables(False), prefetch=True):
+            with ranks(L, c):
+                rank_step(L, c, ("ra", "rc"), False, lambda j, e: None)
 
 
 def grad_out(L: Lines) -> None:

@@ -28,18 +28,21 @@ module is assembled from:
   GPU needed).
 
 What the rows path keeps for its backward: the comparators' differences d
-and swap probabilities p (B x size each) and, where the plan's nnz is at most ``SAVE_D_RATIO`` k n (top-k
-networks: 2.6 k n at (5, 10450)), the back-sweep's row differences D (B x
-nnz); otherwise (sorting) nothing more: the backward recomputes the
-back-sweep into a scratch D, the batch processed in chunks that fit a
-working budget. dp/dd and dp/ds are recomputed from d in the backward.
+and swap probabilities p (B x size each) and, where the plan's nnz is at
+most ``SAVE_D_RATIO`` k n (top-k networks: 2.6 k n for the (5, 10450)
+splitter as built, 2.2 k n after compile_network), the back-sweep's row
+differences D (B x nnz); otherwise (sorting) nothing more: the backward
+recomputes the back-sweep into a scratch D, the batch processed in chunks
+that fit a working budget. The backward reads p; dp/dd and dp/ds are
+recomputed from d (one division, no arctangent).
 
 The module imports without a GPU; using the Layer there raises a
 RuntimeError saying a CUDA device is needed. No eager signatures
 (``@cuda.jit`` with a signature needs a driver) and no device helper
 functions (the distribution is pasted into each kernel). Every value from
 the network or the user reaches the module as a literal (``repr``/JSON),
-the docstring included; placeholders are filled in one pass.
+the docstring included; the module is written with the ``Lines`` builder
+and a ``Namespace`` of literals, no template is filled.
 """
 
 from __future__ import annotations

@@ -55,6 +55,9 @@ CASES = [
     ("splitter", 40, 5, "reciprocal", 600, 64, 2, "float32", 4),  # float32; fwd values shared, fwd P global
     ("splitter", 16, 5, "logistic", K48, 32, 2, "float16", 4),  # half-precision inputs (float32 kernels)
     ("splitter", 16, 5, "cauchy", K48, 32, 2, "bfloat16", 4),  # bfloat16 inputs
+    # float32 (prefetching layer loops) with layers wider than the block (two iterations: the peeled first
+    # and the loop) and narrow layers on warp 0 while warp 1 idles, then works again
+    ("splitter", 200, 5, "cauchy", K48, 64, 2, "float32", 4),
 ]
 
 SYNC_METHODS = ("item", "__bool__", "__int__", "__float__", "tolist")

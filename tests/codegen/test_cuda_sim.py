@@ -3,9 +3,10 @@ path a GPU user runs (Layer -> torch.library ops -> launcher -> packed
 kernel arguments -> kernels, on CPU tensors' memory), equals the reference
 executor (float64 to 1e-12; float32 to 1e-5; half-precision inputs to their
 rounding) for values, P, values only, the column and the gradients, on real
-shapes: layers wider than the block, odd n, B = 1, k = 1, sorting (k = n),
-float16/bfloat16 inputs, shared and global variants, D kept or the
-back-sweep recomputed. dL/ds for a tensor steepness equals central
+shapes: layers wider than the block (float64 and float32: a layer's first
+comparator, prefetched a layer earlier, and the rest), odd n, B = 1, k =
+1, sorting (k = n), float16/bfloat16 inputs, shared and global variants, D
+kept or the back-sweep recomputed. dL/ds for a tensor steepness equals central
 differences of the float64 reference. One launch per direction; no host
 synchronisation; bad rows (NaN/inf, an overflowing steepness * range, y out
 of range) NaN in exactly those rows; inputs never written; second order and
@@ -72,7 +73,7 @@ def check_rows(rows):
 
 
 def test_simulated_layer_equals_reference(sim):
-    assert len({row["case"] for row in sim["rows"]}) == 8 and len(sim["rows"]) == 72
+    assert len({row["case"] for row in sim["rows"]}) == 9 and len(sim["rows"]) == 81
     check_rows(sim["rows"])
 
 
@@ -90,6 +91,7 @@ def test_shared_and_global_variants_both_ran(sim):
         "splitter(40,5)": {**shared, "fwd/5": "global", "bwd/5": "global"},
         "splitter(16,5) logistic float16": shared,
         "splitter(16,5) cauchy float32": shared,  # bfloat16 inputs run the float32 kernels
+        "splitter(200,5)": shared,  # float32, layers of up to 96 comparators on 64 threads
     }
     for case, variants in sim["variants"].items():
         (key,) = [k for k in want if case.startswith(k) or case.replace("bfloat16", "float32").startswith(k)]
