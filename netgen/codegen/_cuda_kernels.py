@@ -23,16 +23,18 @@ design, the choices and their estimates):
   and the values' adjoint reads p and recomputes only dp/dd and dp/ds from
   d, one division and no arctangent: the swap code costs more issue slots
   than 8 bytes of traffic per comparator); then, when P is asked for
-  (``do_P``), the back-sweep of **all k ranks of the row at once**: R is k x
-  n floats, wire-major (``R[w * k + r]``), each comparator's wires and p
-  read once and applied to the ranks ``clo[i] <= r < chi[i]`` of the
-  build-time plan; saves ``D[b, doff[i] + r - clo[i]] = R[r, a] - R[r, c]``
-  when ``save_D``; writes P once, coalesced. ``do_P`` false is the
-  values-only path (``Layer.values``).
+  (``do_P``), the P sweep over **all m lanes of the row at once** (the
+  module's direction: the back-sweep over the k ranks, or the forward sweep
+  over the n input columns, for sorters; ``Ctx.fwd``): its state is m x n
+  floats, wire-major (``R[w * m + r]``), each comparator's wires and p read
+  once and applied to the lanes ``clo[i] <= r < chi[i]`` of the build-time
+  plan; saves ``D[b, doff[i] + r - clo[i]] = R[r, a] - R[r, c]`` when
+  ``save_D``; writes P once, coalesced. ``do_P`` false is the values-only
+  path (``Layer.values``).
 * ``_bwd`` (one block per row): when dL/dP is given, optionally recomputes
-  the back-sweep into D (``recompute``: D is then a per-chunk scratch, not
-  kept from the forward), pushes dL/dP's k rows forward through the layers
-  (G, k x n) and sums each comparator's dL/dp over its ranks right there
+  the P sweep into D (``recompute``: D is then a per-chunk scratch, not
+  kept from the forward), pushes dL/dP through the layers the other way
+  (G, m x n) and sums each comparator's dL/dp over its lanes right there
   (``gp[b, i]``: no B x nnz array of shares); then sweeps the values'
   adjoint back (g, n floats), adding dL/dp from the values, and sums
   dL/ds = sum_i dL/dp_i dp_i/ds over the row into ``gs[b]``.
@@ -85,7 +87,6 @@ from ._cuda_sweeps import (
     WIRES,
     Ctx,
     alloc,
-    backsweep,
     fill_rows,
     grad_out,
     layers,
@@ -97,6 +98,7 @@ from ._cuda_sweeps import (
     rank_tables,
     ranks,
     swap_at,
+    sweep,
 )
 from .lines import Lines, literal
 
@@ -139,25 +141,27 @@ class Kernel:
     def function_name(self, ft: str, variant: str) -> str:
         return f"_{self.name}_f{32 if ft == 'float32' else 64}_{variant[0]}"
 
-    def render(self, ft: str, variant: str, swap: str, k: int) -> str:
+    def render(self, ft: str, variant: str, swap: str, k: int, n: int = 0, fwd: bool = False) -> str:
         """The kernel function's source (decorator included) for float type
         ``ft``, ``variant`` ("shared" or "global") and a network of ``k``
-        outputs; ``swap``: the swap code
+        outputs of ``n`` wires whose P sweep runs forward over the input
+        columns (``fwd``) or back over the ranks; ``swap``: the swap code
         (:func:`netgen.codegen._swap_code.swap_code` with ``steepness="s"``,
         indent 0)."""
-        if ft not in FASTMATH or variant not in VARIANTS or int(k) < 1:
+        if ft not in FASTMATH or variant not in VARIANTS or int(k) < 1 or (fwd and int(n) < 1):
             raise ValueError(f"unknown float type or variant {ft!r} {variant!r}")
+        lanes = int(n) if fwd else int(k)
         L = Lines()
         L("@cuda.jit(fastmath=True)" if FASTMATH[ft] else "@cuda.jit")
         with L.block(f"def {self.function_name(ft, variant)}({', '.join(a for a, _ in self.args)}):"):
-            prologue(L, ft, self.length, k)
-            self.body(L, Ctx(ft, variant, swap, k))
+            prologue(L, ft, self.length, k, lanes)
+            self.body(L, Ctx(ft, variant, swap, k, bool(fwd), lanes))
         return L.render()
 
 
 # ------------------------------------------------------------------ bodies
 def _fwd(L: Lines, c: Ctx) -> None:
-    L("kn = k * n", "dsb = ds[b]", "psb = ps[b]", "Db = D[b if save_D else U0]")
+    L("mn = m * n", "dsb = ds[b]", "psb = ps[b]", "Db = D[b if save_D else U0]")
     alloc(L, c)
     load_row(L, c, col=False)
     for _ in layers(L, reverse=False, prefetch=True):
@@ -170,19 +174,22 @@ def _fwd(L: Lines, c: Ctx) -> None:
         L("bad[b] = 1 if isbad else 0")
     with L.block("if do_P:"):
         L("cuda.syncthreads()")
-        backsweep(L, c, "save_D")
-        per_rank(L, "P[b, j] = NAN if isbad else sm[w * k + r]")
+        sweep(L, c, "save_D")
+        per_rank(L, c, "P[b, j] = NAN if isbad else sm[e]")
 
 
 def _bwd(L: Lines, c: Ctx) -> None:
-    L("kn = k * n", "dsb = ds[b]", "psb = ps[b]", "Db = D[b if has_gP else U0]", "gpb = gp[b if has_gP else U0]")
+    L("mn = m * n", "dsb = ds[b]", "psb = ps[b]", "Db = D[b if has_gP else U0]", "gpb = gp[b if has_gP else U0]")
     alloc(L, c)
     with L.block("if has_gP:"):
         with L.block("if recompute:"):
-            backsweep(L, c, "recompute")
-        per_rank(L, "sm[w * k + r] = gP[b, j]")
+            sweep(L, c, "recompute")
+        if c.fwd and c.k < c.lanes:
+            fill_rows(L, "j", "mn", "")  # wires that are no output get no dL/dP
+        per_rank(L, c, "sm[e] = gP[b, j]")
         L("cuda.syncthreads()")
-        for _ in layers(L, reverse=False, loads=rank_tables(True), prefetch=True):
+        # dL/dP pushed through the comparators the other way than the sweep
+        for _ in layers(L, reverse=c.fwd, loads=rank_tables(True), prefetch=True):
             with ranks(L, c, acc=True):
                 rank_step(L, c, ("ga", "gc"), True, lambda j, e: L(f"acc += dv * {e}"), gather="Db")
             L("gpb[i] = acc")
@@ -271,12 +278,14 @@ KERNEL_ARGS = {kern.name: kern.kinds for kern in KERNELS}
 MIN_ROWS = {kern.name: kern.rows for kern in KERNELS}
 
 
-def kernels_source(n: int, k: int, shared_limit: int, swaps: dict[str, str]) -> tuple[str, str, str]:
+def kernels_source(n: int, k: int, shared_limit: int, swaps: dict[str, str],
+                   fwd: bool = False) -> tuple[str, str, str]:
     """What a generated module holds about its kernels, from the objects:
     (the ``KERNEL_ARGS`` assignment, the kernel functions, the ``KERNELS``
     table ``(dtype, name, variant) -> kernel``). ``swaps``: float type ->
-    swap code. A shared variant is emitted where the kernel's smallest
-    wire-array use (``rows`` x n floats) fits ``shared_limit`` bytes."""
+    swap code; ``fwd``: the P sweep runs forward over the input columns. A
+    shared variant is emitted where the kernel's smallest wire-array use
+    (``rows`` x n floats) fits ``shared_limit`` bytes."""
     args = Lines()
     with args.indented():
         for kern in KERNELS:
@@ -289,7 +298,7 @@ def kernels_source(n: int, k: int, shared_limit: int, swaps: dict[str, str]) -> 
                 for kern in KERNELS:
                     if variant == "shared" and kern.rows * n * size > shared_limit:
                         continue
-                    sources.append(kern.render(ft, variant, swap, k))
+                    sources.append(kern.render(ft, variant, swap, k, n, fwd))
                     table(f"(np.dtype(np.{ft}), {literal(kern.name)}, {literal(variant)}): "
                           f"{kern.function_name(ft, variant)},")
     return ("KERNEL_ARGS = {\n" + args.render() + "}", "\n\n".join(s.rstrip() for s in sources),

@@ -25,19 +25,28 @@ WARP = 32
 @dataclass(frozen=True)
 class Ctx:
     """What a body writer needs besides the statements: the float type,
-    the variant, the swap code (defining p, dp, dps from d) and k."""
+    the variant, the swap code (defining p, dp, dps from d), k, and the P
+    sweep: ``fwd`` (forward over the input columns, else back over the
+    ranks) and ``lanes`` (its lanes per wire: n or k)."""
 
     ft: str
     variant: str
     swap: str
     k: int
+    fwd: bool = False
+    lanes: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.lanes:
+            object.__setattr__(self, "lanes", self.k)
 
 
-def prologue(L: Lines, ft: str, length: str, k: int) -> None:
+def prologue(L: Lines, ft: str, length: str, k: int, lanes: int | None = None) -> None:
     """Block and thread indices, unsigned constants, the float constants
-    (locals: the compiler folds them), k (the network's, a constant: the
-    wire-major index arithmetic multiplies by a literal), n, the
-    steepness."""
+    (locals: the compiler folds them), k (the network's, a constant), m
+    (the P sweep's lanes per wire: k going back, n going forward; a
+    constant: the wire-major index arithmetic multiplies by a literal), n,
+    the steepness."""
     nan, inf = ("np.float32(math.nan)", "np.float32(math.inf)") if ft == "float32" else ("math.nan", "math.inf")
     L("b = np.uint32(cuda.blockIdx.x)",
       "tx = np.uint32(cuda.threadIdx.x)",
@@ -52,6 +61,7 @@ def prologue(L: Lines, ft: str, length: str, k: int) -> None:
       f"INF = {inf}",
       "L = np.uint32(offs.shape[0]) - U1",
       f"k = np.uint32({literal(k)})",
+      f"m = np.uint32({literal(k if lanes is None else lanes)})",
       "s = sv[0]",
       f"n = np.uint32({length}.shape[1])")
 
@@ -231,7 +241,8 @@ def load_row(L: Lines, c: Ctx, col: bool) -> None:
 
 @contextmanager
 def ranks(L: Lines, c: Ctx, acc: bool = False) -> Iterator[None]:
-    """Comparator i's planned ranks lo..hi-1 in wire-major rows (its wires'
+    """Comparator i's planned lanes lo..hi-1 (ranks, or input columns going
+    forward; "ranks" below) in wire-major rows of m lanes (its wires'
     entries start at ``a``, ``c``; ``lo``, ``hi``, the wires, p and ``j``
     loaded by :func:`layers` from :func:`rank_tables`); the body is the rank
     sweep (:func:`rank_step`). There is no range test around the sweep: the
@@ -239,10 +250,10 @@ def ranks(L: Lines, c: Ctx, acc: bool = False) -> Iterator[None]:
     iteration where lo >= hi. (Behind a ``lo < hi`` test the compiler sank
     the wires, p and D offset below it: two dependent rounds of L2 latency
     per comparator; docs/cuda-kernels.md, Round 4.)"""
-    L("a = wa_ * k", "c = wb_ * k")
+    L("a = wa_ * m", "c = wb_ * m")
     if acc:
         L("acc = ZERO")
-    if c.k > UNROLL_RANKS:
+    if c.lanes > UNROLL_RANKS:
         L("ia = a + lo", "ic = c + lo", "ie = a + hi")
     yield
 
@@ -252,26 +263,26 @@ def rank_step(L: Lines, c: Ctx, names: tuple[str, str], d_index: bool, body: Cal
     """The update of comparator i's ranks: load the pair and its difference
     ``dv``, ``body`` (given the D index of the rank and, where ``gather``
     names an array indexed like D, that array's entry for the rank), mix.
-    Where k <= UNROLL_RANKS every rank r < k gets its own guarded copy (``lo
+    Where m <= UNROLL_RANKS every rank r < m gets its own guarded copy (``lo
     <= r < hi``; no rank loop: the model counts ~25% fewer instructions per
     comparator at k = 5), every rank's pair (and gathered entry) loaded
     before the first update (one round of load latency per comparator, not
     one per rank); otherwise a ``while ia < ie`` loop with running indices
     (``j`` too where D is indexed)."""
     va, vc = names
-    if c.k <= UNROLL_RANKS:
+    if c.lanes <= UNROLL_RANKS:
         # every rank's pair loaded first (in bounds for every r < k; the
         # entries of one comparator's ranks are distinct, so no store below
         # can change them): the loads issue together instead of each
         # waiting on the previous rank's stores
-        for r in range(c.k):
+        for r in range(c.lanes):
             L(f"r = np.uint32({r})", f"{va}{r} = sm[a + r]", f"{vc}{r} = sm[c + r]")
         if gather:
             # the gathered entries likewise, each only where the rank is
             # planned (outside lo..hi-1 the D index is another comparator's)
-            for r in range(c.k):
+            for r in range(c.lanes):
                 L(f"r = np.uint32({r})", f"e{r} = {gather}[j + r - lo] if lo <= r and r < hi else ZERO")
-        for r in range(c.k):
+        for r in range(c.lanes):
             L(f"r = np.uint32({r})")
             with L.block("if lo <= r and r < hi:"):
                 L(f"dv = {va}{r} - {vc}{r}")
@@ -289,20 +300,27 @@ def rank_step(L: Lines, c: Ctx, names: tuple[str, str], d_index: bool, body: Cal
             L("j += U1")
 
 
-def backsweep(L: Lines, c: Ctx, save: str) -> None:
-    """R (k x n, wire-major, in ``sm``) <- R M_l from the last layer to the
-    first over the planned ranks; saves D when ``save`` (a flag name: one
-    layer loop each way, so the flag is tested once, not per comparator)."""
-    fill_rows(L, "j", "kn", "")
-    with L.block("for r in range(tx, k, nt):"):
-        L("sm[outs[r] * k + r] = ONE")
+def sweep(L: Lines, c: Ctx, save: str) -> None:
+    """The P sweep over the planned lanes, its state (n x m, wire-major, in
+    ``sm``) started at the outputs' ranks and swept from the last layer to
+    the first (``R <- R M_l``; back), or started at the identity and swept
+    from the first layer to the last (``A <- M_l A``; ``c.fwd``); saves D
+    when ``save`` (a flag name: one layer loop each way, so the flag is
+    tested once, not per comparator)."""
+    fill_rows(L, "j", "mn", "")
+    if c.fwd:
+        with L.block("for w in range(tx, n, nt):"):
+            L("sm[w * m + w] = ONE")
+    else:
+        with L.block("for r in range(tx, k, nt):"):
+            L("sm[outs[r] * m + r] = ONE")
     L("cuda.syncthreads()")
     with L.block(f"if {save}:"):
-        for _ in layers(L, reverse=True, loads=rank_tables(True), prefetch=True):
+        for _ in layers(L, reverse=not c.fwd, loads=rank_tables(True), prefetch=True):
             with ranks(L, c):
                 rank_step(L, c, ("ra", "rc"), True, lambda j, e: L(f"Db[{j}] = dv"))
     with L.block("else:"):
-        for _ in layers(L, reverse=True, loads=rank_tables(False), prefetch=True):
+        for _ in layers(L, reverse=not c.fwd, loads=rank_tables(False), prefetch=True):
             with ranks(L, c):
                 rank_step(L, c, ("ra", "rc"), False, lambda j, e: None)
 
@@ -316,10 +334,15 @@ def grad_out(L: Lines) -> None:
         L("cuda.atomic.add(gs, b, NAN if isbad else acc_s)")
 
 
-def per_rank(L: Lines, src: str) -> None:
-    """For each rank r and wire w: ``src``, with ``j = r n + w`` the
-    rank-major index of a (k, n) row and ``sm[w * k + r]`` its wire-major
-    place (threads stride over w: coalesced; no division of j by n)."""
+def per_rank(L: Lines, c: Ctx, src: str) -> None:
+    """For each rank r and wire (or input column) w: ``src``, with ``j = r n
+    + w`` the rank-major index of P's (k, n) row and ``e`` its place in the
+    sweep's wire-major state: ``w * m + r`` going back (P's row r is lane
+    r), ``outs[r] * m + w`` going forward (P's row r is wire outs[r], its
+    column w lane w). Threads stride over w: coalesced; no division of j
+    by n."""
     with L.block("for r in range(U0, k, U1):"):
+        if c.fwd:
+            L("o = outs[r] * m")
         with L.block("for w in range(tx, n, nt):"):
-            L("j = r * n + w", src)
+            L("j = r * n + w", "e = o + w" if c.fwd else "e = w * m + r", src)

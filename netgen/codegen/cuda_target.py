@@ -5,8 +5,10 @@ Same semantics and module contract as the numba CPU target
 module is assembled from:
 
 * :mod:`netgen.codegen._cuda_kernels`: the kernel sources (one thread block
-  per batch row; all k ranks of the row's P back-sweep in that block; the
-  block's wire arrays -- k n floats for the rows with P, n for values only,
+  per batch row; all lanes of the row's P sweep in that block -- the k
+  ranks of the back-sweep, or for sorters the n input columns of the
+  forward sweep, the numba target's rule; the
+  block's wire arrays -- m n floats for the rows with P, n for values only,
   2 n for the column -- in dynamic shared memory up to the device's opt-in
   limit, 227 KB on Hopper, else in a global scratch row; bad rows flagged on
   the GPU);
@@ -32,7 +34,7 @@ and swap probabilities p (B x size each) and, where the plan's nnz is at
 most ``SAVE_D_RATIO`` k n (top-k networks: 2.6 k n for the (5, 10450)
 splitter as built, 2.2 k n after compile_network), the back-sweep's row
 differences D (B x nnz); otherwise (sorting) nothing more: the backward
-recomputes the back-sweep into a scratch D, the batch processed in chunks
+recomputes the P sweep into a scratch D, the batch processed in chunks
 that fit a working budget. The backward reads p; dp/dd and dp/ds are
 recomputed from d (one division, no arctangent).
 
@@ -65,6 +67,7 @@ from ._numba_common import (
     relaxation_literal,
     relaxation_of,
     swap_code,
+    sweep_direction,
     write_top,
 )
 from .lines import Lines
@@ -85,7 +88,7 @@ SAVE_D_RATIO = 4
 
 
 def emit(net: Network, r: Any = None, *, shared_limit: int = SHARED_LIMIT, threads: int = THREADS,
-         save_d_ratio: float = SAVE_D_RATIO, big_threads: int = BIG_THREADS) -> str:
+         save_d_ratio: float = SAVE_D_RATIO, big_threads: int = BIG_THREADS, direction: str | None = None) -> str:
     """Full source of the generated CUDA module; deterministic.
     ``shared_limit``: the most dynamic shared memory (bytes) a block may ask
     for; a kernel whose smallest wire-array use (n floats, 2 n for the
@@ -96,7 +99,10 @@ def emit(net: Network, r: Any = None, *, shared_limit: int = SHARED_LIMIT, threa
     ``big_threads``: the largest block size of launches whose shared memory
     leaves few blocks per SM (default 1024: the rows with P run one block of
     1024 threads per SM). ``save_d_ratio``: keep D from the forward where nnz <= this * k * n,
-    else recompute the back-sweep in the backward (0: always recompute)."""
+    else recompute the P sweep in the backward (0: always recompute).
+    ``direction``: the P sweep, "back" over the ranks or "forward" over the
+    input columns (default: :func:`~netgen.codegen._numba_common.sweep_direction`,
+    the numba target's rule)."""
     if not isinstance(net, Network):
         raise ValueError(f"expected a Network, got {type(net).__name__}")
     threads, big_threads = int(threads), int(big_threads)
@@ -109,14 +115,18 @@ def emit(net: Network, r: Any = None, *, shared_limit: int = SHARED_LIMIT, threa
     r = relaxation_of(net, r)
     from .runtime.tables import plan  # imports torch: only when building
 
-    _, _, doff = plan(net.n, net.comparators, net.layer_offsets, list(net.outputs))
+    direction = sweep_direction(net) if direction is None else direction
+    if direction not in ("back", "forward"):
+        raise ValueError(f"direction must be 'back' or 'forward', got {direction!r}")
+    _, _, doff = plan(net.n, net.comparators, net.layer_offsets, list(net.outputs), direction)
     if int(doff[-1]) >= 2**32 or net.size >= 2**32:
-        raise ValueError(f"network too large for the cuda target: {int(doff[-1])} (comparator, rank) pairs "
+        raise ValueError(f"network too large for the cuda target: {int(doff[-1])} (comparator, lane) pairs "
                          "(32-bit offsets)")
     from .runtime import common
 
     kernel_args, kernels, table = kernels_source(
-        net.n, net.k, shared_limit, {ft: swap_code(r, 0, ft, steepness="s") for ft in FLOAT_TYPES})
+        net.n, net.k, shared_limit, {ft: swap_code(r, 0, ft, steepness="s") for ft in FLOAT_TYPES},
+        direction == "forward")
     names = Namespace()
     L = Lines()
     L(repr(_doc(net, r)))
@@ -131,7 +141,7 @@ def emit(net: Network, r: Any = None, *, shared_limit: int = SHARED_LIMIT, threa
     L("import numba  # noqa: E402", "import torch  # noqa: E402", "from numba import cuda  # noqa: E402")
     L.blank()
     write_top(L, names, TARGET, net, r, (common.steepness_value, common.refuse_transforms, common.check_input,
-                                           common._SecondOrder, common.refuse_second_order))
+                                           common._SecondOrder, common.refuse_second_order), direction)
     L.blank(2)
     L("#: argument kinds of each kernel: f1/f2 float arrays, w1 wire vector",
       "#: (WIRE_DTYPE), u1 uint32, i1 int64, b1 int32 vectors, bool a flag")
@@ -149,7 +159,8 @@ def emit(net: Network, r: Any = None, *, shared_limit: int = SHARED_LIMIT, threa
     L(table)
     L.blank(2)
     constants = {"THREADS": threads, "BIG_THREADS": big_threads, "SHARED_LIMIT": shared_limit,
-                 "SAVE_D_RATIO": float(save_d_ratio), "OPS_NAMESPACE": _ops_namespace(net, r)}
+                 "SAVE_D_RATIO": float(save_d_ratio)}
+    constants["OPS_NAMESPACE"] = _ops_namespace(net, r, kernels, direction, constants)
     L(runtime_source(constants, names))
     return L.render()
 
@@ -209,12 +220,15 @@ def runtime_source(constants: dict, names: Namespace | None = None) -> str:
     return L.render()
 
 
-def _ops_namespace(net: Network, r) -> str:
+def _ops_namespace(net: Network, r, kernels: str, direction: str, constants: dict) -> str:
     """``netgen_cuda_<hash>``: the torch.library namespace of the module's
-    ops, one per (network, relaxation, kernel code)."""
+    ops, one per (network, relaxation, kernel code, P sweep direction,
+    build constants): two modules that differ in any of them register
+    different ops (ops are global to the process: a shared namespace would
+    run the first module's launcher for both)."""
     h = hashlib.sha256()
     for part in (network_literal(net), relaxation_literal(r), repr(KERNEL_ARGS), _runtime_code(Namespace()),
-                 kernels_source(net.n, net.k, SHARED_LIMIT, {"float32": swap_code(r, 0, "float32", steepness="s")})[1]):
+                 kernels, direction, repr(sorted(constants.items()))):
         h.update(part.encode())
     return f"netgen_cuda_{h.hexdigest()[:12]}"
 

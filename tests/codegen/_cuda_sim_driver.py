@@ -15,7 +15,7 @@ torch.library ops, their autograd, the launcher. Prints one JSON object:
   bool, int, float, tolist), counted outside ``_launch``;
 * ``steepness``: dL/ds of the layer vs central differences of the float64
   reference (rows and column), per case;
-* ``save_d``: whether the case kept D or recomputed the back-sweep;
+* ``save_d``: whether the case kept D or recomputed the P sweep;
 * ``bad_rows``: which rows came out NaN for non-finite x / overflowing
   range / out-of-range y;
 * ``contract``: inputs not written, second order and torch.func refused;
@@ -46,7 +46,7 @@ from netgen.relax.distributions import Relaxation  # noqa: E402
 
 K48 = 48 * 1024
 CASES = [
-    # (kind, n, k, distribution, shared_limit, threads, B, dtype, save_d_ratio)
+    # (kind, n, k, distribution, shared_limit, threads, B, dtype, save_d_ratio[, direction: None = the rule])
     ("splitter", 16, 5, "logistic_phi", K48, 32, 3, "float64", 4),  # wires in shared memory, D kept
     ("bitonic", 8, 8, "cauchy", 0, 32, 2, "float64", 0),  # sorting k = n, global scratch, back-sweep recomputed
     ("oddeven", 13, 13, "optimal", K48, 32, 2, "float64", 4),  # odd n, sorting, shared
@@ -58,6 +58,12 @@ CASES = [
     # float32 (prefetching layer loops) with layers wider than the block (two iterations: the peeled first
     # and the loop) and narrow layers on warp 0 while warp 1 idles, then works again
     ("splitter", 200, 5, "cauchy", K48, 64, 2, "float32", 4),
+    # the P sweep forward over the input columns (sorters): global scratch, the sweep recomputed
+    ("oddeven", 24, 24, "cauchy", 0, 32, 2, "float64", 0),
+    # forward, float32, shared (100 x 100 floats), layers of 50 comparators on 32 threads, B = 1, recomputed
+    ("oddeven", 100, 100, "logistic", K48, 32, 1, "float32", 4),
+    # forward forced on a selection network (k < n: P's rows are 5 of the 16 wires), D kept
+    ("splitter", 16, 5, "cauchy", K48, 32, 2, "float64", 8, "forward"),
 ]
 
 SYNC_METHODS = ("item", "__bool__", "__int__", "__float__", "tolist")
@@ -136,12 +142,13 @@ def _steepness_grad(net, m, r, x, y, gv, gP, gc, dtype):
     return {"rows": [float(gs), fd], "column": [float(gsc), fdc]}
 
 
-def run_case(kind, n, k, dist, shared_limit, threads, B, dtype, save_d_ratio, out_dir, big=None):
+def run_case(kind, n, k, dist, shared_limit, threads, B, dtype, save_d_ratio, direction=None, out_dir=None, big=None):
     net = build(kind, n, k)
     r = Relaxation(dist, steepness=5.0)
-    path = os.path.join(out_dir, f"sim_{kind}_{n}_{k}_{shared_limit}_{threads}_{dtype}.py")
+    path = os.path.join(out_dir, f"sim_{kind}_{n}_{k}_{dist}_{shared_limit}_{threads}_{dtype}.py")
     with open(path, "w") as f:
-        f.write(emit(net, r, shared_limit=shared_limit, threads=threads, save_d_ratio=save_d_ratio))
+        f.write(emit(net, r, shared_limit=shared_limit, threads=threads, save_d_ratio=save_d_ratio,
+                     direction=direction))
     m = load(path)
     if big is not None:  # launches with more shared memory than big[0] bytes run big[1] threads
         m.SM_SHARED, m.BIG_THREADS = big
@@ -184,7 +191,7 @@ def run_case(kind, n, k, dist, shared_limit, threads, B, dtype, save_d_ratio, ou
     (g0v,) = torch.autograd.grad((reference.forward(net, xt, r)[0] * gv.to(rdt)).sum(), xt)
     c0 = reference.column(net, xt, y, r)
     (g0c,) = torch.autograd.grad((c0 * gc.to(rdt)).sum(), xt)
-    case = f"{kind}({n},{k}) {dist} {dtype} shared_limit={shared_limit} threads={threads} B={B}"
+    case = f"{kind}({n},{k}) {dist} {dtype} shared_limit={shared_limit} threads={threads} B={B} {m._DIRECTION}"
     rows = [
         {"case": case, "dtype": dtype, "quantity": q, "max_abs_err": _err(a, b),
          "scale": max(1.0, float(b.detach().abs().max())), "shape_ok": tuple(a.shape) == tuple(b.shape)
@@ -379,7 +386,7 @@ def main():
         for i in idx:
             # case 3: an "SM" of 8000 bytes of shared memory: launches run 64 threads, not 32
             big = (8000, 64) if i == 3 else None
-            rows, launches, syncs, variants, steep, save_d, m, net = run_case(*CASES[i], tmp, big=big)
+            rows, launches, syncs, variants, steep, save_d, m, net = run_case(*CASES[i], out_dir=tmp, big=big)
             case = rows[0]["case"]
             out["variants"][case] = variants
             out["rows"] += rows

@@ -6,7 +6,7 @@ rounding) for values, P, values only, the column and the gradients, on real
 shapes: layers wider than the block (float64 and float32: a layer's first
 comparator, prefetched a layer earlier, and the rest), odd n, B = 1, k =
 1, sorting (k = n), float16/bfloat16 inputs, shared and global variants, D
-kept or the back-sweep recomputed. dL/ds for a tensor steepness equals central
+kept or the P sweep recomputed, the P sweep back over the ranks or forward over the input columns. dL/ds for a tensor steepness equals central
 differences of the float64 reference. One launch per direction; no host
 synchronisation; bad rows (NaN/inf, an overflowing steepness * range, y out
 of range) NaN in exactly those rows; inputs never written; second order and
@@ -73,7 +73,7 @@ def check_rows(rows):
 
 
 def test_simulated_layer_equals_reference(sim):
-    assert len({row["case"] for row in sim["rows"]}) == 9 and len(sim["rows"]) == 81
+    assert len({row["case"] for row in sim["rows"]}) == 12 and len(sim["rows"]) == 108
     check_rows(sim["rows"])
 
 
@@ -92,6 +92,10 @@ def test_shared_and_global_variants_both_ran(sim):
         "splitter(16,5) logistic float16": shared,
         "splitter(16,5) cauchy float32": shared,  # bfloat16 inputs run the float32 kernels
         "splitter(200,5)": shared,  # float32, layers of up to 96 comparators on 64 threads
+        # the P sweep forward: a row's state is n x n floats (rows of n: 24, 100, 16)
+        "oddeven(24,24)": {k.replace("/5", "/24"): v for k, v in glob.items()},
+        "oddeven(100,100)": {k.replace("/5", "/100"): v for k, v in shared.items()},
+        "splitter(16,5) cauchy float64": {k.replace("/5", "/16"): v for k, v in shared.items()},
     }
     for case, variants in sim["variants"].items():
         (key,) = [k for k in want if case.startswith(k) or case.replace("bfloat16", "float32").startswith(k)]
@@ -99,8 +103,18 @@ def test_shared_and_global_variants_both_ran(sim):
 
 
 def test_d_kept_or_back_sweep_recomputed(sim):
+    recomputed = ("bitonic(8,8)", "splitter(101,1)", "oddeven(24,24)", "oddeven(100,100)")
     for case, save_d in sim["save_d"].items():
-        assert save_d == (not (case.startswith("bitonic(8,8)") or case.startswith("splitter(101,1)"))), case
+        assert save_d == (not case.startswith(recomputed)), case
+
+
+def test_sweep_directions(sim):
+    """Sorters from 24 wires sweep P forward over the input columns (the
+    build-time rule), the others back over the ranks; one selection network
+    is forced forward (k < n)."""
+    forward = ("oddeven(24,24)", "oddeven(100,100)", "splitter(16,5) cauchy float64")
+    for case in sim["save_d"]:
+        assert case.endswith(" forward" if case.startswith(forward) else " back"), case
 
 
 def test_one_launch_per_direction(sim):
@@ -125,7 +139,7 @@ def test_no_host_synchronisation(sim):
 
 
 def test_steepness_gradient_equals_finite_differences(sim):
-    assert len(sim["steepness"]) == 5  # the float64 cases
+    assert len(sim["steepness"]) == 7  # the float64 cases
     for case, grads in sim["steepness"].items():
         for path, (got, fd) in grads.items():
             assert abs(got - fd) <= 1e-6 * max(1.0, abs(fd)), (case, path, got, fd)
@@ -187,6 +201,21 @@ def test_splitter_10450_tables_against_plan(tmp_path):
     assert net.k * net.n * 4 <= m.SHARED_LIMIT  # the rows with P: all k ranks of a row in one block
     narrow = int((np.diff(net.layer_offsets) <= 32).sum())
     assert narrow >= 1  # the tail layers run on one warp
+
+
+def test_build_options_get_their_own_ops():
+    """torch.library ops are global to a process: modules of one network and
+    relaxation built with other options (sweep direction, D rule, block
+    size, shared-memory limit) register ops of their own, else the second
+    module's Layer would run the first one's launcher."""
+    import re
+
+    net, r = build("splitter", 16, 5), Relaxation("cauchy", 5.0)
+    spaces = {re.search(r"OPS_NAMESPACE = '(netgen_cuda_[0-9a-f]+)'", emit(net, r, **opts)).group(1)
+              for opts in ({}, {"direction": "forward"}, {"save_d_ratio": 8}, {"threads": 64},
+                           {"shared_limit": 0})}
+    assert len(spaces) == 5, spaces
+    assert emit(net, r) == emit(net, r)  # and one build is one namespace (deterministic)
 
 
 def test_emit_checks_its_options():

@@ -44,6 +44,7 @@ from .cuda_cubin import cubin_kernel, cubin_save
 # ---- stand-ins for what the generated module defines (not copied) ----
 cuda = None  # the generated module: ``from numba import cuda``
 _N = _K = _NNZ = 0
+_DIRECTION = "back"
 _COMPS = np.zeros((0, 2), dtype=np.int64)
 _OFFSETS = np.zeros(1, dtype=np.int64)
 _OUTPUTS = _CLO = _CHI = np.zeros(0, dtype=np.int64)
@@ -78,8 +79,11 @@ TABLES = {
 #: shared memory per SM (bytes; Hopper): how many blocks of a launch fit an SM (see _block)
 SM_SHARED = 228 * 1024
 #: the forward keeps D (B x nnz) for the backward where nnz <= SAVE_D_RATIO k n;
-#: otherwise the backward recomputes the back-sweep (chunks of the batch)
+#: otherwise the backward recomputes the P sweep (chunks of the batch)
 SAVE_D = _NNZ <= SAVE_D_RATIO * _K * _N
+#: lanes of the P sweep per wire (rows of n floats of a row's sweep state):
+#: k ranks going back, n input columns going forward
+LANES = _N if _DIRECTION == "forward" else _K
 _PATH = ["fast"]  # the self-check's reference run sets "numba"
 _HANDLES: dict = {}  # (device index, dtype, kernel name, variant) -> cuda.core kernel handle
 _CONFIGS: dict = {}  # (grid, threads, shared bytes) -> cuda.core LaunchConfig
@@ -356,8 +360,8 @@ def _np_dtype(t):
 _install_syncwarp()
 
 #: the module-level statements a generated module copies (after PARTS; in file order)
-STATE = ("SIMULATED", "VIA_NUMBA", "WORKSPACE", "LOG", "WIRE_DTYPE", "TABLES", "SM_SHARED", "SAVE_D", "_PATH",
-         "_HANDLES", "_CONFIGS", "_STREAMS", "_PACKS", "_VARIANTS", "_MAXTHREADS", "_TABLES", "_CHECKED",
+STATE = ("SIMULATED", "VIA_NUMBA", "WORKSPACE", "LOG", "WIRE_DTYPE", "TABLES", "SM_SHARED", "SAVE_D", "LANES",
+         "_PATH", "_HANDLES", "_CONFIGS", "_STREAMS", "_PACKS", "_VARIANTS", "_MAXTHREADS", "_TABLES", "_CHECKED",
          "_install_syncwarp")
 #: the functions a generated module copies, in order
 PARTS = (_sim_syncwarp, _install_syncwarp, _numba_types, kernel_signatures, _shared_limit, _variant, _handle,

@@ -26,6 +26,7 @@ from .cuda_launch import _chunks, _launch, _np_dtype, _tables, _variant
 OPS_NAMESPACE = "netgen_cuda_runtime"
 _N = _K = _SIZE = _NNZ = 0
 SAVE_D = True
+LANES = 0
 
 
 # ---------------------------------------------------------------- copied parts
@@ -44,7 +45,7 @@ def _rows_forward(x: torch.Tensor, s: torch.Tensor, want_P: bool,
     keep_D = want_P and save and SAVE_D
     D = x.new_empty((B, max(_NNZ, 1)) if keep_D else (1, 1))
     bad = torch.empty((B,), dtype=torch.int32, device=x.device)
-    rows = _K if want_P else 1
+    rows = LANES if want_P else 1
     glob = _variant(x.device, _np_dtype(x), "fwd", rows) == "global"
     P2 = P.view(B, _K * _N) if want_P else x.new_empty((1, 1))
     for b0, b1 in _chunks(B, rows * _N * x.element_size() if glob else 0):
@@ -65,7 +66,7 @@ def _rows_backward(gv: torch.Tensor | None, gP: torch.Tensor | None, s: torch.Te
     has_gv, has_gP = gv is not None, gP is not None
     gv = gv.to(ds.dtype).contiguous() if has_gv else ds.new_empty((1, 1))
     recompute = has_gP and not SAVE_D
-    rows = _K if has_gP else 1
+    rows = LANES if has_gP else 1
     gs = torch.zeros((B,), dtype=ds.dtype, device=ds.device) if want_gs else ds.new_empty((1,))
     per_row = rows * _N * ds.element_size() if _variant(ds.device, _np_dtype(ds), "bwd", rows) == "global" else 0
     if recompute:
