@@ -110,7 +110,7 @@ def run_one(path: str, case: str, threads: int, reps: int) -> dict:
 
 
 def _ms(s: float) -> str:
-    return f"{s * 1e3:,.1f} ms" if s < 10 else f"{s:,.2f} s"
+    return f"{s * 1e3:,.1f} ms" if s < 1 else f"{s:,.2f} s"
 
 
 def _mb(b: int) -> str:
