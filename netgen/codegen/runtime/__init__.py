@@ -11,6 +11,8 @@ the rendered swap functions and (cuda) the kernels.
 * :mod:`.common`: pieces any target can use (checks with one wording, the
   steepness rule, the second-order and torch.func refusals, ``hard``).
 * :mod:`.torch_layer`: the torch target's sweeps and ``Layer``.
+* :mod:`.torch_engine`: the torch target's P engine (P's rows and their
+  adjoint by rank groups; the differences kept or computed again).
 * :mod:`.cuda_launch`: the cuda target's launcher (tables, variants, block
   sizes, kernel-argument packing, launches, chunks).
 * :mod:`.cuda_cubin`: the cuda target's loader of ahead-of-time kernels

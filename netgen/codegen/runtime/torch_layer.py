@@ -1,11 +1,12 @@
 """The fixed part of every generated torch module: table decoding, the lazy
 ``NETWORK``, the two sweeps as ``torch.autograd.Function`` s with their
-written backward, input preparation and ``Layer``.
+written backward (P's rows and their adjoint by the P engine of
+:mod:`.torch_engine`), input preparation and ``Layer``.
 
 Real code, copied into generated modules by source extraction
 (:data:`PARTS`, :func:`netgen.codegen.runtime.assemble`). It reads the
 module constants the torch emitter writes (``_N``, ``_K``, ``_DEPTH``,
-``_SIZE``, ``_S``, ``_OFFSETS``, ``_BLOB``, ``_CONSTRUCTION``,
+``_SIZE``, ``_MODE``, ``_S``, ``_OFFSETS``, ``_BLOB``, ``_CONSTRUCTION``,
 ``RELAXATION``, ``_A``/``_B``/``_OUTS``) and the rendered ``_swap(d, s,
 ds=False) -> (p, dp/dd[, dp/ds])``; the stand-ins below only let this file
 import and lint on its own.
@@ -34,9 +35,11 @@ from .common import (
     refuse_transforms,
     steepness_value,
 )
+from .torch_engine import _rows, _rows_adjoint
 
 # ---- stand-ins for what the emitter writes (not copied into modules) ----
 _N = _K = _DEPTH = _SIZE = 0
+_MODE = "save"
 _S = 1.0
 _OFFSETS: tuple = (0,)
 _BLOB: tuple = ()
@@ -115,20 +118,9 @@ class _TopK(torch.autograd.Function):
                 d_all[s0:e0] = d
                 g_all[s0:e0] = g
         values = v[outs]
-        # back-sweep of the k output rows: R <- R M_l, last layer first
-        R = x.new_zeros(n, _K, B)
-        R[outs, torch.arange(_K, device=x.device)] = 1
-        if train:
-            D_all = x.new_empty(_SIZE, _K, B)
-        for l in range(_DEPTH - 1, -1, -1):
-            s0, e0 = _OFFSETS[l], _OFFSETS[l + 1]
-            al, bl = a[s0:e0], b[s0:e0]
-            Ra, Rb = R.index_select(0, al), R.index_select(0, bl)
-            p = p_all[s0:e0].unsqueeze(1)
-            R.index_copy_(0, al, torch.lerp(Rb, Ra, p))
-            R.index_copy_(0, bl, torch.lerp(Ra, Rb, p))
-            if train:
-                torch.sub(Ra, Rb, out=D_all[s0:e0])
+        # P's k rows (the back-sweep, last layer first, by rank groups; torch_engine)
+        q_all = torch.rsub(p_all, 1)
+        R, ctx.group, D_all = _rows(x, a, b, outs, q_all, train and _MODE == "save")
         if train:
             ctx.save_for_backward(bad, a, b, outs, p_all, d_all, g_all, D_all, gs_all, x,
                                   s if isinstance(s, torch.Tensor) else None)
@@ -138,27 +130,20 @@ class _TopK(torch.autograd.Function):
     def backward(ctx, g_values, g_R):
         bad, a, b, outs, p_all, d_all, g_all, D_all, gs_all, x, s = ctx.saved_tensors
         with torch.no_grad():
-            gx, gs = _topk_backward(g_values, g_R, bad, a, b, outs, p_all, d_all, g_all, D_all, gs_all)
+            gx, gs = _topk_backward(g_values, g_R, bad, a, b, outs, p_all, d_all, g_all, D_all, ctx.group, gs_all)
         gx, gs = refuse_second_order((gx, gs), (x, s))
         return gx, gs, None, None, None, None
 
 
-def _topk_backward(g_values, g_R, bad, a, b, outs, p_all, d_all, g_all, D_all, gs_all):
+def _topk_backward(g_values, g_R, bad, a, b, outs, p_all, d_all, g_all, D_all, group, gs_all):
     """Adjoint sweeps of _TopK: (dL/dx (n, B), dL/ds or None)."""
     n, B = _N, p_all.shape[1]
     # dL/dp from P = R_0: G_0 = dL/dR_0, G_l = G_(l-1) M_l (first layer first);
-    # dL/dp_l = sum_r (R_l[a] - R_l[b]) (G_(l-1)[a] - G_(l-1)[b])
+    # dL/dp_l = sum_r (R_l[a] - R_l[b]) (G_(l-1)[a] - G_(l-1)[b]); R_l's differences
+    # come from D_all (mode save) or a second back-sweep per rank group (recompute)
     gp_all = p_all.new_zeros(_SIZE, B)
     if g_R is not None:
-        G = g_R.clone(memory_format=torch.contiguous_format)
-        for l in range(_DEPTH):
-            s0, e0 = _OFFSETS[l], _OFFSETS[l + 1]
-            al, bl = a[s0:e0], b[s0:e0]
-            Ga, Gb = G.index_select(0, al), G.index_select(0, bl)
-            torch.linalg.vecdot(D_all[s0:e0], Ga - Gb, dim=1, out=gp_all[s0:e0])
-            p = p_all[s0:e0].unsqueeze(1)
-            G.index_copy_(0, al, torch.lerp(Gb, Ga, p))
-            G.index_copy_(0, bl, torch.lerp(Ga, Gb, p))
+        _rows_adjoint(g_R, a, b, outs, torch.rsub(p_all, 1), D_all, group, gp_all)
     # adjoint of the value sweep, last layer first; gp_all becomes dL/dp
     u = p_all.new_zeros(n, B)
     if g_values is not None:
