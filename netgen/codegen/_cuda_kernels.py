@@ -40,7 +40,11 @@ design, the choices and their estimates):
   its adjoint, one block per row; the forward saves d (``ds``) and, in
   ``dus`` (B x 2 size), each comparator's u difference and p side by side
   (``dus[b, 2 i]``, ``dus[b, 2 i + 1]``: one address for both), so the
-  backward reads p instead of rerunning the arctangent.
+  backward reads p instead of rerunning the arctangent. Both kernels take
+  ds and dus as 1-D views of a launch's rows and index them with one
+  32-bit flat index ``j = b size + i`` (``2 j``, ``2 j + 1``): a 32-bit add
+  per comparator where row views cost a 64-bit row base each; the launcher
+  keeps rows x size <= 2^32 per launch (``INDEX_LIMIT``).
 
 Each comparator update is written ``t = p (va - vc)``, ``va' = vc + t``,
 ``vc' = va - t`` with the difference ``va - vc`` every sweep needs anyway
@@ -202,7 +206,11 @@ def _bwd(L: Lines, c: Ctx) -> None:
 
 
 def _fwd_col(L: Lines, c: Ctx) -> None:
-    L("yb = y[b]", "dsb = ds[b if save else U0]", "dusb = dus[b if save else U0]")
+    # d, du and p of comparator i of row b at the flat 32-bit index j = b
+    # size + i of the launch's ds and 2 j, 2 j + 1 of its dus (1-D views;
+    # the launcher keeps rows x size < 2^32 per launch: INDEX_LIMIT): one
+    # 32-bit add per comparator, where row views cost 64-bit row bases
+    L("yb = y[b]", "bS = np.uint32(b * np.uint32(wa.shape[0])) if save else U0")
     alloc(L, c)
     load_row(L, c, col=True)
     with L.block("if tx == U0 and not isbad:"):
@@ -214,7 +222,7 @@ def _fwd_col(L: Lines, c: Ctx) -> None:
         L("ua = sm[n + a]", "uc = sm[n + c]", "du = ua - uc")
         mix(L, "n + a", "n + c", "ua", "uc", diff="du")
         with L.block("if save:"):
-            L("dsb[i] = d", "i2 = i + i", "dusb[i2] = du", "dusb[i2 + U1] = p")
+            L("j = np.uint32(bS + i)", "ds[j] = d", "j2 = j + j", "dus[j2] = du", "dus[j2 + U1] = p")
     with L.block("for r in range(tx, k, nt):"):
         L("col[b, r] = NAN if isbad else sm[n + outs[r]]")
     with L.block("if tx == U0:"):
@@ -222,7 +230,7 @@ def _fwd_col(L: Lines, c: Ctx) -> None:
 
 
 def _bwd_col(L: Lines, c: Ctx) -> None:
-    L("dsb = ds[b]", "dusb = dus[b]")
+    L("bS = np.uint32(b * np.uint32(wa.shape[0]))")  # flat indices, as in _fwd_col
     alloc(L, c)
     fill_rows(L, "w", "n", "", "n + ")
     with L.block("for r in range(tx, k, nt):"):
@@ -231,10 +239,10 @@ def _bwd_col(L: Lines, c: Ctx) -> None:
     # one bound ahead: two would take bwd_col from 32 to 36 registers (800
     # threads instead of 1024)
     for _ in layers(L, reverse=True, ahead=1):
-        L("i2 = i + i")
-        swap_at(L, c, "dsb[i]", "dusb[i2 + U1]")
+        L("j = np.uint32(bS + i)", "j2 = j + j")
+        swap_at(L, c, "ds[j]", "dus[j2 + U1]")
         L("ga = sm[a]", "gc = sm[c]", "ua = sm[n + a]", "uc = sm[n + c]", "dg = ga - gc", "du = ua - uc",
-          "gpi = dg * d + du * dusb[i2]",
+          "gpi = dg * d + du * dus[j2]",
           "acc_s += gpi * dps",
           "gd = gpi * dp")
         mix(L, "a", "c", "ga", "gc", "gd", diff="dg")
@@ -256,10 +264,10 @@ KERNELS = (
                    ("D", "f2"), ("gp", "f2"), ("bad", "b1"), ("gx", "f2"), ("gs", "f1"), ("has_gv", "bool"),
                    ("has_gP", "bool"), ("recompute", "bool"), ("want_gs", "bool"), *_SCRATCH),
            rows=1, length="gx", body=_bwd),
-    Kernel("fwd_col", (("x", "f2"), ("y", "i1"), ("sv", "f1"), *_NET, ("outs", "w1"), ("col", "f2"), ("ds", "f2"),
-                       ("dus", "f2"), ("bad", "b1"), ("save", "bool"), *_SCRATCH),
+    Kernel("fwd_col", (("x", "f2"), ("y", "i1"), ("sv", "f1"), *_NET, ("outs", "w1"), ("col", "f2"), ("ds", "f1"),
+                       ("dus", "f1"), ("bad", "b1"), ("save", "bool"), *_SCRATCH),
            rows=2, length="x", body=_fwd_col),
-    Kernel("bwd_col", (("sv", "f1"), *_NET, ("outs", "w1"), ("gcol", "f2"), ("ds", "f2"), ("dus", "f2"),
+    Kernel("bwd_col", (("sv", "f1"), *_NET, ("outs", "w1"), ("gcol", "f2"), ("ds", "f1"), ("dus", "f1"),
                        ("bad", "b1"), ("gx", "f2"), ("gs", "f1"), ("want_gs", "bool"), *_SCRATCH),
            rows=2, length="gx", body=_bwd_col),
 )

@@ -61,6 +61,10 @@ SIMULATED = bool(numba.config.ENABLE_CUDASIM)
 VIA_NUMBA = os.environ.get("NETGEN_CUDA_LAUNCH", "") == "numba"
 #: bytes of global scratch a launch may use before the batch is chunked
 WORKSPACE = int(os.environ.get("NETGEN_CUDA_WORKSPACE_MB", "2048")) * 2**20
+#: the column kernels index a launch's saved d (rows x size) and du, p
+#: (rows x 2 size) with a 32-bit flat index row * size + comparator: a
+#: launch takes at most INDEX_LIMIT // size rows (tests lower it)
+INDEX_LIMIT = 2**32
 LOG = logging.getLogger("netgen")
 #: wires (and rank bounds) as uint16 where n < 65,536, else uint32; offsets
 #: uint32: unsigned indices, so the kernels do no negative-index wraparound
@@ -316,10 +320,13 @@ def _launch(name, like, blocks, args, rows):
     launch(core_stream, config, handle, *_pack(args))
 
 
-def _chunks(B, per_row):
+def _chunks(B, per_row, most=0):
     """Row ranges of the batch whose global scratch (``per_row`` bytes a
-    row; 0: none) fits WORKSPACE; at least one row each."""
+    row; 0: none) fits WORKSPACE, of at most ``most`` rows (0: no limit);
+    at least one row each."""
     step = B if per_row <= 0 else max(1, min(B, WORKSPACE // per_row))
+    if most > 0:
+        step = max(1, min(step, most))
     return [(i, min(B, i + step)) for i in range(0, B, max(step, 1))]
 
 
@@ -356,7 +363,7 @@ def _np_dtype(t):
 _install_syncwarp()
 
 #: the module-level statements a generated module copies (after PARTS; in file order)
-STATE = ("SIMULATED", "VIA_NUMBA", "WORKSPACE", "LOG", "WIRE_DTYPE", "TABLES", "SM_SHARED", "SAVE_D", "_PATH",
+STATE = ("SIMULATED", "VIA_NUMBA", "WORKSPACE", "INDEX_LIMIT", "LOG", "WIRE_DTYPE", "TABLES", "SM_SHARED", "SAVE_D", "_PATH",
          "_HANDLES", "_CONFIGS", "_STREAMS", "_PACKS", "_VARIANTS", "_MAXTHREADS", "_TABLES", "_CHECKED",
          "_install_syncwarp")
 #: the functions a generated module copies, in order
