@@ -86,6 +86,7 @@ from typing import Callable
 
 from ._cuda_sweeps import (
     UNROLL_RANKS,
+    WARP,
     WIRES,
     Ctx,
     alloc,
@@ -100,6 +101,7 @@ from ._cuda_sweeps import (
     rank_step,
     rank_tables,
     ranks,
+    strided,
     swap_at,
 )
 from .lines import Lines, literal
@@ -205,6 +207,23 @@ def _bwd(L: Lines, c: Ctx) -> None:
     grad_out(L)
 
 
+def _per_output(L: Lines, c: Ctx, stmt: str) -> None:
+    """``stmt`` for each output r < k, one per thread: where k <= 32 (a
+    block has at least a warp) under ``if tx < k`` with r = tx, else in a
+    strided loop (NVVM unrolls a ``range(tx, k, nt)`` loop fourfold with
+    64-bit indices: in bwd_col that copy set the kernel's register count)."""
+    if c.k <= WARP:
+        with L.block("if tx < k:"):
+            L("r = tx", stmt)
+    else:
+        with strided(L, "r", "k", True):
+            L(stmt)
+
+
+# The column kernels write their loops over wires and outputs with uint32
+# counters (count32, _per_output): a kernel's register count is its largest
+# anywhere, and NVVM's fourfold 64-bit copies of those loops, not the
+# comparator loop, set it (docs/cuda-kernels.md, Round 5).
 def _fwd_col(L: Lines, c: Ctx) -> None:
     # d, du and p of comparator i of row b at the flat 32-bit index j = b
     # size + i of the launch's ds and 2 j, 2 j + 1 of its dus (1-D views;
@@ -212,7 +231,7 @@ def _fwd_col(L: Lines, c: Ctx) -> None:
     # 32-bit add per comparator, where row views cost 64-bit row bases
     L("yb = y[b]", "bS = np.uint32(b * np.uint32(wa.shape[0])) if save else U0")
     alloc(L, c)
-    load_row(L, c, col=True)
+    load_row(L, c, col=True, count32=True)
     with L.block("if tx == U0 and not isbad:"):
         L("sm[n + np.uint32(yb)] = ONE")
     L("cuda.syncthreads()")
@@ -223,8 +242,7 @@ def _fwd_col(L: Lines, c: Ctx) -> None:
         mix(L, "n + a", "n + c", "ua", "uc", diff="du")
         with L.block("if save:"):
             L("j = np.uint32(bS + i)", "ds[j] = d", "j2 = j + j", "dus[j2] = du", "dus[j2 + U1] = p")
-    with L.block("for r in range(tx, k, nt):"):
-        L("col[b, r] = NAN if isbad else sm[n + outs[r]]")
+    _per_output(L, c, "col[b, r] = NAN if isbad else sm[n + outs[r]]")
     with L.block("if tx == U0:"):
         L("bad[b] = 1 if isbad else 0")
 
@@ -232,9 +250,8 @@ def _fwd_col(L: Lines, c: Ctx) -> None:
 def _bwd_col(L: Lines, c: Ctx) -> None:
     L("bS = np.uint32(b * np.uint32(wa.shape[0]))")  # flat indices, as in _fwd_col
     alloc(L, c)
-    fill_rows(L, "w", "n", "", "n + ")
-    with L.block("for r in range(tx, k, nt):"):
-        L("sm[n + outs[r]] = gcol[b, r]")
+    fill_rows(L, "w", "n", "", "n + ", count32=True)
+    _per_output(L, c, "sm[n + outs[r]] = gcol[b, r]")
     L("cuda.syncthreads()", "acc_s = ZERO")
     # one bound ahead: two would take bwd_col from 32 to 36 registers (800
     # threads instead of 1024)
@@ -247,7 +264,7 @@ def _bwd_col(L: Lines, c: Ctx) -> None:
           "gd = gpi * dp")
         mix(L, "a", "c", "ga", "gc", "gd", diff="dg")
         mix(L, "n + a", "n + c", "ua", "uc", diff="du")
-    grad_out(L)
+    grad_out(L, count32=True)
 
 
 # ------------------------------------------------------------------ the kernels

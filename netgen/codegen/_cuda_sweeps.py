@@ -164,9 +164,28 @@ def _prefetch(L: Lines, start: str, end: str, loads) -> None:
       *(f"pf_{name} = {load.format('ni')} if ok else {zero}" for name, load, zero in loads))
 
 
-def fill_rows(L: Lines, var: str, stop: str, *offsets: str) -> None:
-    """``sm[off + var] = ZERO`` for var < ``stop``, each offset, then a barrier."""
-    with L.block(f"for {var} in range(tx, {stop}, nt):"):
+@contextmanager
+def strided(L: Lines, var: str, stop: str, count32: bool = False) -> Iterator[None]:
+    """The threads' strided loop ``var`` = tx, tx + nt, ... < ``stop``:
+    ``for var in range(tx, stop, nt)``, or with ``count32`` a ``while`` loop
+    on a uint32 ``var`` (NVVM unrolls the ``range`` loop fourfold with
+    64-bit induction variables: in the column kernels those copies, not
+    the comparator loop, set the register count; docs/cuda-kernels.md,
+    Round 5)."""
+    if not count32:
+        with L.block(f"for {var} in range(tx, {stop}, nt):"):
+            yield
+        return
+    L(f"{var} = tx")
+    with L.block(f"while {var} < {stop}:"):
+        yield
+        L(f"{var} = np.uint32({var} + nt)")
+
+
+def fill_rows(L: Lines, var: str, stop: str, *offsets: str, count32: bool = False) -> None:
+    """``sm[off + var] = ZERO`` for var < ``stop``, each offset, then a
+    barrier (``count32``: see :func:`strided`)."""
+    with strided(L, var, stop, count32):
         for off in offsets:
             L(f"sm[{off}{var}] = ZERO")
     L("cuda.syncthreads()")
@@ -200,10 +219,11 @@ def swap_at(L: Lines, c: Ctx, saved: str | None = None, saved_p: str | None = No
         L(f"p = {saved_p}")
 
 
-def load_row(L: Lines, c: Ctx, col: bool) -> None:
+def load_row(L: Lines, c: Ctx, col: bool, count32: bool = False) -> None:
     """Load row b of x into ``sm[:n]`` (zeros for a bad row), flag bad rows:
     non-finite entries, a steepness not finite and > 0, an overflowing
-    steepness * (max - min), and for the column a y outside 0..n-1."""
+    steepness * (max - min), and for the column a y outside 0..n-1
+    (``count32``: the loops over w as in :func:`strided`)."""
     L(f"mm = cuda.shared.array(2, dtype=numba.{c.ft})")
     with L.block("if tx == U0:"):
         L("mm[0] = -INF", "mm[1] = INF")
@@ -211,7 +231,7 @@ def load_row(L: Lines, c: Ctx, col: bool) -> None:
       "nonfinite = 1 if yb < 0 or yb >= n else 0" if col else "nonfinite = 0",
       "hx = -INF",
       "lx = INF")
-    with L.block("for w in range(tx, n, nt):"):
+    with strided(L, "w", "n", count32):
         L("xw = x[b, w]")
         with L.block("if not math.isfinite(xw):"):
             L("nonfinite = 1")
@@ -224,7 +244,7 @@ def load_row(L: Lines, c: Ctx, col: bool) -> None:
       "spread = s * (mm[0] - mm[1])",
       "isbad = anybad != 0 or not (s > ZERO and math.isfinite(s) and math.isfinite(spread))")
     with L.block("if isbad:"):
-        with L.block("for w in range(tx, n, nt):"):
+        with strided(L, "w", "n", count32):
             L("sm[w] = ZERO")
         L("cuda.syncthreads()")
 
@@ -307,10 +327,11 @@ def backsweep(L: Lines, c: Ctx, save: str) -> None:
                 rank_step(L, c, ("ra", "rc"), False, lambda j, e: None)
 
 
-def grad_out(L: Lines) -> None:
-    """dL/dx from ``sm[:n]`` and the row's dL/ds (NaN for a bad row)."""
+def grad_out(L: Lines, count32: bool = False) -> None:
+    """dL/dx from ``sm[:n]`` and the row's dL/ds (NaN for a bad row;
+    ``count32``: see :func:`strided`)."""
     L("isbad = bad[b] != 0")
-    with L.block("for w in range(tx, n, nt):"):
+    with strided(L, "w", "n", count32):
         L("gx[b, w] = NAN if isbad else sm[w]")
     with L.block("if want_gs:"):
         L("cuda.atomic.add(gs, b, NAN if isbad else acc_s)")
