@@ -235,7 +235,7 @@ def _fwd_col(L: Lines, c: Ctx) -> None:
     with L.block("if tx == U0 and not isbad:"):
         L("sm[n + np.uint32(yb)] = ONE")
     L("cuda.syncthreads()")
-    for _ in layers(L, reverse=False):
+    for _ in layers(L, reverse=False, count32=True):
         swap_at(L, c)
         mix(L, "a", "c", "xa", "xc", diff="d")
         L("ua = sm[n + a]", "uc = sm[n + c]", "du = ua - uc")
@@ -255,7 +255,7 @@ def _bwd_col(L: Lines, c: Ctx) -> None:
     L("cuda.syncthreads()", "acc_s = ZERO")
     # one bound ahead: two would take bwd_col from 32 to 36 registers (800
     # threads instead of 1024)
-    for _ in layers(L, reverse=True, ahead=1):
+    for _ in layers(L, reverse=True, ahead=1, count32=True):
         L("j = np.uint32(bS + i)", "j2 = j + j")
         swap_at(L, c, "ds[j]", "dus[j2 + U1]")
         L("ga = sm[a]", "gc = sm[c]", "ua = sm[n + a]", "uc = sm[n + c]", "dg = ga - gc", "du = ua - uc",

@@ -77,7 +77,8 @@ def rank_tables(d_index: bool) -> tuple[tuple[str, str, str], ...]:
     return out + ((("j", "doff[{}]", "U0"),) if d_index else ())
 
 
-def layers(L: Lines, reverse: bool, loads=WIRES, prefetch: bool = False, ahead: int = 2) -> Iterator[None]:
+def layers(L: Lines, reverse: bool, loads=WIRES, prefetch: bool = False, ahead: int = 2,
+           count32: bool = False) -> Iterator[None]:
     """The layer loop around the comparator code (for comparator ``i``), a
     generator: ``for _ in layers(...)`` writes the comparator code once per
     copy it yields. Threads stride over a layer's comparators; a layer of <=
@@ -103,7 +104,12 @@ def layers(L: Lines, reverse: bool, loads=WIRES, prefetch: bool = False, ahead: 
     yield) reading them from registers; the loop then runs the rest (the
     second yield). A layer of one comparator per thread -- the narrow tail
     of a selection network -- then waits for no table load. Costs a
-    register per load. (docs/cuda-kernels.md, Round 4)"""
+    register per load. (docs/cuda-kernels.md, Round 4)
+
+    ``count32``: the layer loop is a ``while`` loop on a uint32 layer index
+    instead of ``for li in range(U0, L, U1)``, whose 64-bit induction
+    variables hold four registers across the comparator loop (the column
+    kernels; docs/cuda-kernels.md, Round 5)."""
     if prefetch and ahead != 2:  # pragma: no cover - a bug in a body writer
         raise ValueError("prefetch needs the next layer's bounds: ahead=2")
     U = {1: "U1", 2: "U2"}[ahead]
@@ -119,11 +125,16 @@ def layers(L: Lines, reverse: bool, loads=WIRES, prefetch: bool = False, ahead: 
             L("nb = offs[U2] if L >= U2 else le")
     if prefetch:
         _prefetch(L, "ls", "le", loads)
-    with L.block("for li in range(U0, L, U1):"):
+    if count32:  # the layer index a uint32 counter (reverse: lr = l + 1)
+        L("lr = L" if reverse else "l = U0")
+    with L.block(("while lr > U0:" if reverse else "while l < L:") if count32 else "for li in range(U0, L, U1):"):
         if reverse:
-            L("l = np.uint32(L - U1 - li)", f"{new} = offs[np.uint32(l - {U})] if l >= {U} else {past}")
+            L("l = np.uint32(lr - U1)" if count32 else "l = np.uint32(L - U1 - li)",
+              f"{new} = offs[np.uint32(l - {U})] if l >= {U} else {past}")
         else:
-            L("l = np.uint32(li)", f"lf = np.uint32(l + U1 + {U})", f"{new} = offs[lf] if lf <= L else {past}")
+            if not count32:
+                L("l = np.uint32(li)")
+            L(f"lf = np.uint32(l + U1 + {U})", f"{new} = offs[lf] if lf <= L else {past}")
         L("narrow = np.uint32(le - ls) <= WARP")
         with L.block("if narrow:"):
             L("i0 = np.uint32(ls + tx) if tx < WARP else le", "di = WARP")
@@ -153,6 +164,8 @@ def layers(L: Lines, reverse: bool, loads=WIRES, prefetch: bool = False, ahead: 
             L("ls, le = (nb, ls)" if reverse else "ls, le = (le, nb)")
         else:
             L("ls, le, nb = (nb, ls, nn)" if reverse else "ls, le, nb = (le, nb, nn)")
+        if count32:
+            L("lr = l" if reverse else "l = np.uint32(l + U1)")
 
 
 def _prefetch(L: Lines, start: str, end: str, loads) -> None:
