@@ -45,6 +45,8 @@ design, the choices and their estimates):
   32-bit flat index ``j = b size + i`` (``2 j``, ``2 j + 1``): a 32-bit add
   per comparator where row views cost a 64-bit row base each; the launcher
   keeps rows x size <= 2^32 per launch (``INDEX_LIMIT``).
+  They read a comparator's wires from ``wab``, the wire table interleaved
+  (``wab[2 i]``, ``wab[2 i + 1]``: one address for both).
 
 Each comparator update is written ``t = p (va - vc)``, ``va' = vc + t``,
 ``vc' = va - t`` with the difference ``va - vc`` every sweep needs anyway
@@ -229,13 +231,13 @@ def _fwd_col(L: Lines, c: Ctx) -> None:
     # size + i of the launch's ds and 2 j, 2 j + 1 of its dus (1-D views;
     # the launcher keeps rows x size < 2^32 per launch: INDEX_LIMIT): one
     # 32-bit add per comparator, where row views cost 64-bit row bases
-    L("yb = y[b]", "bS = np.uint32(b * np.uint32(wa.shape[0])) if save else U0")
+    L("yb = y[b]", "bS = np.uint32(b * (np.uint32(wab.shape[0]) >> U1)) if save else U0")
     alloc(L, c)
     load_row(L, c, col=True, count32=True)
     with L.block("if tx == U0 and not isbad:"):
         L("sm[n + np.uint32(yb)] = ONE")
     L("cuda.syncthreads()")
-    for _ in layers(L, reverse=False, count32=True):
+    for _ in layers(L, reverse=False, loads=_WAB, count32=True):
         swap_at(L, c)
         mix(L, "a", "c", "xa", "xc", diff="d")
         L("ua = sm[n + a]", "uc = sm[n + c]", "du = ua - uc")
@@ -248,14 +250,14 @@ def _fwd_col(L: Lines, c: Ctx) -> None:
 
 
 def _bwd_col(L: Lines, c: Ctx) -> None:
-    L("bS = np.uint32(b * np.uint32(wa.shape[0]))")  # flat indices, as in _fwd_col
+    L("bS = np.uint32(b * (np.uint32(wab.shape[0]) >> U1))")  # flat indices, as in _fwd_col
     alloc(L, c)
     fill_rows(L, "w", "n", "", "n + ", count32=True)
     _per_output(L, c, "sm[n + outs[r]] = gcol[b, r]")
     L("cuda.syncthreads()", "acc_s = ZERO")
     # one bound ahead: two would take bwd_col from 32 to 36 registers (800
     # threads instead of 1024)
-    for _ in layers(L, reverse=True, ahead=1, count32=True):
+    for _ in layers(L, reverse=True, loads=_WAB, ahead=1, count32=True):
         L("j = np.uint32(bS + i)", "j2 = j + j")
         swap_at(L, c, "ds[j]", "dus[j2 + U1]")
         L("ga = sm[a]", "gc = sm[c]", "ua = sm[n + a]", "uc = sm[n + c]", "dg = ga - gc", "du = ua - uc",
@@ -268,7 +270,11 @@ def _bwd_col(L: Lines, c: Ctx) -> None:
 
 
 # ------------------------------------------------------------------ the kernels
+#: the column kernels' wires: a, c of comparator i from the interleaved
+#: table wab (2 size entries: wab[2 i], wab[2 i + 1]): one address for both
+_WAB = (("a", "wab[{0} + {0}]", "U0"), ("c", "wab[{0} + {0} + U1]", "U0"))
 _NET = (("wa", "w1"), ("wb", "w1"), ("offs", "u1"))
+_COL_NET = (("wab", "w1"), ("offs", "u1"))
 _PLAN = (("clo", "w1"), ("chi", "w1"), ("doff", "u1"), ("outs", "w1"))
 _SCRATCH = (("scratch", "f2"),)
 
@@ -281,10 +287,10 @@ KERNELS = (
                    ("D", "f2"), ("gp", "f2"), ("bad", "b1"), ("gx", "f2"), ("gs", "f1"), ("has_gv", "bool"),
                    ("has_gP", "bool"), ("recompute", "bool"), ("want_gs", "bool"), *_SCRATCH),
            rows=1, length="gx", body=_bwd),
-    Kernel("fwd_col", (("x", "f2"), ("y", "i1"), ("sv", "f1"), *_NET, ("outs", "w1"), ("col", "f2"), ("ds", "f1"),
+    Kernel("fwd_col", (("x", "f2"), ("y", "i1"), ("sv", "f1"), *_COL_NET, ("outs", "w1"), ("col", "f2"), ("ds", "f1"),
                        ("dus", "f1"), ("bad", "b1"), ("save", "bool"), *_SCRATCH),
            rows=2, length="x", body=_fwd_col),
-    Kernel("bwd_col", (("sv", "f1"), *_NET, ("outs", "w1"), ("gcol", "f2"), ("ds", "f1"), ("dus", "f1"),
+    Kernel("bwd_col", (("sv", "f1"), *_COL_NET, ("outs", "w1"), ("gcol", "f2"), ("ds", "f1"), ("dus", "f1"),
                        ("bad", "b1"), ("gx", "f2"), ("gs", "f1"), ("want_gs", "bool"), *_SCRATCH),
            rows=2, length="gx", body=_bwd_col),
 )

@@ -178,6 +178,8 @@ def test_splitter_10450_tables_against_plan(tmp_path):
     assert T["wa"].dtype == T["wb"].dtype == T["outs"].dtype == T["clo"].dtype == np.uint16
     assert T["offs"].dtype == T["doff"].dtype == np.uint32
     assert np.array_equal(T["wa"], net.comparators[:, 0]) and np.array_equal(T["wb"], net.comparators[:, 1])
+    # the column kernels' interleaved copy: wab[2 i], wab[2 i + 1]
+    assert T["wab"].dtype == np.uint16 and np.array_equal(T["wab"], np.asarray(net.comparators).reshape(-1))
     assert np.array_equal(T["offs"], net.layer_offsets) and list(T["outs"]) == list(net.outputs)
     assert np.array_equal(T["clo"], clo) and np.array_equal(T["chi"], chi) and np.array_equal(T["doff"], doff)
     nnz = int(doff[-1])

@@ -73,6 +73,8 @@ WIRE_DTYPE = np.dtype(np.uint16) if _N < 65536 else np.dtype(np.uint32)
 TABLES = {
     "wa": np.ascontiguousarray(_COMPS[:, 0]).astype(WIRE_DTYPE),
     "wb": np.ascontiguousarray(_COMPS[:, 1]).astype(WIRE_DTYPE),
+    # both wires of comparator i side by side (wab[2 i], wab[2 i + 1]): the column kernels' one address
+    "wab": np.ascontiguousarray(_COMPS).reshape(-1).astype(WIRE_DTYPE),
     "offs": _OFFSETS.astype(np.uint32),
     "outs": _OUTPUTS.astype(WIRE_DTYPE),
     "clo": _CLO.astype(WIRE_DTYPE),
