@@ -108,7 +108,9 @@ def layers(L: Lines, reverse: bool, loads=WIRES, prefetch: bool = False, ahead: 
 
     ``count32``: the layer loop is a ``while`` loop on a uint32 layer index
     instead of ``for li in range(U0, L, U1)``, whose 64-bit induction
-    variables hold four registers across the comparator loop (the column
+    variables hold four registers across the comparator loop, and reads
+    the layer count as uint32 (``L32``; the prologue's ``L`` is a uint64:
+    a register pair across the forward's comparator loop) (the column
     kernels; docs/cuda-kernels.md, Round 5)."""
     if prefetch and ahead != 2:  # pragma: no cover - a bug in a body writer
         raise ValueError("prefetch needs the next layer's bounds: ahead=2")
@@ -125,16 +127,17 @@ def layers(L: Lines, reverse: bool, loads=WIRES, prefetch: bool = False, ahead: 
             L("nb = offs[U2] if L >= U2 else le")
     if prefetch:
         _prefetch(L, "ls", "le", loads)
-    if count32:  # the layer index a uint32 counter (reverse: lr = l + 1)
-        L("lr = L" if reverse else "l = U0")
-    with L.block(("while lr > U0:" if reverse else "while l < L:") if count32 else "for li in range(U0, L, U1):"):
+    NL = "L32" if count32 else "L"  # the layer count as the loop reads it
+    if count32:  # the layer index a uint32 counter (reverse: lr = l + 1); L itself is 64-bit
+        L(*(("lr = np.uint32(L)",) if reverse else ("L32 = np.uint32(L)", "l = U0")))
+    with L.block(("while lr > U0:" if reverse else "while l < L32:") if count32 else "for li in range(U0, L, U1):"):
         if reverse:
             L("l = np.uint32(lr - U1)" if count32 else "l = np.uint32(L - U1 - li)",
               f"{new} = offs[np.uint32(l - {U})] if l >= {U} else {past}")
         else:
             if not count32:
                 L("l = np.uint32(li)")
-            L(f"lf = np.uint32(l + U1 + {U})", f"{new} = offs[lf] if lf <= L else {past}")
+            L(f"lf = np.uint32(l + U1 + {U})", f"{new} = offs[lf] if lf <= {NL} else {past}")
         L("narrow = np.uint32(le - ls) <= WARP")
         with L.block("if narrow:"):
             L("i0 = np.uint32(ls + tx) if tx < WARP else le", "di = WARP")
@@ -154,7 +157,7 @@ def layers(L: Lines, reverse: bool, loads=WIRES, prefetch: bool = False, ahead: 
         if prefetch:  # the next layer's first comparator, loaded now
             _prefetch(L, *(("nb", "ls") if reverse else ("le", "nb")), loads)
         L("nxt_narrow = l > U0 and np.uint32(ls - nb) <= WARP" if reverse
-          else "nxt_narrow = np.uint32(l + U2) <= L and np.uint32(nb - le) <= WARP")
+          else f"nxt_narrow = np.uint32(l + U2) <= {NL} and np.uint32(nb - le) <= WARP")
         with L.block("if narrow and nxt_narrow:"):
             with L.block("if tx < WARP:"):
                 L("cuda.syncwarp()")
