@@ -281,13 +281,14 @@ from netgen.codegen.loader import load
 from netgen.construct import build
 from netgen.relax import reference
 from netgen.relax.distributions import Relaxation
-net, r = build("splitter", 21, 4), Relaxation("cauchy", 5.0)
+kind, n, k = sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+net, r = build(kind, n, k), Relaxation("cauchy", 5.0)
 open(sys.argv[1], "w").write(emit(net, r, threads=32, shared_limit=int(sys.argv[2])))
 m = load(sys.argv[1])
 gen = torch.Generator().manual_seed(0)
-x = torch.randn(5, 21, generator=gen, dtype=torch.float64)
-y = torch.randint(0, 21, (5,), generator=gen)
-gc = torch.randn(5, 4, generator=gen, dtype=torch.float64)
+x = torch.randn(5, n, generator=gen, dtype=torch.float64)
+y = torch.randint(0, n, (5,), generator=gen)
+gc = torch.randn(5, k, generator=gen, dtype=torch.float64)
 def run():
     xg = x.clone().requires_grad_(True)
     col = m.Layer().column(xg, y)
@@ -308,16 +309,19 @@ print(json.dumps({"calls": calls, "err": err, "same": same, "variant": m._VARIAN
 '''
 
 
-@pytest.mark.parametrize("shared_limit", [48 * 1024, 0])
-def test_column_launches_in_chunks_at_the_index_limit(tmp_path, shared_limit):
+@pytest.mark.parametrize("shared_limit, net", [(48 * 1024, ("splitter", 21, 4)), (0, ("splitter", 21, 4)),
+                                                (48 * 1024, ("oddeven", 40, 40))])
+def test_column_launches_in_chunks_at_the_index_limit(tmp_path, shared_limit, net):
     """The column kernels index a launch's saved d, du and p with one 32-bit
     flat index (row * size + comparator): the launcher takes at most
     INDEX_LIMIT // size rows per launch. With the limit lowered to 2.5 rows
     of d, B = 5 runs in launches of 2, 2 and 1 rows each way, shared and
-    global variants, and equals both the reference and the unchunked run."""
+    global variants, and equals both the reference and the unchunked run.
+    The sorting case has k = 40 > 32 outputs (the column kernels' strided
+    loop over outputs instead of one output per thread)."""
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", NETGEN_CUDA_SELFCHECK="0")
-    proc = subprocess.run([sys.executable, "-c", COLUMN_CHUNKS, str(tmp_path / "m.py"), str(shared_limit)],
-                          capture_output=True, text=True, env=env, timeout=600)
+    proc = subprocess.run([sys.executable, "-c", COLUMN_CHUNKS, str(tmp_path / "m.py"), str(shared_limit),
+                           *map(str, net)], capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["variant"] == ("shared" if shared_limit else "global")
