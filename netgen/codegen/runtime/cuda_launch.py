@@ -365,8 +365,8 @@ def _np_dtype(t):
 _install_syncwarp()
 
 #: the module-level statements a generated module copies (after PARTS; in file order)
-STATE = ("SIMULATED", "VIA_NUMBA", "WORKSPACE", "INDEX_LIMIT", "LOG", "WIRE_DTYPE", "TABLES", "SM_SHARED", "SAVE_D", "_PATH",
-         "_HANDLES", "_CONFIGS", "_STREAMS", "_PACKS", "_VARIANTS", "_MAXTHREADS", "_TABLES", "_CHECKED",
+STATE = ("SIMULATED", "VIA_NUMBA", "WORKSPACE", "INDEX_LIMIT", "LOG", "WIRE_DTYPE", "TABLES", "SM_SHARED", "SAVE_D",
+         "_PATH", "_HANDLES", "_CONFIGS", "_STREAMS", "_PACKS", "_VARIANTS", "_MAXTHREADS", "_TABLES", "_CHECKED",
          "_install_syncwarp")
 #: the functions a generated module copies, in order
 PARTS = (_sim_syncwarp, _install_syncwarp, _numba_types, kernel_signatures, _shared_limit, _variant, _handle,
