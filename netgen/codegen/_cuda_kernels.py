@@ -42,7 +42,13 @@ design, the choices and their estimates):
   its adjoint, one block per row; the forward saves d (``ds``) and, in
   ``dus`` (B x 2 size), each comparator's u difference and p side by side
   (``dus[b, 2 i]``, ``dus[b, 2 i + 1]``: one address for both), so the
-  backward reads p instead of rerunning the arctangent.
+  backward reads p instead of rerunning the arctangent. Both kernels take
+  ds and dus as 1-D views of a launch's rows and index them with one
+  32-bit flat index ``j = b size + i`` (``2 j``, ``2 j + 1``): a 32-bit add
+  per comparator where row views cost a 64-bit row base each; the launcher
+  keeps rows x size <= 2^32 per launch (``INDEX_LIMIT``).
+  They read a comparator's wires from ``wab``, the wire table interleaved
+  (``wab[2 i]``, ``wab[2 i + 1]``: one address for both).
 
 Each comparator update is written ``t = p (va - vc)``, ``va' = vc + t``,
 ``vc' = va - t`` with the difference ``va - vc`` every sweep needs anyway
@@ -84,6 +90,7 @@ from typing import Callable
 
 from ._cuda_sweeps import (
     UNROLL_RANKS,
+    WARP,
     WIRES,
     Ctx,
     alloc,
@@ -97,6 +104,7 @@ from ._cuda_sweeps import (
     rank_step,
     rank_tables,
     ranks,
+    strided,
     swap_at,
     sweep,
 )
@@ -208,49 +216,72 @@ def _bwd(L: Lines, c: Ctx) -> None:
     grad_out(L)
 
 
+def _per_output(L: Lines, c: Ctx, stmt: str) -> None:
+    """``stmt`` for each output r < k, one per thread: where k <= 32 (a
+    block has at least a warp) under ``if tx < k`` with r = tx, else in a
+    strided loop (NVVM unrolls a ``range(tx, k, nt)`` loop fourfold with
+    64-bit indices: in bwd_col that copy set the kernel's register count)."""
+    if c.k <= WARP:
+        with L.block("if tx < k:"):
+            L("r = tx", stmt)
+    else:
+        with strided(L, "r", "k", True):
+            L(stmt)
+
+
+# The column kernels write their loops over wires and outputs with uint32
+# counters (count32, _per_output): a kernel's register count is its largest
+# anywhere, and NVVM's fourfold 64-bit copies of those loops, not the
+# comparator loop, set it (docs/cuda-kernels.md, Round 5).
 def _fwd_col(L: Lines, c: Ctx) -> None:
-    L("yb = y[b]", "dsb = ds[b if save else U0]", "dusb = dus[b if save else U0]")
+    # d, du and p of comparator i of row b at the flat 32-bit index j = b
+    # size + i of the launch's ds and 2 j, 2 j + 1 of its dus (1-D views;
+    # the launcher keeps rows x size < 2^32 per launch: INDEX_LIMIT): one
+    # 32-bit add per comparator, where row views cost 64-bit row bases
+    L("yb = y[b]", "bS = np.uint32(b * (np.uint32(wab.shape[0]) >> U1)) if save else U0")
     alloc(L, c)
-    load_row(L, c, col=True)
+    load_row(L, c, col=True, count32=True)
     with L.block("if tx == U0 and not isbad:"):
         L("sm[n + np.uint32(yb)] = ONE")
     L("cuda.syncthreads()")
-    for _ in layers(L, reverse=False):
+    for _ in layers(L, reverse=False, loads=_WAB, count32=True):
         swap_at(L, c)
         mix(L, "a", "c", "xa", "xc", diff="d")
         L("ua = sm[n + a]", "uc = sm[n + c]", "du = ua - uc")
         mix(L, "n + a", "n + c", "ua", "uc", diff="du")
         with L.block("if save:"):
-            L("dsb[i] = d", "i2 = i + i", "dusb[i2] = du", "dusb[i2 + U1] = p")
-    with L.block("for r in range(tx, k, nt):"):
-        L("col[b, r] = NAN if isbad else sm[n + outs[r]]")
+            L("j = np.uint32(bS + i)", "ds[j] = d", "j2 = j + j", "dus[j2] = du", "dus[j2 + U1] = p")
+    _per_output(L, c, "col[b, r] = NAN if isbad else sm[n + outs[r]]")
     with L.block("if tx == U0:"):
         L("bad[b] = 1 if isbad else 0")
 
 
 def _bwd_col(L: Lines, c: Ctx) -> None:
-    L("dsb = ds[b]", "dusb = dus[b]")
+    L("bS = np.uint32(b * (np.uint32(wab.shape[0]) >> U1))")  # flat indices, as in _fwd_col
     alloc(L, c)
-    fill_rows(L, "w", "n", "", "n + ")
-    with L.block("for r in range(tx, k, nt):"):
-        L("sm[n + outs[r]] = gcol[b, r]")
+    fill_rows(L, "w", "n", "", "n + ", count32=True)
+    _per_output(L, c, "sm[n + outs[r]] = gcol[b, r]")
     L("cuda.syncthreads()", "acc_s = ZERO")
     # one bound ahead: two would take bwd_col from 32 to 36 registers (800
     # threads instead of 1024)
-    for _ in layers(L, reverse=True, ahead=1):
-        L("i2 = i + i")
-        swap_at(L, c, "dsb[i]", "dusb[i2 + U1]")
+    for _ in layers(L, reverse=True, loads=_WAB, ahead=1, count32=True):
+        L("j = np.uint32(bS + i)", "j2 = j + j")
+        swap_at(L, c, "ds[j]", "dus[j2 + U1]")
         L("ga = sm[a]", "gc = sm[c]", "ua = sm[n + a]", "uc = sm[n + c]", "dg = ga - gc", "du = ua - uc",
-          "gpi = dg * d + du * dusb[i2]",
+          "gpi = dg * d + du * dus[j2]",
           "acc_s += gpi * dps",
           "gd = gpi * dp")
         mix(L, "a", "c", "ga", "gc", "gd", diff="dg")
         mix(L, "n + a", "n + c", "ua", "uc", diff="du")
-    grad_out(L)
+    grad_out(L, count32=True)
 
 
 # ------------------------------------------------------------------ the kernels
+#: the column kernels' wires: a, c of comparator i from the interleaved
+#: table wab (2 size entries: wab[2 i], wab[2 i + 1]): one address for both
+_WAB = (("a", "wab[{0} + {0}]", "U0"), ("c", "wab[{0} + {0} + U1]", "U0"))
 _NET = (("wa", "w1"), ("wb", "w1"), ("offs", "u1"))
+_COL_NET = (("wab", "w1"), ("offs", "u1"))
 _PLAN = (("clo", "w1"), ("chi", "w1"), ("doff", "u1"), ("outs", "w1"))
 _SCRATCH = (("scratch", "f2"),)
 
@@ -263,10 +294,10 @@ KERNELS = (
                    ("D", "f2"), ("gp", "f2"), ("bad", "b1"), ("gx", "f2"), ("gs", "f1"), ("has_gv", "bool"),
                    ("has_gP", "bool"), ("recompute", "bool"), ("want_gs", "bool"), *_SCRATCH),
            rows=1, length="gx", body=_bwd),
-    Kernel("fwd_col", (("x", "f2"), ("y", "i1"), ("sv", "f1"), *_NET, ("outs", "w1"), ("col", "f2"), ("ds", "f2"),
-                       ("dus", "f2"), ("bad", "b1"), ("save", "bool"), *_SCRATCH),
+    Kernel("fwd_col", (("x", "f2"), ("y", "i1"), ("sv", "f1"), *_COL_NET, ("outs", "w1"), ("col", "f2"), ("ds", "f1"),
+                       ("dus", "f1"), ("bad", "b1"), ("save", "bool"), *_SCRATCH),
            rows=2, length="x", body=_fwd_col),
-    Kernel("bwd_col", (("sv", "f1"), *_NET, ("outs", "w1"), ("gcol", "f2"), ("ds", "f2"), ("dus", "f2"),
+    Kernel("bwd_col", (("sv", "f1"), *_COL_NET, ("outs", "w1"), ("gcol", "f2"), ("ds", "f1"), ("dus", "f1"),
                        ("bad", "b1"), ("gx", "f2"), ("gs", "f1"), ("want_gs", "bool"), *_SCRATCH),
            rows=2, length="gx", body=_bwd_col),
 )

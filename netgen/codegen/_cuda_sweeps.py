@@ -87,7 +87,8 @@ def rank_tables(d_index: bool) -> tuple[tuple[str, str, str], ...]:
     return out + ((("j", "doff[{}]", "U0"),) if d_index else ())
 
 
-def layers(L: Lines, reverse: bool, loads=WIRES, prefetch: bool = False, ahead: int = 2) -> Iterator[None]:
+def layers(L: Lines, reverse: bool, loads=WIRES, prefetch: bool = False, ahead: int = 2,
+           count32: bool = False) -> Iterator[None]:
     """The layer loop around the comparator code (for comparator ``i``), a
     generator: ``for _ in layers(...)`` writes the comparator code once per
     copy it yields. Threads stride over a layer's comparators; a layer of <=
@@ -113,7 +114,14 @@ def layers(L: Lines, reverse: bool, loads=WIRES, prefetch: bool = False, ahead: 
     yield) reading them from registers; the loop then runs the rest (the
     second yield). A layer of one comparator per thread -- the narrow tail
     of a selection network -- then waits for no table load. Costs a
-    register per load. (docs/cuda-kernels.md, Round 4)"""
+    register per load. (docs/cuda-kernels.md, Round 4)
+
+    ``count32``: the layer loop is a ``while`` loop on a uint32 layer index
+    instead of ``for li in range(U0, L, U1)``, whose 64-bit induction
+    variables hold four registers across the comparator loop, and reads
+    the layer count as uint32 (``L32``; the prologue's ``L`` is a uint64:
+    a register pair across the forward's comparator loop) (the column
+    kernels; docs/cuda-kernels.md, Round 5)."""
     if prefetch and ahead != 2:  # pragma: no cover - a bug in a body writer
         raise ValueError("prefetch needs the next layer's bounds: ahead=2")
     U = {1: "U1", 2: "U2"}[ahead]
@@ -129,11 +137,17 @@ def layers(L: Lines, reverse: bool, loads=WIRES, prefetch: bool = False, ahead: 
             L("nb = offs[U2] if L >= U2 else le")
     if prefetch:
         _prefetch(L, "ls", "le", loads)
-    with L.block("for li in range(U0, L, U1):"):
+    NL = "L32" if count32 else "L"  # the layer count as the loop reads it
+    if count32:  # the layer index a uint32 counter (reverse: lr = l + 1); L itself is 64-bit
+        L(*(("lr = np.uint32(L)",) if reverse else ("L32 = np.uint32(L)", "l = U0")))
+    with L.block(("while lr > U0:" if reverse else "while l < L32:") if count32 else "for li in range(U0, L, U1):"):
         if reverse:
-            L("l = np.uint32(L - U1 - li)", f"{new} = offs[np.uint32(l - {U})] if l >= {U} else {past}")
+            L("l = np.uint32(lr - U1)" if count32 else "l = np.uint32(L - U1 - li)",
+              f"{new} = offs[np.uint32(l - {U})] if l >= {U} else {past}")
         else:
-            L("l = np.uint32(li)", f"lf = np.uint32(l + U1 + {U})", f"{new} = offs[lf] if lf <= L else {past}")
+            if not count32:
+                L("l = np.uint32(li)")
+            L(f"lf = np.uint32(l + U1 + {U})", f"{new} = offs[lf] if lf <= {NL} else {past}")
         L("narrow = np.uint32(le - ls) <= WARP")
         with L.block("if narrow:"):
             L("i0 = np.uint32(ls + tx) if tx < WARP else le", "di = WARP")
@@ -153,7 +167,7 @@ def layers(L: Lines, reverse: bool, loads=WIRES, prefetch: bool = False, ahead: 
         if prefetch:  # the next layer's first comparator, loaded now
             _prefetch(L, *(("nb", "ls") if reverse else ("le", "nb")), loads)
         L("nxt_narrow = l > U0 and np.uint32(ls - nb) <= WARP" if reverse
-          else "nxt_narrow = np.uint32(l + U2) <= L and np.uint32(nb - le) <= WARP")
+          else f"nxt_narrow = np.uint32(l + U2) <= {NL} and np.uint32(nb - le) <= WARP")
         with L.block("if narrow and nxt_narrow:"):
             with L.block("if tx < WARP:"):
                 L("cuda.syncwarp()")
@@ -163,6 +177,8 @@ def layers(L: Lines, reverse: bool, loads=WIRES, prefetch: bool = False, ahead: 
             L("ls, le = (nb, ls)" if reverse else "ls, le = (le, nb)")
         else:
             L("ls, le, nb = (nb, ls, nn)" if reverse else "ls, le, nb = (le, nb, nn)")
+        if count32:
+            L("lr = l" if reverse else "l = np.uint32(l + U1)")
 
 
 def _prefetch(L: Lines, start: str, end: str, loads) -> None:
@@ -174,9 +190,28 @@ def _prefetch(L: Lines, start: str, end: str, loads) -> None:
       *(f"pf_{name} = {load.format('ni')} if ok else {zero}" for name, load, zero in loads))
 
 
-def fill_rows(L: Lines, var: str, stop: str, *offsets: str) -> None:
-    """``sm[off + var] = ZERO`` for var < ``stop``, each offset, then a barrier."""
-    with L.block(f"for {var} in range(tx, {stop}, nt):"):
+@contextmanager
+def strided(L: Lines, var: str, stop: str, count32: bool = False) -> Iterator[None]:
+    """The threads' strided loop ``var`` = tx, tx + nt, ... < ``stop``:
+    ``for var in range(tx, stop, nt)``, or with ``count32`` a ``while`` loop
+    on a uint32 ``var`` (NVVM unrolls the ``range`` loop fourfold with
+    64-bit induction variables: in the column kernels those copies, not
+    the comparator loop, set the register count; docs/cuda-kernels.md,
+    Round 5)."""
+    if not count32:
+        with L.block(f"for {var} in range(tx, {stop}, nt):"):
+            yield
+        return
+    L(f"{var} = tx")
+    with L.block(f"while {var} < {stop}:"):
+        yield
+        L(f"{var} = np.uint32({var} + nt)")
+
+
+def fill_rows(L: Lines, var: str, stop: str, *offsets: str, count32: bool = False) -> None:
+    """``sm[off + var] = ZERO`` for var < ``stop``, each offset, then a
+    barrier (``count32``: see :func:`strided`)."""
+    with strided(L, var, stop, count32):
         for off in offsets:
             L(f"sm[{off}{var}] = ZERO")
     L("cuda.syncthreads()")
@@ -210,10 +245,11 @@ def swap_at(L: Lines, c: Ctx, saved: str | None = None, saved_p: str | None = No
         L(f"p = {saved_p}")
 
 
-def load_row(L: Lines, c: Ctx, col: bool) -> None:
+def load_row(L: Lines, c: Ctx, col: bool, count32: bool = False) -> None:
     """Load row b of x into ``sm[:n]`` (zeros for a bad row), flag bad rows:
     non-finite entries, a steepness not finite and > 0, an overflowing
-    steepness * (max - min), and for the column a y outside 0..n-1."""
+    steepness * (max - min), and for the column a y outside 0..n-1
+    (``count32``: the loops over w as in :func:`strided`)."""
     L(f"mm = cuda.shared.array(2, dtype=numba.{c.ft})")
     with L.block("if tx == U0:"):
         L("mm[0] = -INF", "mm[1] = INF")
@@ -221,7 +257,7 @@ def load_row(L: Lines, c: Ctx, col: bool) -> None:
       "nonfinite = 1 if yb < 0 or yb >= n else 0" if col else "nonfinite = 0",
       "hx = -INF",
       "lx = INF")
-    with L.block("for w in range(tx, n, nt):"):
+    with strided(L, "w", "n", count32):
         L("xw = x[b, w]")
         with L.block("if not math.isfinite(xw):"):
             L("nonfinite = 1")
@@ -234,7 +270,7 @@ def load_row(L: Lines, c: Ctx, col: bool) -> None:
       "spread = s * (mm[0] - mm[1])",
       "isbad = anybad != 0 or not (s > ZERO and math.isfinite(s) and math.isfinite(spread))")
     with L.block("if isbad:"):
-        with L.block("for w in range(tx, n, nt):"):
+        with strided(L, "w", "n", count32):
             L("sm[w] = ZERO")
         L("cuda.syncthreads()")
 
@@ -325,10 +361,11 @@ def sweep(L: Lines, c: Ctx, save: str) -> None:
                 rank_step(L, c, ("ra", "rc"), False, lambda j, e: None)
 
 
-def grad_out(L: Lines) -> None:
-    """dL/dx from ``sm[:n]`` and the row's dL/ds (NaN for a bad row)."""
+def grad_out(L: Lines, count32: bool = False) -> None:
+    """dL/dx from ``sm[:n]`` and the row's dL/ds (NaN for a bad row;
+    ``count32``: see :func:`strided`)."""
     L("isbad = bad[b] != 0")
-    with L.block("for w in range(tx, n, nt):"):
+    with strided(L, "w", "n", count32):
         L("gx[b, w] = NAN if isbad else sm[w]")
     with L.block("if want_gs:"):
         L("cuda.atomic.add(gs, b, NAN if isbad else acc_s)")

@@ -47,6 +47,7 @@ def test_splitter_10450_kernels_compile_for_sm90(tmp_path):
         assert (".extern .shared" in ptx) == k["name"].endswith("_s"), k["name"]
         check_float_mode(k["name"], ptx)
     check_launch_abi(load(path), res["kernels"])
+    check_column_registers(res["kernels"])
     lines = [f"{k['name']}: PTX {k['ptx_bytes']} B, cubin {k['cubin_bytes']} B  {k['info']}" for k in res["kernels"]]
     warnings.warn(
         f"[report, not a problem] {net!r}: {len(names)} CUDA kernels compiled for sm_90 "
@@ -67,6 +68,19 @@ def check_float_mode(name: str, ptx: str) -> None:
     if name.startswith(("_fwd_f", "_fwd_col_f")):
         inf = "0f7F800000" if "_f32_" in name else "0d7FF0000000000"
         assert len(re.findall(r"setp\.\w+(\.ftz)?\.f\d\d\s+%p\d+, %f[d]?\d+, " + inf, ptx)) >= 2, name
+
+
+def check_column_registers(kernels) -> None:
+    """The float32 shared-memory column kernels fit 32 registers: two blocks
+    of 2 n floats share an SM at n = 10450, so 32 registers is what lets the
+    launcher run them with 1024 threads (65,536 registers / 2 blocks / 1024;
+    docs/cuda-kernels.md, Round 5). ptxas chooses the count (no register
+    bound is passed), so this guards against a change elsewhere in the
+    kernel pushing it past 32."""
+    for k in kernels:
+        if k["name"] in ("_fwd_col_f32_s", "_bwd_col_f32_s") and k["info"]:
+            regs = int(re.search(r"Used (\d+) registers", k["info"]).group(1))
+            assert regs <= 32, (k["name"], regs, "more than 32 registers: the launcher drops to 800 threads")
 
 
 def _ptx_params(ptx: str) -> list[str]:

@@ -192,6 +192,8 @@ def test_splitter_10450_tables_against_plan(tmp_path):
     assert T["wa"].dtype == T["wb"].dtype == T["outs"].dtype == T["clo"].dtype == np.uint16
     assert T["offs"].dtype == T["doff"].dtype == np.uint32
     assert np.array_equal(T["wa"], net.comparators[:, 0]) and np.array_equal(T["wb"], net.comparators[:, 1])
+    # the column kernels' interleaved copy: wab[2 i], wab[2 i + 1]
+    assert T["wab"].dtype == np.uint16 and np.array_equal(T["wab"], np.asarray(net.comparators).reshape(-1))
     assert np.array_equal(T["offs"], net.layer_offsets) and list(T["outs"]) == list(net.outputs)
     assert np.array_equal(T["clo"], clo) and np.array_equal(T["chi"], chi) and np.array_equal(T["doff"], doff)
     nnz = int(doff[-1])
@@ -299,6 +301,65 @@ def test_global_scratch_in_chunks_and_recomputed_back_sweep(tmp_path):
     assert out["save_d"] is False
     assert out["calls"] == [["fwd", 1]] * 3 + [["bwd", 1]] * 3
     assert out["err"] <= 1e-12
+
+
+COLUMN_CHUNKS = r'''
+import json, sys, torch
+from netgen.codegen.cuda_target import emit
+from netgen.codegen.loader import load
+from netgen.construct import build
+from netgen.relax import reference
+from netgen.relax.distributions import Relaxation
+kind, n, k = sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+net, r = build(kind, n, k), Relaxation("cauchy", 5.0)
+open(sys.argv[1], "w").write(emit(net, r, threads=32, shared_limit=int(sys.argv[2])))
+m = load(sys.argv[1])
+gen = torch.Generator().manual_seed(0)
+x = torch.randn(5, n, generator=gen, dtype=torch.float64)
+y = torch.randint(0, n, (5,), generator=gen)
+gc = torch.randn(5, k, generator=gen, dtype=torch.float64)
+def run():
+    xg = x.clone().requires_grad_(True)
+    col = m.Layer().column(xg, y)
+    (g,) = torch.autograd.grad((col * gc).sum(), xg)
+    return col, g
+whole = run()
+calls = []
+orig = m._launch
+def counted(name, like, blocks, args, rows):
+    calls.append([name, blocks])
+    return orig(name, like, blocks, args, rows)
+m._launch = counted
+m.INDEX_LIMIT = 2 * net.size + net.size // 2  # two rows of d per launch
+chunked = run()
+xt = x.clone().requires_grad_(True)
+c0 = reference.column(net, xt, y, r)
+(g0,) = torch.autograd.grad((c0 * gc).sum(), xt)
+err = max(float((a - b).abs().max()) for a, b in zip(chunked, (c0, g0)))
+same = all(bool(torch.equal(a, b)) for a, b in zip(chunked, whole))
+print(json.dumps({"calls": calls, "err": err, "same": same, "variant": m._VARIANTS[("fwd_col", 2)]}))
+'''
+
+
+@pytest.mark.parametrize("shared_limit, net", [(48 * 1024, ("splitter", 21, 4)), (0, ("splitter", 21, 4)),
+                                                (48 * 1024, ("oddeven", 40, 40))])
+def test_column_launches_in_chunks_at_the_index_limit(tmp_path, shared_limit, net):
+    """The column kernels index a launch's saved d, du and p with one 32-bit
+    flat index (row * size + comparator): the launcher takes at most
+    INDEX_LIMIT // size rows per launch. With the limit lowered to 2.5 rows
+    of d, B = 5 runs in launches of 2, 2 and 1 rows each way, shared and
+    global variants, and equals both the reference and the unchunked run.
+    The sorting case has k = 40 > 32 outputs (the column kernels' strided
+    loop over outputs instead of one output per thread)."""
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", NETGEN_CUDA_SELFCHECK="0")
+    proc = subprocess.run([sys.executable, "-c", COLUMN_CHUNKS, str(tmp_path / "m.py"), str(shared_limit),
+                           *map(str, net)], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["variant"] == ("shared" if shared_limit else "global")
+    assert out["calls"] == [["fwd_col", 2], ["fwd_col", 2], ["fwd_col", 1], ["bwd_col", 2], ["bwd_col", 2],
+                            ["bwd_col", 1]]
+    assert out["err"] <= 1e-12 and out["same"]
 
 
 def test_runs_in_the_simulator_without_netgen(tmp_path):

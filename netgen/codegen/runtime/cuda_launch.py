@@ -62,6 +62,10 @@ SIMULATED = bool(numba.config.ENABLE_CUDASIM)
 VIA_NUMBA = os.environ.get("NETGEN_CUDA_LAUNCH", "") == "numba"
 #: bytes of global scratch a launch may use before the batch is chunked
 WORKSPACE = int(os.environ.get("NETGEN_CUDA_WORKSPACE_MB", "2048")) * 2**20
+#: the column kernels index a launch's saved d (rows x size) and du, p
+#: (rows x 2 size) with a 32-bit flat index row * size + comparator: a
+#: launch takes at most INDEX_LIMIT // size rows (tests lower it)
+INDEX_LIMIT = 2**32
 LOG = logging.getLogger("netgen")
 #: wires (and rank bounds) as uint16 where n < 65,536, else uint32; offsets
 #: uint32: unsigned indices, so the kernels do no negative-index wraparound
@@ -70,6 +74,8 @@ WIRE_DTYPE = np.dtype(np.uint16) if _N < 65536 else np.dtype(np.uint32)
 TABLES = {
     "wa": np.ascontiguousarray(_COMPS[:, 0]).astype(WIRE_DTYPE),
     "wb": np.ascontiguousarray(_COMPS[:, 1]).astype(WIRE_DTYPE),
+    # both wires of comparator i side by side (wab[2 i], wab[2 i + 1]): the column kernels' one address
+    "wab": np.ascontiguousarray(_COMPS).reshape(-1).astype(WIRE_DTYPE),
     "offs": _OFFSETS.astype(np.uint32),
     "outs": _OUTPUTS.astype(WIRE_DTYPE),
     "clo": _CLO.astype(WIRE_DTYPE),
@@ -320,10 +326,13 @@ def _launch(name, like, blocks, args, rows):
     launch(core_stream, config, handle, *_pack(args))
 
 
-def _chunks(B, per_row):
+def _chunks(B, per_row, most=0):
     """Row ranges of the batch whose global scratch (``per_row`` bytes a
-    row; 0: none) fits WORKSPACE; at least one row each."""
+    row; 0: none) fits WORKSPACE, of at most ``most`` rows (0: no limit);
+    at least one row each."""
     step = B if per_row <= 0 else max(1, min(B, WORKSPACE // per_row))
+    if most > 0:
+        step = max(1, min(step, most))
     return [(i, min(B, i + step)) for i in range(0, B, max(step, 1))]
 
 
@@ -360,9 +369,9 @@ def _np_dtype(t):
 _install_syncwarp()
 
 #: the module-level statements a generated module copies (after PARTS; in file order)
-STATE = ("SIMULATED", "VIA_NUMBA", "WORKSPACE", "LOG", "WIRE_DTYPE", "TABLES", "SM_SHARED", "SAVE_D", "LANES",
-         "_PATH", "_HANDLES", "_CONFIGS", "_STREAMS", "_PACKS", "_VARIANTS", "_MAXTHREADS", "_TABLES", "_CHECKED",
-         "_install_syncwarp")
+STATE = ("SIMULATED", "VIA_NUMBA", "WORKSPACE", "INDEX_LIMIT", "LOG", "WIRE_DTYPE", "TABLES", "SM_SHARED", "SAVE_D",
+         "LANES", "_PATH", "_HANDLES", "_CONFIGS", "_STREAMS", "_PACKS", "_VARIANTS", "_MAXTHREADS", "_TABLES",
+         "_CHECKED", "_install_syncwarp")
 #: the functions a generated module copies, in order
 PARTS = (_sim_syncwarp, _install_syncwarp, _numba_types, kernel_signatures, _shared_limit, _variant, _handle,
          _block, _abi, _pack, _sim_unpack, _launch, _chunks, _require_cuda, _tables, _np_dtype)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from .common import refuse_second_order
-from .cuda_launch import _chunks, _launch, _np_dtype, _tables, _variant
+from .cuda_launch import INDEX_LIMIT, _chunks, _launch, _np_dtype, _tables, _variant
 
 # ---- stand-ins for what the generated module defines (not copied) ----
 OPS_NAMESPACE = "netgen_cuda_runtime"
@@ -101,9 +101,11 @@ def _column_forward(x: torch.Tensor, y: torch.Tensor, s: torch.Tensor,
     ds, dus = x.new_empty((B, _SIZE) if save else (1, 1)), x.new_empty((B, 2 * _SIZE) if save else (1, 1))
     bad = torch.empty((B,), dtype=torch.int32, device=x.device)
     glob = _variant(x.device, _np_dtype(x), "fwd_col", 2) == "global"
-    for b0, b1 in _chunks(B, 2 * _N * x.element_size() if glob else 0):
-        _launch("fwd_col", x, b1 - b0, (x[b0:b1], y[b0:b1], s, t["wa"], t["wb"], t["offs"], t["outs"], col[b0:b1],
-                                        ds[b0:b1] if save else ds, dus[b0:b1] if save else dus, bad[b0:b1], save), 2)
+    # the kernel indexes a launch's ds and dus flat, with 32 bits (INDEX_LIMIT)
+    for b0, b1 in _chunks(B, 2 * _N * x.element_size() if glob else 0, INDEX_LIMIT // max(1, _SIZE)):
+        _launch("fwd_col", x, b1 - b0, (x[b0:b1], y[b0:b1], s, t["wab"], t["offs"], t["outs"], col[b0:b1],
+                                        ds[b0:b1].view(-1) if save else ds.view(-1),
+                                        dus[b0:b1].view(-1) if save else dus.view(-1), bad[b0:b1], save), 2)
     return col, ds, dus, bad
 
 
@@ -115,9 +117,9 @@ def _column_backward(gcol: torch.Tensor, s: torch.Tensor, ds: torch.Tensor, dus:
     gcol = gcol.to(ds.dtype).contiguous()
     gs = torch.zeros((B,), dtype=ds.dtype, device=ds.device) if want_gs else ds.new_empty((1,))
     glob = _variant(ds.device, _np_dtype(ds), "bwd_col", 2) == "global"
-    for b0, b1 in _chunks(B, 2 * _N * ds.element_size() if glob else 0):
-        _launch("bwd_col", ds, b1 - b0, (s, t["wa"], t["wb"], t["offs"], t["outs"], gcol[b0:b1], ds[b0:b1],
-                                         dus[b0:b1], bad[b0:b1], gx[b0:b1], gs[b0:b1] if want_gs else gs,
+    for b0, b1 in _chunks(B, 2 * _N * ds.element_size() if glob else 0, INDEX_LIMIT // max(1, _SIZE)):
+        _launch("bwd_col", ds, b1 - b0, (s, t["wab"], t["offs"], t["outs"], gcol[b0:b1], ds[b0:b1].view(-1),
+                                         dus[b0:b1].view(-1), bad[b0:b1], gx[b0:b1], gs[b0:b1] if want_gs else gs,
                                          want_gs), 2)
     return gx, gs
 
