@@ -16,8 +16,10 @@ holds:
 * the fixed code, copied from real modules by source extraction
   (:func:`netgen.codegen.runtime.assemble` for functions and classes,
   :func:`netgen.codegen.runtime.statements` for module-level state):
-  :mod:`~netgen.codegen.runtime.numba_vector` (flush-to-zero, 16-lane
-  vector updates), :mod:`~netgen.codegen.runtime.numba_kernels` (five
+  :mod:`~netgen.codegen.runtime.numba_vector` (flush-to-zero, block
+  transposes, 16-lane vector updates),
+  :mod:`~netgen.codegen.runtime.numba_engine` (the P engine: P and its
+  adjoint), :mod:`~netgen.codegen.runtime.numba_kernels` (five
   dtype-generic kernels, each compiled parallel and serial),
   :mod:`~netgen.codegen.runtime.numba_host` (pool, threads, numpy-level
   wrappers), :mod:`~netgen.codegen.runtime.numba_layer` (autograd, checks,
@@ -162,6 +164,7 @@ def emit(net: Network, r: Any = None, *, mode: str | None = None, group: int | N
     # the runtime modules import torch and numba: only when emitting
     from .runtime import assemble, common, statements
     from .runtime import numba_host as host
+    from .runtime import numba_engine as eng
     from .runtime import numba_kernels as kern
     from .runtime import numba_layer as layer
     from .runtime import numba_vector as vec
@@ -186,7 +189,7 @@ def emit(net: Network, r: Any = None, *, mode: str | None = None, group: int | N
     L(f'{names.define("_PARALLEL")} = os.environ.get("NETGEN_NUMBA_PARALLEL", "1") != "0"')
     L(f'{names.define("_CACHE")} = _PARALLEL and os.path.isfile(globals().get("__file__") or "")')
     L(f"{names.define('_W')} = {literal(vec._W)}  # batch rows per block in every kernel")
-    L(f"{names.define('_T')} = {literal(kern._T)}  # wires per tile when transposing a block")
+    L(f"{names.define('_T')} = {literal(vec._T)}  # wires per tile when transposing a block")
     L("# The P engine (build-time choices, docs/targets.md): \"save\" keeps the")
     L("# sweep's differences for the backward, \"recompute\" re-runs each lane")
     L("# group's sweep there; lanes (_DIRECTION: ranks or input columns) are")
@@ -203,6 +206,8 @@ def emit(net: Network, r: Any = None, *, mode: str | None = None, group: int | N
         L(*_swap_lines(r, ft))
         L.blank(2)
     L(f"{names.define('_swap')} = _by_float(_swap_f32, _swap_f64)")
+    L.blank(2)
+    L(assemble(eng.PARTS, names))
     L.blank(2)
     L(assemble(kern.PARTS, names))
     L.blank(2)

@@ -17,7 +17,7 @@ import pytest
 from netgen.codegen import write_module
 from netgen.codegen.runtime import statements
 from netgen.codegen.literals import GeneratedSourceError, Namespace
-from netgen.codegen.runtime import numba_host, numba_kernels
+from netgen.codegen.runtime import numba_engine, numba_host, numba_kernels
 from netgen.codegen.runtime import numba_vector as V
 from netgen.construct import build
 from netgen.relax.distributions import Relaxation
@@ -253,7 +253,7 @@ def test_generated_module_runs_with_netgen_blocked(tmp_path):
 
 def test_runtime_modules_import_on_their_own():
     # what the emitter copies is defined in the real modules, with the right names
-    for mod in (V, numba_kernels, numba_host):
+    for mod in (V, numba_engine, numba_kernels, numba_host):
         for part in mod.PARTS:
             assert getattr(mod, part.__name__) is part
 
@@ -268,7 +268,7 @@ def test_generated_module_imports_what_the_runtime_imports():
 
     src = emit_small()
     have = {ast.unparse(n) for n in ast.parse(src).body if isinstance(n, (ast.Import, ast.ImportFrom))}
-    for mod in (V, numba_kernels, numba_host, numba_layer, common):
+    for mod in (V, numba_engine, numba_kernels, numba_host, numba_layer, common):
         for node in ast.parse(inspect.getsource(mod)).body:
             if isinstance(node, (ast.Import, ast.ImportFrom)) and not getattr(node, "level", 0):
                 if isinstance(node, ast.ImportFrom) and node.module == "__future__":

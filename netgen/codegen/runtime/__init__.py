@@ -19,8 +19,11 @@ the rendered swap functions and (cuda) the kernels.
   (cubins or PTX through ``cuda.core``, no numba-cuda compile).
 * :mod:`.cuda_ops`: the cuda target's ``torch.library`` ops and autograd.
 * :mod:`.cuda_layer`: the cuda target's launch self-check and ``Layer``.
-* :mod:`.numba_vector`: flush-to-zero and the 16-lane vector updates of the
-  numba target, the typed constant and the float-type dispatch.
+* :mod:`.numba_vector`: flush-to-zero, the block transposes and the
+  16-lane vector updates of the numba target, the typed constant and the
+  float-type dispatch.
+* :mod:`.numba_engine`: the numba target's P engine (P and its adjoint,
+  by lane groups, in either sweep direction).
 * :mod:`.numba_kernels`: the numba target's dtype-generic kernels, each
   compiled parallel and serial.
 * :mod:`.numba_host`: the numba target's pool, thread choice and

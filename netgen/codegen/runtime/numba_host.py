@@ -275,5 +275,6 @@ def column_backward_numpy(saved, gcol, threads=None):
 STATE = ("_NNZ_PER_ROW", "_POOL", "_POOL_SHAPES", "_POOL_LOCK", "_RUN_LOCK", "_CHOOSE_WORK", "_CHOOSE_EMA",
          "_CHOOSE_PROBE", "_CHOOSE_PROBE_MAX", "_CHOICE")
 #: what a generated module copies from this file, in order
-PARTS = (_take, _give, free_buffers, _Saved, _needs_lock, _Threads, _choose_serial, _note_time, rows_numpy, rows_backward_numpy, column_numpy,
+PARTS = (_take, _give, free_buffers, _Saved, _needs_lock, _Threads, _choose_serial, _note_time, rows_numpy,
+         rows_backward_numpy, column_numpy,
          column_backward_numpy)

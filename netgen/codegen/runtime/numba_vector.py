@@ -16,6 +16,11 @@ Real code, copied into generated modules by source extraction (:data:`PARTS`,
   such numbers are read and written as 0: differences below 1.2e-38
   (float32) or 2.2e-308 (float64), far below any tolerance. Other machines
   keep their default mode (both are no-ops there).
+* Block transposes between a batch's (row, wire) layout and a kernel's
+  (wire, row) blocks of ``_W`` rows (:func:`_load_block`,
+  :func:`_store_block`; tiles of ``_T`` wires), and between P's (row, rank,
+  column) layout and a forward sweep's column group (:func:`_load_cols`,
+  :func:`_store_cols`: one call per group, not one per rank).
 * Explicit 16-lane vector updates: a loop over the 16 rows of two tiles of
   the same scratch array is unrolled by LLVM and then left scalar, because
   it cannot prove the tiles do not overlap (measured: 7.5 ns per 16-row
@@ -30,15 +35,21 @@ from __future__ import annotations
 
 import platform
 
+import numba
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.extending import intrinsic, overload
 
-__all__ = ["PARTS", "_W"]
+__all__ = ["PARTS", "_T", "_W"]
 
 #: batch rows per block in every kernel (one or two SIMD vectors); the
 #: emitter writes this value into each module
 _W = 16
+#: wires per tile when transposing between (row, wire) and (wire, row)
+_T = 64
+
+# ---- stand-in for what the emitter writes (not copied into modules) ----
+_CACHE = False
 
 
 def _x86():
@@ -99,6 +110,49 @@ def _by_float(f32, f64):
         return f32 if d == types.float32 else f64
 
     return pick
+
+
+@numba.njit(cache=_CACHE)
+def _load_block(src, b0, nb, dst):
+    # dst[w, j] = src[b0 + j, w] for the block's nb rows, in tiles of _T
+    # wires (L1-sized)
+    n = src.shape[1]
+    for w0 in range(0, n, _T):
+        for j in range(nb):
+            for w in range(w0, min(w0 + _T, n)):
+                dst[w, j] = src[b0 + j, w]
+
+
+@numba.njit(cache=_CACHE)
+def _store_block(src, b0, nb, dst):
+    # dst[b0 + j, w] = src[w, j]: the inverse of _load_block
+    n = dst.shape[1]
+    for w0 in range(0, n, _T):
+        for j in range(nb):
+            for w in range(w0, min(w0 + _T, n)):
+                dst[b0 + j, w] = src[w, j]
+
+
+@numba.njit(cache=_CACHE)
+def _load_cols(src, b0, nb, g0, g1, outs, dst):
+    # dst[outs[r], c - g0, j] = src[b0 + j, r, c] for the block's nb rows,
+    # every rank r and the columns g0..g1-1 (dL/dP of a forward sweep's
+    # column group: rank r is wire outs[r])
+    for r in range(outs.shape[0]):
+        d = dst[outs[r]]
+        for j in range(nb):
+            for c in range(g0, g1):
+                d[c - g0, j] = src[b0 + j, r, c]
+
+
+@numba.njit(cache=_CACHE)
+def _store_cols(src, b0, nb, g0, g1, outs, dst):
+    # dst[b0 + j, r, c] = src[outs[r], c - g0, j]: the inverse of _load_cols
+    for r in range(outs.shape[0]):
+        s = src[outs[r]]
+        for j in range(nb):
+            for c in range(g0, g1):
+                dst[b0 + j, r, c] = s[c - g0, j]
 
 
 def _vptrs(context, builder, sig, args):
@@ -191,4 +245,5 @@ def _vadj(typingctx, ga, gc, q, s0, s1, gp):
 
 
 #: what a generated module copies from this file, in order
-PARTS = (_x86, _mxcsr, _ftz_on, _ftz_off, _one_like, _by_float, _vptrs, _fops, _vq, _vmix, _vmixd, _vpush, _vadj)
+PARTS = (_x86, _mxcsr, _ftz_on, _ftz_off, _one_like, _by_float, _load_block, _store_block, _load_cols, _store_cols,
+         _vptrs, _fops, _vq, _vmix, _vmixd, _vpush, _vadj)
