@@ -174,7 +174,7 @@ def emit(net: Network, r: Any = None, *, mode: str | None = None, group: int | N
     L = Lines()
     L(repr(_doc(net, r, direction, mode, group)))
     L.blank()
-    L("import math", "import os", "import platform", "import threading", "import time", "")
+    L("import math", "import os", "import platform", "import threading", "import time", "import weakref", "")
     L("import numba", "import numpy as np", "import torch", "from llvmlite import ir",
       "from numba.core import cgutils, types", "from numba.core.extending import intrinsic, overload")
     L.blank()

@@ -6,12 +6,14 @@ a generated module running with netgen blocked."""
 
 from __future__ import annotations
 
+import gc
 import platform
 import subprocess
 import sys
 
 import numba
 import numpy as np
+import torch
 import pytest
 
 from netgen.codegen import write_module
@@ -153,6 +155,53 @@ def test_pool_reuses_and_bounds_its_buffers(monkeypatch):
     assert all(len(free) <= 2 for free in numba_host._POOL.values())
     numba_host.free_buffers()
     assert not numba_host._POOL
+
+
+def test_pool_is_bounded_in_bytes(monkeypatch):
+    monkeypatch.setattr(numba_host, "_POOL", {})
+    monkeypatch.setattr(numba_host, "_POOL_BYTES", 1000)
+    numba_host._give(np.empty(100, np.float32), np.empty(100, np.float32), np.empty(60, np.float32))
+    assert sum(b.nbytes for free in numba_host._POOL.values() for b in free) == 800  # the third would pass 1000
+    numba_host.free_buffers()
+
+
+def test_outputs_go_back_to_the_pool_only_when_dropped(monkeypatch):
+    """P comes from the pool as a view of a pooled array; the array goes
+    back when P, every numpy view of it and every tensor made from it are
+    gone -- never while something still reads it."""
+    monkeypatch.setattr(numba_host, "_POOL", {})
+    key = ((2, 3), np.dtype(np.float32))
+
+    def pooled():
+        return numba_host._POOL.get(key, [])
+
+    out = numba_host._take_out(*key)
+    t = torch.from_numpy(out)
+    del out
+    gc.collect()
+    assert not pooled()  # the tensor still holds it
+    other = numba_host._take_out(*key)
+    assert not np.shares_memory(other, t.numpy())
+    view = t[1:]
+    del t
+    gc.collect()
+    assert not pooled()  # a view of the tensor still holds it
+    del view
+    gc.collect()
+    (base,) = pooled()
+    again = numba_host._take_out(*key)
+    assert np.shares_memory(again, base) and not pooled()  # reused
+    row = again[1]  # a numpy view outlives the output it came from
+    del again
+    gc.collect()
+    assert not pooled()
+    row[:] = 7.0
+    fresh = numba_host._take_out(*key)
+    assert not np.shares_memory(fresh, row)
+    del row
+    gc.collect()
+    assert len(pooled()) == 1
+    numba_host.free_buffers()
 
 
 def _pretend_two_numba_threads(monkeypatch):

@@ -221,9 +221,9 @@ def test_saved_state_buffers_are_pooled_and_never_shared(make):
         torch.testing.assert_close(g, g0, atol=TOL * max(1.0, float(g0.abs().max())), rtol=0)
     del outs, P, c
     pooled = {id(a) for free in mod._POOL.values() for a in free}
-    assert len(pooled) == 8  # ps, sv, D of two rows graphs and cs of two column graphs
+    assert len(pooled) == 10  # P, ps, sv, D of two rows graphs and cs of two column graphs
     v, P = layer(x1)
-    assert sum(len(free) for free in mod._POOL.values()) == 5  # ps, sv, D taken from the pool
+    assert sum(len(free) for free in mod._POOL.values()) == 6  # P, ps, sv, D taken from the pool
     P.sum().backward()
     del v, P
     assert {id(a) for free in mod._POOL.values() for a in free} == pooled  # and given back

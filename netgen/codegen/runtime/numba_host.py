@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 
 import numba
 import numpy as np
@@ -39,11 +40,15 @@ _CA = _CB = _CLO = _CHI = _DOFF = _OUTPUTS = np.zeros(0, dtype=np.int64)
 # ------------------------------------------------------- copied by name (STATE)
 _NNZ_PER_ROW = _NNZ + _SIZE  # updates of one batch row through the back-sweep and the values
 # What a forward saves for backward comes from a small pool and goes back to
-# it when autograd frees the graph (_Saved.__del__), so a training loop does
-# not fault in fresh pages every step. At most 2 free arrays per shape,
-# _POOL_SHAPES shapes (the oldest dropped); free_buffers() empties it.
+# it when autograd frees the graph (_Saved.__del__), and so does P once the
+# caller has dropped it (_take_out), so a training loop does not fault in
+# fresh pages every step (P of sort n = 1024 at B = 64 is 268 MB: a fresh
+# one cost 60-140 ms of page faults and zeroing per call). At most 2 free
+# arrays per shape, _POOL_SHAPES shapes (the oldest dropped), _POOL_BYTES
+# in all; free_buffers() empties it.
 _POOL: dict = {}
 _POOL_SHAPES = 8
+_POOL_BYTES = 1 << 30
 _POOL_LOCK = threading.Lock()
 # numba's workqueue threading layer is not reentrant: two Python threads
 # launching parallel kernels at once abort the process. Under it (or before
@@ -82,13 +87,28 @@ def _give(*arrays):
             key = (a.shape, a.dtype)
             if key not in _POOL and len(_POOL) >= _POOL_SHAPES:
                 del _POOL[next(iter(_POOL))]
+            held = sum(b.nbytes for free in _POOL.values() for b in free)
             free = _POOL.setdefault(key, [])
-            if len(free) < 2:
+            if len(free) < 2 and held + a.nbytes <= _POOL_BYTES:
                 free.append(a)
 
 
+def _take_out(shape, dtype):
+    """An output array (P) from the pool: a view of a pooled array, which
+    goes back to the pool once the output, every view of it and every
+    tensor made from it are gone."""
+    base = _take(shape, dtype)
+    # numpy collapses a view's base to the array that owns the memory, so a
+    # view of base.view() would outlive it and find base handed out again.
+    # Through a memoryview every view of the output keeps `flat` alive.
+    flat = np.frombuffer(memoryview(base).cast("B"), dtype=dtype)
+    weakref.finalize(flat, _give, base).atexit = False
+    return flat.reshape(shape)
+
+
 def free_buffers():
-    """Drop the pooled saved-state buffers (memory goes back to the system)."""
+    """Drop the pooled buffers, saved state and free outputs (memory goes
+    back to the system)."""
     with _POOL_LOCK:
         _POOL.clear()
 
@@ -197,7 +217,7 @@ def rows_numpy(x, steepness=None, save=True, sgrad=False, threads=None, mode=Non
     grp = int(_GROUP if group is None else group)
     nblk = (B + _W - 1) // _W
     values = np.empty((B, _K), dtype=dt)
-    P = np.empty((B, _K, _N), dtype=dt)
+    P = _take_out((B, _K, _N), dt)
     ps = _take((nblk, _SIZE, _W), dt)
     save = bool(save or sgrad)
     keep_D = save and mode == "save"
@@ -272,9 +292,9 @@ def column_backward_numpy(saved, gcol, threads=None):
 
 
 #: module-level state a generated module copies by name (with its comments)
-STATE = ("_NNZ_PER_ROW", "_POOL", "_POOL_SHAPES", "_POOL_LOCK", "_RUN_LOCK", "_CHOOSE_WORK", "_CHOOSE_EMA",
+STATE = ("_NNZ_PER_ROW", "_POOL", "_POOL_SHAPES", "_POOL_BYTES", "_POOL_LOCK", "_RUN_LOCK", "_CHOOSE_WORK", "_CHOOSE_EMA",
          "_CHOOSE_PROBE", "_CHOOSE_PROBE_MAX", "_CHOICE")
 #: what a generated module copies from this file, in order
-PARTS = (_take, _give, free_buffers, _Saved, _needs_lock, _Threads, _choose_serial, _note_time, rows_numpy,
+PARTS = (_take, _give, _take_out, free_buffers, _Saved, _needs_lock, _Threads, _choose_serial, _note_time, rows_numpy,
          rows_backward_numpy, column_numpy,
          column_backward_numpy)
