@@ -13,8 +13,9 @@ top-5 of 10450 (B = 64) with the portfolio/splitter network
 (SoftSort / NeuralSort: tau 1; diffsort: cauchy, steepness 10).
 
 Per case, one process times every method side by side: after a warm-up
-calls of each (``WARMUP``: compiling or loading numba's cache), ``--reps`` rounds call
-each method once in turn (interleaved, so a shared machine's noise spreads
+calls of each (``WARMUP``: compiling or loading numba's cache), ``--reps`` rounds
+(at least ``SHORT_REPS`` where every step is under ``SHORT_STEP``) call each
+method once in a random order (interleaved, so a shared machine's noise spreads
 over all of them); the table gives medians and new/old and new/SoftSort
 ratios, and new/old of the fastest calls (on a loaded machine the medians
 of small cases measure scheduling stalls more than the code) and of the
@@ -39,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -62,6 +64,7 @@ WORK = Path(tempfile.gettempdir()) / "netgen_bench_sorting"
 # untimed calls per method first: the new module runs its parallel kernels,
 # then (third call) its serial copies once each, compiling both before timing
 WARMUP = 5
+SHORT_STEP, SHORT_REPS = 0.05, 101  # cases whose every step takes < 50 ms run at least 101 rounds
 
 
 #: refs whose kernels save B x nnz floats (before issue 18's engine)
@@ -203,7 +206,7 @@ def main() -> None:
     rows = []
     for case in cases:
         kind, n, k, B = CASES[case]
-        steps, skipped = {}, {}
+        steps, skipped, slowest = {}, {}, 0.0
         for m in methods:
             why = skip_reason(m, case, args.old_ref)
             if why:
@@ -212,9 +215,13 @@ def main() -> None:
             t0 = time.perf_counter()
             steps[m], _ = make_step(m, case, args.old_ref, args.threads)
             for _ in range(WARMUP):  # compiles numba kernels or loads them from the cache (new: both copies)
+                t1 = time.perf_counter()
                 steps[m]()
+            slowest = max(slowest, time.perf_counter() - t1)
             print(f"  {case} {m}: ready in {time.perf_counter() - t0:.1f} s", flush=True)
         reps = args.reps
+        if slowest < SHORT_STEP:
+            reps = max(reps, SHORT_REPS)  # a millisecond step: a median of 5 is noise (sort32: 0.55 or 1.34 ms)
         if "diffsort" in steps and n >= 256:
             reps = min(reps, 2)  # ~15 s per diffsort pass at n = 256
         times = _interleaved(steps, reps)
@@ -230,6 +237,7 @@ def main() -> None:
                                    capture_output=True, text=True)
                 line = [ln for ln in p.stdout.splitlines() if ln.startswith("RSS ")]
                 mem[m] = json.loads(line[0][4:]) if p.returncode == 0 and line else {"error": p.stderr[-300:]}
+        print(f"  {case}: median of {reps} rounds", flush=True)
         rows.append((case, kind, n, k, B, med, mem, skipped, fastest, mean))
         _print_case(rows[-1])
     print()
@@ -238,15 +246,18 @@ def main() -> None:
 
 def _interleaved(steps, reps):
     """Seconds of each ``steps[name]()`` over ``reps`` rounds, one call of
-    every step per round (a shared machine's noise spreads over all), each
-    round starting one step later: a call right after torch's own parallel
-    ops pays for torch's spinning OpenMP threads (sort n = 32: 0.98 vs
-    0.76 ms median for the same kind of kernels, by position alone), so
-    every method takes every position equally often."""
+    every step per round (a shared machine's noise spreads over all), in a
+    new random order each round (seeded): a call right after torch's own
+    parallel ops pays for torch's spinning OpenMP threads (sort n = 32:
+    1.26 ms right after diffsort, 0.82 ms after NeuralSort, same kernels),
+    so no method may always follow the same one -- as a rotation of one
+    fixed order would have it."""
     times = {name: [] for name in steps}
     names = list(steps)
-    for r in range(reps):
-        for name in names[r % len(names):] + names[:r % len(names)]:
+    order = random.Random(0)
+    for _ in range(reps):
+        order.shuffle(names)
+        for name in names:
             step = steps[name]
             t = time.perf_counter()
             step()
