@@ -1,58 +1,28 @@
-"""The numba target's P engine (issue 18) and its layer contract (issues 19,
-20): both backward modes (``save``: the back-sweep's differences kept from
-the forward; ``recompute``: re-run per rank group in the backward) and
-several rank-group sizes against the reference in float64 (1e-12) and
-gradcheck; the run-time steepness (attribute, tensor, gradient); refusals
-(second order, torch.func, overflow); inputs never written; threads.
+"""The numba target's P engine (issue 18): both sweep directions and both
+backward modes (``save``: the sweep's differences kept from the forward;
+``recompute``: re-run per lane group in the backward) and several group
+sizes against the reference in float64 (1e-12) and gradcheck; the run-time
+steepness (attribute, tensor, gradient). The layer's contract (refusals,
+inputs, threads) is in test_numba_engine_contract.py.
 
-Modules are compiled serially (NETGEN_NUMBA_PARALLEL=0) except the
-workqueue test, which compiles a tiny parallel module in a subprocess. The
-mode and group size are build-time constants of a module (``emit(...,
-mode=, group=)``); the wrappers read ``_MODE`` / ``_GROUP`` at call time, so
-one compiled module is also run with other values here (no recompilation)."""
+Modules come from the ``make_engine`` fixture (tests/codegen/conftest.py),
+compiled serially (NETGEN_NUMBA_PARALLEL=0). The mode and group size are
+build-time constants of a module (``emit(..., mode=, group=)``); the
+wrappers read ``_MODE`` / ``_GROUP`` at call time, so one compiled module
+is also run with other values here (no recompilation)."""
 
 from __future__ import annotations
-
-import os
-import threading
 
 import numpy as np
 import pytest
 import torch
 
-from netgen.codegen import module_name, numba_target
-from netgen.codegen.loader import load
+from netgen.codegen import numba_target
 from netgen.construct import build
-from netgen.network import Network
 from netgen.relax import reference
 from netgen.relax.distributions import Relaxation
 
 TOL = 1e-12
-
-
-@pytest.fixture(scope="module")
-def make(tmp_path_factory):
-    cache = {}
-    root = tmp_path_factory.mktemp("numba_engine")
-
-    def _make(net: Network, r: Relaxation, mode=None, group=None, direction=None):
-        key = (net.key(), tuple(sorted(r.to_dict().items())), mode, group, direction)
-        if key not in cache:
-            path = root / f"{module_name(net, r, 'numba')}_{mode}_{group}_{direction}.py"
-            path.write_text(numba_target.emit(net, r, mode=mode, group=group, direction=direction))
-            old = os.environ.get("NETGEN_NUMBA_PARALLEL")
-            os.environ["NETGEN_NUMBA_PARALLEL"] = "0"
-            try:
-                mod = load(path)
-            finally:
-                if old is None:
-                    del os.environ["NETGEN_NUMBA_PARALLEL"]
-                else:
-                    os.environ["NETGEN_NUMBA_PARALLEL"] = old
-            cache[key] = mod
-        return cache[key]
-
-    return _make
 
 
 def _grads(v, P, x, gv, gP):
@@ -130,7 +100,7 @@ def test_forward_plan_is_the_input_cone():
 @pytest.mark.parametrize("mode", ["save", "recompute"])
 @pytest.mark.parametrize("kind,n,k", [("oddeven", 12, 12), ("oddeven", 7, 7), ("bitonic", 8, 8), ("splitter", 16, 5),
                                       ("splitter", 9, 1)])
-def test_forward_direction(make, mode, kind, n, k):
+def test_forward_direction(make_engine, mode, kind, n, k):
     """The forward sweep (lanes = input columns) against the reference in
     float64: sorters (odd n too) and selection networks (k < n: the sweep
     carries all columns, P keeps the output rows), both modes, column
@@ -138,7 +108,7 @@ def test_forward_direction(make, mode, kind, n, k):
     the module's own choice; B = 1 and 19 (a partial block); gradcheck."""
     net = build(kind, n, k)
     r = Relaxation("cauchy", steepness=3.0)
-    mod = make(net, r, mode=mode, group=3, direction="forward")
+    mod = make_engine(net, r, mode=mode, group=3, direction="forward")
     assert (mod._DIRECTION, mod._MODE) == ("forward", mode)
     layer = mod.Layer()
     gen = torch.Generator().manual_seed(12)
@@ -151,7 +121,7 @@ def test_forward_direction(make, mode, kind, n, k):
     assert torch.autograd.gradcheck(lambda t: layer(t), (xs,), atol=1e-7)
 
 
-def test_forward_and_back_agree_in_float32(make):
+def test_forward_and_back_agree_in_float32(make_engine):
     """One sorter, both directions, float32: the same P and dL/dx up to
     rounding (the sweeps add in different orders)."""
     net = build("oddeven", 32, 32)
@@ -160,7 +130,7 @@ def test_forward_and_back_agree_in_float32(make):
     W = torch.randn(37, 32, 32, generator=torch.Generator().manual_seed(14))
     out = []
     for direction in ("back", "forward"):
-        layer = make(net, r, mode="recompute", group=16, direction=direction).Layer()
+        layer = make_engine(net, r, mode="recompute", group=16, direction=direction).Layer()
         v, P = layer(x)
         out.append((P, torch.autograd.grad((P * W).sum() + v.sum(), x)[0]))
     torch.testing.assert_close(out[0][0], out[1][0], atol=1e-5, rtol=0)
@@ -168,13 +138,13 @@ def test_forward_and_back_agree_in_float32(make):
 
 
 @pytest.mark.parametrize("mode", ["save", "recompute"])
-def test_sorting_modes_and_group_sizes(make, mode):
+def test_sorting_modes_and_group_sizes(make_engine, mode):
     """k = n sorting (odd-even, 12 wires) in both modes, the module's own
     group size and others set at run time (1, 5: a group that splits the
     plan's row ranges, 12 = all ranks), B = 1, 19 (odd, a partial block) and 33."""
     net = build("oddeven", 12, 12)
     r = Relaxation("logistic", steepness=4.0)
-    mod = make(net, r, mode=mode, group=3)
+    mod = make_engine(net, r, mode=mode, group=3)
     assert (mod._MODE, mod._GROUP) == (mode, 3)
     layer = mod.Layer()
     gen = torch.Generator().manual_seed(1)
@@ -189,12 +159,12 @@ def test_sorting_modes_and_group_sizes(make, mode):
 
 @pytest.mark.parametrize("mode", ["save", "recompute"])
 @pytest.mark.parametrize("kind,n,k", [("splitter", 16, 5), ("splitter", 9, 1), ("bitonic", 8, 8)])
-def test_topk_modes(make, mode, kind, n, k):
+def test_topk_modes(make_engine, mode, kind, n, k):
     """Selection networks (ranges of rows that groups of 2 split; k = 1) in
     both modes; unbatched input; gradcheck."""
     net = build(kind, n, k)
     r = Relaxation("cauchy", steepness=3.0)
-    mod = make(net, r, mode=mode, group=2)
+    mod = make_engine(net, r, mode=mode, group=2)
     layer = mod.Layer()
     gen = torch.Generator().manual_seed(2)
     _check(layer, net, r, torch.randn(2, 3, n, generator=gen, dtype=torch.float64))
@@ -203,10 +173,10 @@ def test_topk_modes(make, mode, kind, n, k):
     assert torch.autograd.gradcheck(lambda t: layer(t), (xs,), atol=1e-7)
 
 
-def test_float32_recompute(make):
+def test_float32_recompute(make_engine):
     net = build("oddeven", 12, 12)
     r = Relaxation("cauchy", steepness=5.0)
-    mod = make(net, r, mode="recompute", group=5)
+    mod = make_engine(net, r, mode="recompute", group=5)
     x = torch.randn(21, 12, generator=torch.Generator().manual_seed(3)).requires_grad_(True)
     v, P = mod.Layer()(x)
     v0, P0 = reference.forward(net, x, r)
@@ -218,10 +188,10 @@ def test_float32_recompute(make):
 
 
 # ---------------------------------------------------------------- steepness
-def test_steepness_is_live_and_never_recompiles(make):
+def test_steepness_is_live_and_never_recompiles(make_engine):
     net = build("splitter", 16, 5)
     r = Relaxation("logistic", steepness=4.0)
-    mod = make(net, r, mode="recompute", group=2)
+    mod = make_engine(net, r, mode="recompute", group=2)
     layer = mod.Layer()
     assert layer.steepness == 4.0
     x = torch.randn(3, 16, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
@@ -256,14 +226,14 @@ def test_steepness_is_live_and_never_recompiles(make):
 
 
 @pytest.mark.parametrize("mode", ["save", "recompute"])
-def test_steepness_gradient(make, mode):
+def test_steepness_gradient(make_engine, mode):
     """dL/ds of a tensor steepness (rows: values and P; column) against
     finite differences (gradcheck in float64) and against the reference's
     autograd (the reference with a steepness tensor is differentiable
     through the swap code: compared with central differences of it)."""
     net = build("splitter", 12, 4)
     r = Relaxation("cauchy", steepness=3.0)
-    mod = make(net, r, mode=mode, group=2)
+    mod = make_engine(net, r, mode=mode, group=2)
     layer = mod.Layer()
     gen = torch.Generator().manual_seed(5)
     x = torch.randn(19, 12, generator=gen, dtype=torch.float64)
@@ -308,124 +278,3 @@ def test_steepness_gradient(make, mode):
 
 
 # ----------------------------------------------------------------- refusals
-def test_second_order_and_torch_func_are_refused(make):
-    net = build("splitter", 12, 4)
-    r = Relaxation("logistic", steepness=4.0)
-    layer = make(net, r, mode="recompute", group=2).Layer()
-    x = torch.randn(3, 12, generator=torch.Generator().manual_seed(6), dtype=torch.float64, requires_grad=True)
-    v, P = layer(x)
-    (g,) = torch.autograd.grad((P * P).sum() + v.sum(), x, create_graph=True)  # first order: fine
-    g0 = torch.autograd.grad(*(lambda vp: ((vp[1] * vp[1]).sum() + vp[0].sum(), x))(reference.forward(net, x, r)))[0]
-    torch.testing.assert_close(g.detach(), g0, atol=1e-11, rtol=0)
-    with pytest.raises(RuntimeError, match="second-order.*netgen.relax.reference"):
-        g.pow(2).sum().backward()
-    c = layer.column(x, torch.tensor([1, 2, 3]))
-    (gc,) = torch.autograd.grad(c.sum(), x, create_graph=True)
-    with pytest.raises(RuntimeError, match="second-order"):
-        gc.sum().backward()
-    with pytest.raises(RuntimeError, match="second-order"):
-        torch.autograd.gradgradcheck(lambda t: layer(t)[1], (x,))
-    with pytest.raises(ValueError, match="torch.func"):
-        torch.func.vmap(lambda t: layer(t)[0])(x.detach())
-    with pytest.raises(ValueError, match="torch.func"):
-        torch.func.grad(lambda t: layer(t)[0].sum())(x.detach()[0])
-
-
-def test_overflow_is_named(make):
-    net = build("splitter", 12, 4)
-    layer = make(net, Relaxation("logistic", steepness=4.0)).Layer()
-    x = torch.zeros(2, 12)
-    x[0, 0], x[0, 1] = 3e38, -3e38
-    with pytest.raises(ValueError, match=r"overflows torch.float32.*4\.0"):
-        layer(x)
-    with pytest.raises(ValueError, match="overflows"):
-        layer.column(x, torch.tensor([0, 1]))
-    layer.steepness = 1e300
-    with pytest.raises(ValueError, match="1e\\+300"):
-        layer(torch.randn(2, 12))
-    layer.steepness = 1e300
-    layer(torch.randn(2, 12, dtype=torch.float64) * 1e-9)  # 1e300 * ~4e-9: fine in float64
-    with pytest.raises(ValueError, match="overflows torch.float64"):
-        layer(torch.randn(2, 12, dtype=torch.float64) * 1e10)
-
-
-@pytest.mark.parametrize("shape", ["B1", "unbatched", "transposed", "expanded", "strided"])
-def test_inputs_are_never_written(make, shape):
-    net = build("splitter", 12, 4)
-    mod = make(net, Relaxation("logistic", steepness=4.0), mode="recompute", group=2)
-    layer = mod.Layer()
-    gen = torch.Generator().manual_seed(7)
-    base = torch.randn(12, 5, generator=gen, dtype=torch.float64)
-    x = {
-        "B1": base[:, 0].reshape(1, 12).clone(),
-        "unbatched": base[:, 1].clone(),
-        "transposed": base.t(),
-        "expanded": base[:, 2].expand(3, 12),
-        "strided": torch.randn(4, 24, generator=gen, dtype=torch.float64)[:, ::2],
-    }[shape]
-    before = x.clone()
-    y = torch.zeros(x.shape[:-1], dtype=torch.long)
-    for _ in range(2):
-        xr = x.detach().requires_grad_(True)
-        v, P = layer(xr)
-        c = layer.column(xr, y)
-        (P.sum() + v.sum() + c.sum()).backward()
-        hv, hi = layer.hard(x)
-        assert torch.equal(x, before)
-    assert torch.equal(hi, reference.hard(net, before)[1])
-    x32 = x.float()
-    before32 = x32.clone()
-    layer(x32)
-    layer.hard(x32)
-    assert torch.equal(x32, before32)
-
-
-# ------------------------------------------------------------------ threads
-def test_threads_option_and_concurrent_python_threads(make):
-    net = build("oddeven", 12, 12)
-    r = Relaxation("logistic", steepness=4.0)
-    mod = make(net, r, mode="recompute", group=5)
-    with pytest.raises(ValueError, match="threads"):
-        mod.Layer(threads=0)
-    layer = mod.Layer(threads=1)
-    gen = torch.Generator().manual_seed(8)
-    xs = [torch.randn(37, 12, generator=gen, dtype=torch.float64) for _ in range(4)]
-    want = [reference.forward(net, x, r)[1] for x in xs]
-    errors = []
-
-    def work(i):
-        try:
-            for _ in range(5):
-                x = xs[i].clone().requires_grad_(True)
-                P = layer(x)[1]
-                P.sum().backward()
-                torch.testing.assert_close(P, want[i], atol=TOL, rtol=0)
-        except Exception as e:  # pragma: no cover - reported below
-            errors.append(e)
-
-    ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    assert not errors, errors
-
-
-# numba's workqueue threading layer: tests/test_workqueue.py (with the lock, and
-# with it switched off as the control that shows the test can fail)
-
-
-# -------------------------------------------------------------- the source
-def test_network_strings_never_reach_the_source_unescaped():
-    net = build("splitter", 8, 2)
-    evil = 'x"""; __import__("os").system("false"); """ \\x @@KERNELS@@ \\N{ \0 \n'
-    net = Network.from_layers(net.n, [list(map(tuple, net.layer(l))) for l in range(net.depth)],
-                              outputs=list(net.outputs), construction={"kind": evil, "note": "@@DOC@@"})
-    src = numba_target.emit(net, Relaxation("logistic", 4.0))
-    compile(src, "<numba module>", "exec")
-    assert src.count("def _fwd_P_py(") == 1 and src.count("def _bwd_rows_py(") == 1
-    assert src.count("def _swap_f32(") == 1 and src.count("def _swap_f64(") == 1
-    ns: dict = {}
-    exec(compile(src.split("\n@numba.njit", 1)[0], "<gen>", "exec"), ns)
-    assert evil in ns["__doc__"]
-    assert ns["NETWORK"]["construction"]["kind"] == evil

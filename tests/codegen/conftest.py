@@ -1,0 +1,39 @@
+"""Fixtures shared by the numba engine's test files."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from netgen.codegen import module_name, numba_target
+from netgen.codegen.loader import load
+from netgen.network import Network
+from netgen.relax.distributions import Relaxation
+
+
+@pytest.fixture(scope="module")
+def make_engine(tmp_path_factory):
+    """make_engine(net, r, mode=, group=, direction=): the loaded numba module
+    (serial kernels), built once per module of tests."""
+    cache = {}
+    root = tmp_path_factory.mktemp("numba_engine")
+
+    def _make(net: Network, r: Relaxation, mode=None, group=None, direction=None):
+        key = (net.key(), tuple(sorted(r.to_dict().items())), mode, group, direction)
+        if key not in cache:
+            path = root / f"{module_name(net, r, 'numba')}_{mode}_{group}_{direction}.py"
+            path.write_text(numba_target.emit(net, r, mode=mode, group=group, direction=direction))
+            old = os.environ.get("NETGEN_NUMBA_PARALLEL")
+            os.environ["NETGEN_NUMBA_PARALLEL"] = "0"
+            try:
+                mod = load(path)
+            finally:
+                if old is None:
+                    del os.environ["NETGEN_NUMBA_PARALLEL"]
+                else:
+                    os.environ["NETGEN_NUMBA_PARALLEL"] = old
+            cache[key] = mod
+        return cache[key]
+
+    return _make
