@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from unittest import mock
 
 import pytest
 
@@ -24,15 +25,8 @@ def make_engine(tmp_path_factory):
         if key not in cache:
             path = root / f"{module_name(net, r, 'numba')}_{mode}_{group}_{direction}.py"
             path.write_text(numba_target.emit(net, r, mode=mode, group=group, direction=direction))
-            old = os.environ.get("NETGEN_NUMBA_PARALLEL")
-            os.environ["NETGEN_NUMBA_PARALLEL"] = "0"
-            try:
+            with mock.patch.dict(os.environ, {"NETGEN_NUMBA_PARALLEL": "0"}):  # read at import
                 mod = load(path)
-            finally:
-                if old is None:
-                    del os.environ["NETGEN_NUMBA_PARALLEL"]
-                else:
-                    os.environ["NETGEN_NUMBA_PARALLEL"] = old
             cache[key] = mod
         return cache[key]
 

@@ -6,6 +6,7 @@ one module is compiled exactly as shipped (parallel, cached on disk)."""
 from __future__ import annotations
 
 import os
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -37,15 +38,8 @@ def make(tmp_path_factory):
                 out.mkdir(parents=True, exist_ok=True)
                 path = out / f"{module_name(net, r, 'numba')}_{mode}_{group}.py"
                 path.write_text(numba_target.emit(net, r, mode=mode, group=group))
-            old = os.environ.get("NETGEN_NUMBA_PARALLEL")
-            os.environ["NETGEN_NUMBA_PARALLEL"] = "1" if parallel else "0"
-            try:
+            with mock.patch.dict(os.environ, {"NETGEN_NUMBA_PARALLEL": "1" if parallel else "0"}):  # read at import
                 mod = load(path)
-            finally:
-                if old is None:
-                    del os.environ["NETGEN_NUMBA_PARALLEL"]
-                else:
-                    os.environ["NETGEN_NUMBA_PARALLEL"] = old
             assert mod._PARALLEL is parallel
             if parallel:  # the parallel kernels even for these small batches
                 mod._SERIAL_WORK = 0
