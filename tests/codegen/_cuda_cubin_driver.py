@@ -11,10 +11,20 @@ tests/codegen/test_cuda_cubin.py.
   path runs;
 * ``cuda.core``'s ``ObjectCode`` / ``launch`` / ``LaunchConfig`` /
   ``Stream`` and ``cuda.bindings.driver.cuKernelSetAttribute`` are fakes
-  that record what they are given;
+  that record what they are given and enforce the driver's documented
+  rules (CUDA driver API, cuFuncSetAttribute / cuLaunchKernel): every
+  kernel holds STATIC bytes of static shared memory (16, as numba-cuda's
+  kernels do; ``NETGEN_FAKE_STATIC`` sets another) on a device with OPTIN
+  bytes of opt-in shared memory per block (``NETGEN_FAKE_OPTIN``); a
+  request for MAX_DYNAMIC_SHARED_SIZE_BYTES above opt-in - static is
+  refused with CUDA_ERROR_INVALID_VALUE; a launch may ask for at most the
+  dynamic shared memory its kernel was allowed (min(48 KB, opt-in) - static
+  without an opt-in), at most the kernel's max threads per block, and
+  threads x registers <= 65,536; a refused launch raises, as the driver's
+  would;
 * torch.cuda says: one device of compute capability MAJOR.MINOR with
-  227 KB of opt-in shared memory; the module's ``_require_cuda`` accepts
-  CPU tensors.
+  OPTIN bytes of opt-in shared memory; the module's ``_require_cuda``
+  accepts CPU tensors.
 
 Then the layer's first forward + backward (values and P, values only, the
 column) runs through the launcher, and ``_handle`` is asked for every
@@ -31,12 +41,15 @@ import types
 path, cc_arg, out = sys.argv[1], sys.argv[2], sys.argv[3]
 ALLOW_NUMBA = sys.argv[4:] == ["numba"]
 CC = tuple(int(v) for v in cc_arg.split("."))
+OPTIN = int(__import__("os").environ.get("NETGEN_FAKE_OPTIN", str(227 * 1024)))  # an H100's: 232,448 bytes
+STATIC = int(__import__("os").environ.get("NETGEN_FAKE_STATIC", "16"))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 rec = {"from_cubin": [], "from_ptx": [], "get_kernel": [], "launch": [], "set_attribute": [], "compiled": [],
-       "log": [], "errors": []}
+       "log": [], "errors": [], "refused": []}
+ALLOWED = {}  # kernel entry name -> dynamic shared memory the driver accepted for it
 
 
 class _Log(logging.Handler):
@@ -98,7 +111,7 @@ class _FakeLib:
         return types.SimpleNamespace(code=b"\x7fELF numba-linked cubin of " + self.entry.encode())
 
     def get_cufunc(self):
-        attrs = types.SimpleNamespace(maxthreads=1024, regs=40)
+        attrs = types.SimpleNamespace(maxthreads=1024, regs=40, shared=STATIC)
         return types.SimpleNamespace(handle=self.entry, kernel=("numba kernel", self.entry), attrs=attrs,
                                      device=types.SimpleNamespace(id=0))
 
@@ -111,7 +124,21 @@ def _compile(self, sig):
 
 
 _dispatcher.CUDADispatcher.compile = _compile
-_drvmod.driver = types.SimpleNamespace(cuKernelSetAttribute=lambda *a: rec["set_attribute"].append(("numba", a[1])))
+
+
+class _FakeCudaAPIError(Exception):
+    """numba-cuda's wrapper raises on a driver error."""
+
+
+def _numba_set_attribute(attr, value, handle, dev):
+    rec["set_attribute"].append(("numba", value))
+    if value + STATIC > OPTIN:
+        rec["refused"].append(("numba", value))
+        raise _FakeCudaAPIError("[1] Call to cuKernelSetAttribute results in CUDA_ERROR_INVALID_VALUE")
+    ALLOWED[handle] = value
+
+
+_drvmod.driver = types.SimpleNamespace(cuKernelSetAttribute=_numba_set_attribute)
 
 # ---- cuda.core and the driver binding: record, load nothing
 import cuda.core  # noqa: E402
@@ -121,6 +148,7 @@ from cuda.bindings import driver as _cu  # noqa: E402
 class _Attrs:
     max_threads_per_block = 768
     num_regs = 48
+    shared_size_bytes = STATIC
 
     def __getitem__(self, device):
         assert device == 0, device
@@ -152,19 +180,36 @@ class _ObjectCode:
 
 
 def _launch(stream, config, kernel, *words):
+    threads, shmem = config["block"], config["shmem_size"]
+    entry = kernel.entry if isinstance(kernel, _Kernel) else kernel[1]  # numba's: ("numba kernel", entry)
+    allowed = ALLOWED.get(entry, min(48 * 1024, OPTIN) - STATIC)
+    if shmem > allowed or threads > _Attrs.max_threads_per_block or threads * _Attrs.num_regs > 65536:
+        rec["refused"].append({"launch": entry, "threads": threads, "shmem": shmem, "allowed": allowed})
+        raise RuntimeError(f"CUDA_ERROR_INVALID_VALUE: launch of {threads} threads with {shmem} bytes of dynamic "
+                           f"shared memory (allowed {allowed})")
     rec["launch"].append({"entry": kernel.entry if isinstance(kernel, _Kernel) else repr(kernel),
-                          "from_cuda_core": isinstance(kernel, _Kernel), "words": len(words)})
+                          "from_cuda_core": isinstance(kernel, _Kernel), "words": len(words), "shmem": shmem,
+                          "threads": threads})
+
+
+def _set_attribute(attr, value, handle, dev):
+    rec["set_attribute"].append((handle[1], value))
+    if value + STATIC > OPTIN:  # the driver's rule: dynamic + static <= opt-in
+        rec["refused"].append((handle[1], value))
+        return (_cu.CUresult.CUDA_ERROR_INVALID_VALUE,)
+    ALLOWED[handle[1]] = value
+    return (_cu.CUresult.CUDA_SUCCESS,)
 
 
 cuda.core.ObjectCode = _ObjectCode
 cuda.core.launch = _launch
 cuda.core.LaunchConfig = lambda **kw: kw
 cuda.core.Stream = types.SimpleNamespace(from_handle=lambda h: ("stream", h))
-_cu.cuKernelSetAttribute = lambda attr, value, handle, dev: (rec["set_attribute"].append((handle[1], value)), (0,))[1]
+_cu.cuKernelSetAttribute = _set_attribute
 
 # ---- one fake device of compute capability CC
 torch.cuda.get_device_capability = lambda device=None: CC
-torch.cuda.get_device_properties = lambda device=None: types.SimpleNamespace(shared_memory_per_block_optin=227 * 1024)
+torch.cuda.get_device_properties = lambda device=None: types.SimpleNamespace(shared_memory_per_block_optin=OPTIN)
 torch.cuda.current_stream = lambda device=None: types.SimpleNamespace(device_index=0, cuda_stream=0)
 torch.cuda.is_current_stream_capturing = lambda: False
 torch.cuda.current_device = lambda: 0
@@ -198,7 +243,8 @@ for (dt, name, variant) in mod.KERNELS:
         rec["errors"].append(f"_handle {name} {variant} {dt}: {type(e).__name__}: {e}")
 rec["first_call_launches"] = first_call_launches
 rec["kernels"] = sorted({k.py_func.__name__ for k in mod.KERNELS.values()})
-rec["maxthreads"] = sorted({str(v) for v in mod._MAXTHREADS.values()})
+rec["maxthreads"] = sorted({str(v[:2]) for v in mod._LIMITS.values()})
+rec["variants"] = {f"{k[0]} {k[1]}": v for k, v in mod._VARIANTS.items()}
 with open(out, "w") as fh:
     json.dump(rec, fh)
 print("ok", np.__version__)

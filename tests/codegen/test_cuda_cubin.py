@@ -107,9 +107,11 @@ def check_loaded(rec: dict, truth: dict, arch: str | None) -> None:
     asked = sorted((g["name"], g["entry"]) for g in rec["get_kernel"])
     assert asked == sorted((k, t["entry"]) for k, t in truth.items())
     assert {e["entry"] for e in rec["launch"]} <= {t["entry"] for t in truth.values()}
-    # shared variants were allowed the device's 227 KB of dynamic shared memory, through the loaded handle
+    # shared variants were allowed the device's 227 KB of opt-in shared memory less their own 16 bytes of
+    # static shared memory (the driver refuses dynamic + static > opt-in), through the loaded handle
     shared = {t["entry"] for k, t in truth.items() if k.endswith("_s")}
-    assert {h for h, v in rec["set_attribute"] if v == 227 * 1024} == shared
+    assert rec["refused"] == []
+    assert {h for h, v in rec["set_attribute"] if v == 227 * 1024 - 16} == shared
     assert rec["maxthreads"] == ["(768, 48)"]
     assert any("self-check skipped" in line for line in rec["log"]), rec["log"]
 
@@ -124,6 +126,22 @@ def test_first_call_loads_cubins_and_compiles_nothing(module, tmp_path, cc, arch
     check_loaded(rec, truth, arch)
 
 
+def test_dynamic_shared_memory_leaves_room_for_static(module, tmp_path):
+    """The fake driver holds each kernel to dynamic + static <= opt-in. On a
+    device with 66 bytes of opt-in shared memory and kernels holding 16
+    bytes of static shared memory, a launch may have 50 bytes: the rows with
+    P (3 x 8 floats = 96 bytes) and the column (2 x 8 = 64) run the global
+    variant, values only stays shared in float32 (8 floats = 32 bytes), not
+    in float64 (64 bytes). Nothing is refused and, under 48 KB, nothing
+    needs an opt-in."""
+    fabricate(module)
+    rec = run_driver(module, "9.0", tmp_path, env_extra={"NETGEN_FAKE_OPTIN": "66"})
+    assert not rec["errors"], rec["errors"]
+    assert rec["refused"] == [] and rec["set_attribute"] == []
+    assert rec["variants"]["fwd 3"] == "global" and rec["variants"]["fwd_col 2"] == "global"
+    assert {launch["shmem"] for launch in rec["launch"]} == {0, 32}
+
+
 def test_fallback_without_a_fitting_cubin_is_numba_and_logged(module, tmp_path):
     """A Turing device (7.5) with cubins for 8.x/9.0 and PTX only for 8.0:
     nothing fits, so numba-cuda compiles (here: the driver's fake compile)
@@ -133,6 +151,9 @@ def test_fallback_without_a_fitting_cubin_is_numba_and_logged(module, tmp_path):
     assert rec["from_cubin"] == rec["from_ptx"] == []
     assert len(rec["compiled"]) == 16, rec["compiled"]
     assert any("no cubin for sm_75 and no PTX at or below it" in line for line in rec["log"]), rec["log"]
+    # numba-cuda's kernels get the same request as loaded ones: opt-in less their static shared memory
+    assert rec["refused"] == []
+    assert {v for h, v in rec["set_attribute"] if h == "numba"} == {227 * 1024 - 16}
     assert not any("self-check skipped" in line for line in rec["log"])
 
 

@@ -71,6 +71,18 @@ def _shared_limit(device):  # pragma: no cover - the launcher's limit
     raise NotImplementedError
 
 
+def _dynamic_limit(optin, static):  # pragma: no cover - the launcher's rule
+    raise NotImplementedError
+
+
+def _opt_in(set_attribute, handle, device_index, dynamic, static, name):  # pragma: no cover - the launcher's
+    raise NotImplementedError
+
+
+class LaunchConfigError(RuntimeError):  # the launcher's (not copied from here)
+    pass
+
+
 # ---------------------------------------------------------------- copied parts
 CUBIN_FORMAT = "netgen-cubin/1"
 _CUBIN = {}  # "source": (folder, tag, writable); (kernel name, tag) -> metadata or None; "codes": loaded objects
@@ -162,7 +174,8 @@ def _cubin_attr(attrs, name, default):
 
 
 def cubin_kernel(device_index, dtype, name, variant, cc=None):
-    """(cuda.core kernel handle, (max threads per block, registers)) of
+    """(cuda.core kernel handle, (max threads per block, registers, dynamic
+    shared memory it may ask for)) of
     kernel ``(dtype, name, variant)`` loaded from this module's cubins or
     PTX for device ``device_index`` (compute capability ``cc``, default
     the device's), with the device's dynamic shared memory allowed for
@@ -196,20 +209,20 @@ def cubin_kernel(device_index, dtype, name, variant, cc=None):
         code = (ObjectCode.from_cubin if pick[0] == "cubin" else ObjectCode.from_ptx)(data, name=kernel)
         kern = code.get_kernel(meta["entry"])
         _CUBIN.setdefault("codes", []).append(code)  # keep the loaded library alive
-        limit = _shared_limit(device_index)
-        if variant == "shared" and limit > 48 * 1024:  # above 48 KB a kernel must opt in
-            from cuda.bindings import driver as _drv
-
-            attr = _drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-            err = _drv.cuKernelSetAttribute(attr, limit, kern.handle, device_index)[0]
-            if int(err) != 0:
-                raise RuntimeError(f"cuKernelSetAttribute(max dynamic shared memory {limit}) returned {err}")
         attrs = kern.attributes
         try:
             attrs = attrs[device_index]
         except TypeError:  # cuda.core < 1.0: not per device
             pass
-        limits = (_cubin_attr(attrs, "max_threads_per_block", 1024), _cubin_attr(attrs, "num_regs", 32))
+        static = _cubin_attr(attrs, "shared_size_bytes", 0)
+        dynamic = _dynamic_limit(_shared_limit(device_index), static) if variant == "shared" else 0
+        limits = (_cubin_attr(attrs, "max_threads_per_block", 1024), _cubin_attr(attrs, "num_regs", 32), dynamic)
+        if dynamic:
+            from cuda.bindings import driver as _drv
+
+            _opt_in(_drv.cuKernelSetAttribute, kern.handle, device_index, dynamic, static, kernel)
+    except LaunchConfigError:
+        raise  # the driver refused a launch setting: numba-cuda's kernel would be refused the same way
     except Exception as e:  # noqa: BLE001 - any failure: compile as before, and say why
         LOG.warning("netgen: loading %s failed (%s: %s); numba-cuda compiles it instead", pick[1], type(e).__name__, e)
         return None

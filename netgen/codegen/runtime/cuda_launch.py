@@ -96,13 +96,24 @@ _CONFIGS: dict = {}  # (grid, threads, shared bytes) -> cuda.core LaunchConfig
 _STREAMS: dict = {}  # torch stream handle -> cuda.core Stream
 _PACKS: dict = {}  # argument shapes -> (packed words, data-pointer slots)
 _VARIANTS: dict = {}  # (kernel, rows of n floats) -> the variant last launched (for tests)
-_MAXTHREADS: dict = {}  # (device index, dtype, kernel, variant) -> (thread limit, registers) of the compiled kernel
+#: (device index, dtype, kernel, variant) -> (thread limit, registers, dynamic shared limit) of the loaded kernel
+_LIMITS: dict = {}
 _TABLES: dict = {}  # device -> tables as tensors on it (uploaded once)
 _CHECKED: list = []  # [True] once a CUDA device was found
 
 
 
 # ---------------------------------------------------------------- functions (copied)
+class LaunchConfigError(RuntimeError):
+    """The driver refused a kernel's launch configuration (shared memory,
+    threads): a netgen bug or an unsupported device, reported as itself
+    rather than hidden behind a fallback that would fail the same way."""
+
+
+#: the oldest CUDA driver API the kernels load on (cubins and PTX of CUDA 13.0: driver R580 or newer)
+MIN_DRIVER = 13000
+
+
 def _sim_syncwarp(self, mask=0xFFFFFFFF):
     """The simulator has no ``cuda.syncwarp``: a barrier among the threads
     of one warp of one block (the kernels call it from warp 0 only)."""
@@ -157,42 +168,84 @@ def kernel_signatures():
 
 
 def _shared_limit(device):
-    """The most dynamic shared memory (bytes) a block on ``device`` may use."""
+    """The opt-in shared memory per block of ``device`` (bytes): what a
+    block's static and dynamic shared memory together may use."""
     if SIMULATED:
         return SHARED_LIMIT
     props = torch.cuda.get_device_properties(device)
-    return min(SHARED_LIMIT, getattr(props, "shared_memory_per_block_optin", 48 * 1024))
+    return int(getattr(props, "shared_memory_per_block_optin", 48 * 1024))
+
+
+def _dynamic_limit(optin, static):
+    """The most dynamic shared memory (bytes) a kernel holding ``static``
+    bytes of static shared memory may ask for on a device whose opt-in
+    limit is ``optin``. The driver's rule is dynamic + static <= opt-in
+    (a request for the whole opt-in is refused with
+    CUDA_ERROR_INVALID_VALUE); SHARED_LIMIT caps it further."""
+    return max(0, min(SHARED_LIMIT, int(optin) - int(static)))
+
+
+def _opt_in(set_attribute, handle, device_index, dynamic, static, name):
+    """Allow kernel ``handle`` ``dynamic`` bytes of dynamic shared memory
+    (above 48 KB - static a kernel must opt in). ``set_attribute(attr,
+    value, handle, device)`` is the driver's ``cuKernelSetAttribute``; a
+    refusal raises :class:`LaunchConfigError` naming the numbers (it is
+    not a reason to compile the kernel another way)."""
+    if dynamic + static <= 48 * 1024:
+        return
+    from cuda.bindings import driver as drv
+
+    attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    try:  # cuda.bindings returns (error,); numba-cuda's wrapper raises CudaAPIError
+        got = set_attribute(attr, dynamic, handle, device_index)
+        err = int(got[0]) if isinstance(got, tuple) else 0
+    except Exception as e:  # noqa: BLE001 - reported below as what it is
+        err = e
+    if err != 0:
+        raise LaunchConfigError(
+            f"the CUDA driver refused {dynamic} bytes of dynamic shared memory for kernel {name} on device "
+            f"{device_index} ({static} bytes static; {err}): dynamic + static must fit the device's opt-in limit")
 
 
 def _variant(device, dt, name, rows):
-    """"shared" where ``rows`` rows of n floats fit the device, else "global"."""
-    if (dt, name, "shared") in KERNELS and rows * _N * dt.itemsize <= _shared_limit(device):
-        return "shared"
-    return "global"
+    """"shared" where ``rows`` rows of n floats fit the dynamic shared
+    memory the kernel's shared variant may ask for on ``device`` (the
+    opt-in limit less the kernel's own static shared memory), else
+    "global"."""
+    if (dt, name, "shared") not in KERNELS:
+        return "global"
+    need = rows * _N * dt.itemsize
+    if SIMULATED:
+        return "shared" if need <= SHARED_LIMIT else "global"
+    index = device.index if getattr(device, "index", None) is not None else torch.cuda.current_device()
+    _handle(index, dt, name, "shared")
+    return "shared" if need <= _LIMITS[(index, dt, name, "shared")][2] else "global"
 
 
 def _handle(device_index, dtype, name, variant):
     """The compiled kernel's cuda.core handle (compiled once per device),
-    allowed the device's dynamic shared memory."""
+    allowed as much dynamic shared memory as the device lets it have;
+    ``_LIMITS`` gets its (thread limit, registers, dynamic shared limit)."""
     key = (device_index, dtype, name, variant)
     h = _HANDLES.get(key)
     if h is None:
         got = cubin_kernel(device_index, dtype, name, variant)  # runtime/cuda_cubin.py: no numba compile
         if got is not None:
-            _HANDLES[key], _MAXTHREADS[key] = got
+            _HANDLES[key], _LIMITS[key] = got
             return got[0]
         compiled = KERNELS[(dtype, name, variant)].compile(_numba_types(dtype)[name])
         cubin_save(dtype, name, variant, compiled)  # for the next process (modules in netgen's cache)
         cufunc = compiled._codelibrary.get_cufunc()
-        limit = _shared_limit(device_index)
-        if variant == "shared" and limit > 48 * 1024:  # above 48 KB a kernel must opt in
-            from numba.cuda.cudadrv.driver import binding, driver
-
-            attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-            driver.cuKernelSetAttribute(attr, limit, cufunc.handle, cufunc.device.id)
-        h = _HANDLES[key] = cufunc.kernel
         attrs = getattr(cufunc, "attrs", None)
-        _MAXTHREADS[key] = (int(getattr(attrs, "maxthreads", 1024) or 1024), int(getattr(attrs, "regs", 32) or 32))
+        static = int(getattr(attrs, "shared", 0) or 0)
+        dynamic = _dynamic_limit(_shared_limit(device_index), static) if variant == "shared" else 0
+        if dynamic:
+            from numba.cuda.cudadrv.driver import driver
+
+            _opt_in(driver.cuKernelSetAttribute, cufunc.handle, cufunc.device.id, dynamic, static, name)
+        h = _HANDLES[key] = cufunc.kernel
+        _LIMITS[key] = (int(getattr(attrs, "maxthreads", 1024) or 1024), int(getattr(attrs, "regs", 32) or 32),
+                        dynamic)
     return h
 
 
@@ -294,6 +347,10 @@ def _launch(name, like, blocks, args, rows):
     if blocks == 0:
         return
     dev, dt = like.device, _np_dtype(like)
+    if not SIMULATED and dev.index is not None and dev.index != torch.cuda.current_device():
+        # a kernel launches in the current device's context: make it the tensor's for this launch
+        with torch.cuda.device(dev.index):
+            return _launch(name, like, blocks, args, rows)
     variant = _variant(dev, dt, name, rows)
     _VARIANTS[(name, rows)] = variant
     shared_bytes = rows * _N * dt.itemsize if variant == "shared" else 0
@@ -310,7 +367,7 @@ def _launch(name, like, blocks, args, rows):
         return
     stream = torch.cuda.current_stream(dev)
     handle = _handle(stream.device_index, dt, name, variant)
-    nt = _block(variant, shared_bytes, *_MAXTHREADS[(stream.device_index, dt, name, variant)])
+    nt = _block(variant, shared_bytes, *_LIMITS[(stream.device_index, dt, name, variant)][:2])
     if via_numba:
         kern[blocks, nt, cuda.external_stream(stream.cuda_stream), shared_bytes](
             *(cuda.as_cuda_array(a) if isinstance(a, torch.Tensor) else a for a in args))
@@ -348,9 +405,26 @@ def _require_cuda(x):
                 "(torch.cuda.is_available() = %s, numba.cuda.is_available() = %s); "
                 "build with --target numba or --target torch for CPU" % (torch.cuda.is_available(), cuda.is_available())
             )
+        _check_driver()
         _CHECKED.append(True)
     if x.device.type != "cuda":
         raise ValueError(f"the cuda target needs CUDA tensors; got a tensor on {x.device}")
+
+
+def _check_driver():
+    """RuntimeError naming the driver's CUDA version where it is older than
+    MIN_DRIVER (the kernels are CUDA 13 cubins and PTX)."""
+    try:
+        from cuda.bindings import driver as drv
+
+        err, version = drv.cuDriverGetVersion()
+    except Exception:  # noqa: BLE001 - no binding to ask: numba-cuda will say what is missing
+        return
+    if int(err) == 0 and int(version) < MIN_DRIVER:
+        raise RuntimeError(
+            "this netgen module (target cuda) needs an NVIDIA driver for CUDA %d.%d or newer (R580+); this driver "
+            "supports CUDA %d.%d: update the driver, or build with --target torch"
+            % (MIN_DRIVER // 1000, MIN_DRIVER % 1000 // 10, version // 1000, version % 1000 // 10))
 
 
 def _tables(device):
@@ -370,8 +444,9 @@ _install_syncwarp()
 
 #: the module-level statements a generated module copies (after PARTS; in file order)
 STATE = ("SIMULATED", "VIA_NUMBA", "WORKSPACE", "INDEX_LIMIT", "LOG", "WIRE_DTYPE", "TABLES", "SM_SHARED", "SAVE_D",
-         "LANES", "_PATH", "_HANDLES", "_CONFIGS", "_STREAMS", "_PACKS", "_VARIANTS", "_MAXTHREADS", "_TABLES",
-         "_CHECKED", "_install_syncwarp")
+         "LANES", "_PATH", "_HANDLES", "_CONFIGS", "_STREAMS", "_PACKS", "_VARIANTS", "_LIMITS", "_TABLES",
+         "_CHECKED", "MIN_DRIVER", "_install_syncwarp")
 #: the functions a generated module copies, in order
-PARTS = (_sim_syncwarp, _install_syncwarp, _numba_types, kernel_signatures, _shared_limit, _variant, _handle,
-         _block, _abi, _pack, _sim_unpack, _launch, _chunks, _require_cuda, _tables, _np_dtype)
+PARTS = (LaunchConfigError, _sim_syncwarp, _install_syncwarp, _numba_types, kernel_signatures, _shared_limit, _dynamic_limit,
+         _opt_in, _variant, _handle,
+         _block, _abi, _pack, _sim_unpack, _launch, _chunks, _require_cuda, _check_driver, _tables, _np_dtype)
