@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything this project measures on a GPU, in one call (each step time-boxed: 570 s in all):
 # the GPU tests, the per-kernel table (the cuda target's kernels: rows, column, values only;
-# their estimates come from benchmarks/gpu_model.py, run without a GPU), then the GPU benchmark table.
+# their estimates come from research/gpu_model/gpu_model.py, run without a GPU), then the GPU benchmark table.
 #   bash benchmarks/gpu_session.sh            # logs under $OUT (or ./gpu-out)
 # Run from the repository root with PYTHONPATH=. where netgen is not installed.
 set -uo pipefail

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from _gpu_latency import classes, loop_latency, sweep_latency
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 _EMIT = r'''
 import sys

@@ -2,7 +2,7 @@
 not measurements (no GPU needed; ``benchmarks/gpu_session.sh`` measures
 when one is there).
 
-    python benchmarks/gpu_model.py --B 64 500 4096 [--n 10450] [--k 5] [--old 3ad06ee] [--chain-c] [--json FILE]
+    python research/gpu_model/gpu_model.py --B 64 500 4096 [--n 10450] [--k 5] [--old 3ad06ee] [--chain-c] [--json FILE]
 
 For the (k, n) splitter network (default relaxation, float32) it builds the
 module of this checkout and the module of commit ``--old`` (its
