@@ -24,7 +24,7 @@ from pathlib import Path
 
 from _gpu_latency import classes, loop_latency, sweep_latency
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 _EMIT = r'''
 import sys
@@ -259,6 +259,40 @@ def loop_costs(ins, rcp_per_comp, args=None, dram=()):
 
 
 
+def element_loops(ins):
+    """Instructions per element of the loops outside the sweeps (leaf
+    loops without the swap code's MUFU.RCP and without uint16 table loads),
+    by class: ``fill`` (shared stores only: zeroing the wire arrays),
+    ``load`` (global loads into shared memory: the row of x, dL/dP),
+    ``store`` (shared loads to global stores: P, dL/dx). Per element: the
+    loop body over its global loads (``load``, ``store``: its global
+    stores) or shared stores (``fill``); the cheapest loop of a class (the
+    compiler's unrolled copy; the remainder copies run a few times)."""
+    addr = [a for a, _ in ins]
+    idx = {a: i for i, a in enumerate(addr)}
+    loops = []
+    for i, (a, text) in enumerate(ins):
+        m = re.search(r"\bBRA\s+(?:`?\(?)(0x[0-9a-f]+)", text)
+        if m and int(m.group(1), 16) < a and int(m.group(1), 16) in idx:
+            loops.append((idx[int(m.group(1), 16)], i))
+    out = {}
+    for lo, hi in loops:
+        if any(o != (lo, hi) and lo <= o[0] and o[1] <= hi for o in loops):
+            continue
+
+        def count(pat, lo=lo, hi=hi):
+            return sum(1 for j in range(lo, hi + 1) if re.search(pat, ins[j][1]))
+
+        if count(r"MUFU\.RCP") or count(r"LDG\.E\.U16") or count(r"\bBAR\b"):
+            continue
+        lds, sts, ldg, stg = count(r"\bLDS\b"), count(r"\bSTS\b"), count(r"\bLDG\b"), count(r"\bSTG\b")
+        cls, per = (("fill", sts) if sts and not (lds or ldg or stg) else ("load", ldg) if ldg and sts and not stg
+                    else ("store", stg) if lds and stg and not sts else (None, 0))
+        if cls:
+            out[cls] = min(out.get(cls, 1e9), (hi - lo + 1) / per)
+    return out
+
+
 def kernel_sass(compile_res, name, rcp_per_comp, dram=()):
     """Per-phase SASS costs of kernel ``name`` (float32, shared variant);
     ``dram``: the arrays it reads from DRAM (the cost model's
@@ -269,4 +303,4 @@ def kernel_sass(compile_res, name, rcp_per_comp, dram=()):
     args = (compile_res.get("kernel_args") or {}).get(name)
     loops = loop_costs(ins, rcp_per_comp, args, dram) if ins else []
     return {"regs": int(regs.group(1)) if regs else 64, "loops": loops, "sass": bool(ins),
-            "instructions": len(ins) if ins else None}
+            "instructions": len(ins) if ins else None, "elements": element_loops(ins) if ins else {}}

@@ -33,7 +33,17 @@ FALLBACK = {"comp": 170, "pair": 14, "skip": 14, "inner": 8}
 #: forward's saved d, p, D and the incoming gradients): the SASS chain
 #: charges their loads DRAM latency, every other global load an L2 hit
 FROM_DRAM = {"bwd": ("ds", "ps", "D", "gP", "gv"), "bwd_col": ("ds", "dus", "gcol")}
-CALIBRATION = ("old", "fwd_vals", 500, 0.16)  # e46262c's _fwd_vals on an H100, B = 500, ms
+CALIBRATION = ("old", "fwd_vals", 500, 0.16)  # e46262c's _fwd_vals on an H100, B = 500, ms (Rounds 1-5)
+#: the kernels' device time on an H100 80GB (issue 29: torch profiler, float32, (5, 10450), fwd + bwd,
+#: medians of 20; the kernels of f97d855, unchanged since): path -> {B: ms}. The model is calibrated on these
+MEASURED = {"rows": {64: 0.18, 500: 0.83, 4096: 6.58}, "column": {64: 0.07, 500: 0.23, 4096: 1.67}}
+#: the kernels of each measured path
+PATHS = {"rows": ("fwd", "bwd"), "column": ("fwd_col", "bwd_col")}
+#: a kernel's start and drain on the device (its first blocks launched, the last wave's blocks retiring):
+#: cycles added to every kernel (ASSUMED: ~3 us; the issue's B = 64 figures allow 2-5 us)
+LAT_LAUNCH = 6000
+#: elements a thread's unrolled load loop has in flight (NVVM unrolls the strided loops fourfold)
+UNROLL = 4
 
 
 # ------------------------------------------------------------------ structure
@@ -49,6 +59,7 @@ class Structure:
         self.m = np.maximum(chi - clo, 0)
         self.clo, self.chi = clo, chi
         self.nnz = int(doff[-1])
+        self.doff = np.asarray(doff[:-1], dtype=np.int64)
         self.widths = np.diff(self.offs)
 
     def groups(self):
@@ -56,6 +67,23 @@ class Structure:
         for l, (s, e) in enumerate(zip(self.offs[:-1], self.offs[1:])):
             for g in range(s, e, 32):
                 yield l, np.arange(g, min(e, g + 32))
+
+    def scatter_sectors(self):
+        """32-byte sectors the rank sweeps' D accesses touch per row: per
+        warp of 32 consecutive comparators and per rank r (one store, or
+        load, instruction per rank), the distinct sectors of ``doff[i] + r -
+        clo[i]`` over the lanes whose plan range holds r. (nnz floats fill
+        nnz / 8 sectors; issue 29 counted 60,400 requests per row at
+        (5, 10450): 4.2x.)"""
+        if getattr(self, "_sectors", None) is None:
+            tot = 0
+            for _, ix in self.groups():
+                for r in range(self.k):
+                    on = (self.clo[ix] <= r) & (r < self.chi[ix])
+                    if on.any():
+                        tot += len(np.unique((self.doff[ix][on] + r - self.clo[ix][on]) * 4 // 32))
+            self._sectors = tot
+        return self._sectors
 
     def layer_active(self, r):
         """Per layer, warps in which some lane's comparator touches rank r
@@ -154,6 +182,24 @@ def sweep(st, ph, threads, pairs=False, narrow_warp=True, active=None):
     return list(zip(issues, (c + r for c, r in zip(ph["sweep"](its, bars), ranks))))
 
 
+def phases(st, sx, spec, threads):
+    """The loops outside the sweeps, per row: [(warp-instructions, chain
+    cycles, DRAM bytes)] for ``spec`` [(class, elements, DRAM bytes)]: a
+    class's instructions per element from the SASS (``element_loops``; a
+    fixed 15 without it), threads striding over the elements; a ``load``
+    phase waits a DRAM latency per round of ``threads * UNROLL`` elements."""
+    from _gpu_latency import LAT
+
+    out = []
+    for cls, elements, dram in spec:
+        per = sx.get("elements", {}).get(cls, 15.0)
+        issue = math.ceil(elements / 32) * per
+        rounds = math.ceil(elements / (threads * UNROLL))
+        chain = rounds * (LAT["dram"] + per * UNROLL) if cls == "load" else rounds * per * UNROLL
+        out.append((issue, chain, dram))
+    return out
+
+
 def kernels(which, st, sx, isz=4):
     """Per kernel: grid per row factor, shared bytes, registers, threads,
     SASS per comparator and per pair, the SASS latency per comparator
@@ -163,25 +209,33 @@ def kernels(which, st, sx, isz=4):
     n, k, S, nnz = st.n, st.k, st.size, st.nnz
     out = {}
 
-    def kern(name, phases, shared, blocks=1, threads=None, chain_fixed=None, **kw):
+    def kern(name, sweeps, shared, blocks=1, threads=None, chain_fixed=None, outside=(), scatter=0, **kw):
         t = threads or block_threads(shared, sx[name]["regs"])
-        layers = [x for ph, opts in phases for x in sweep(st, ph, t, **opts)]
+        layers = [x for ph, opts in sweeps for x in sweep(st, ph, t, **opts)]
+        phases_ = sweeps
         out[name] = dict(blocks=blocks, shared=shared, regs=sx[name]["regs"], threads=t,
-                         cpc=tuple(ph["comp"] for ph, _ in phases), lat=tuple(ph["lat"] for ph, _ in phases),
-                         narrow=tuple(ph["narrow"] for ph, _ in phases),
+                         cpc=tuple(ph["comp"] for ph, _ in phases_), lat=tuple(ph["lat"] for ph, _ in phases_),
+                         narrow=tuple(ph["narrow"] for ph, _ in phases_),
                          layers=layers, warp_instr=sum(i for i, _ in layers), chain=sum(c for _, c in layers),
-                         chain_fixed=chain_fixed(t), **kw)
+                         chain_fixed=chain_fixed(t), outside=phases(st, sx[name], outside, t),
+                         scatter=scatter * 32, **kw)
 
     if which == "new":
         v = _phase(sx["fwd"], "plain", 0)
         bs = _phase(sx["fwd"], "pairs", -1)
         g = _phase(sx["bwd"], "pairs", -1)
         gv = _phase(sx["bwd"], "plain", -1)
+        # outside the sweeps: the row of x in, the k n state zeroed, P out (fwd); the state zeroed, dL/dP in,
+        # the n values' adjoint zeroed, dL/dx out (bwd); the D scatter (fwd) and gather (bwd) through L2
         kern("fwd", [(v, {}), (bs, {"pairs": True})], k * n * isz, ppc=bs["pair"],
+             outside=[("load", n, isz * n), ("fill", k * n, 0), ("store", k * n, isz * k * n)],
+             scatter=st.scatter_sectors(),
              chain_fixed=lambda t: st.chain(narrow_warp=True, threads=t) + st.chain(
                  pair_ranks=True, narrow_warp=True, threads=t, rounds=bs["rounds"]),
              dram=isz * (n + 2 * S + k * n + nnz + k), l2=(4 + 12 + isz) * S + isz * S)
         kern("bwd", [(g, {"pairs": True}), (gv, {})], k * n * isz, ppc=g["pair"],
+             outside=[("fill", k * n, 0), ("load", k * n, isz * k * n), ("fill", n, 0), ("store", n, isz * n)],
+             scatter=st.scatter_sectors(),
              chain_fixed=lambda t: st.chain(pair_ranks=True, narrow_warp=True, threads=t, rounds=g["rounds"])
              + st.chain(narrow_warp=True, threads=t),
              # d and p read twice (p by the G sweep and the values' adjoint), dL/dp written and read
@@ -189,6 +243,7 @@ def kernels(which, st, sx, isz=4):
         for name in ("fwd_col", "bwd_col"):
             c = _phase(sx[name], "plain", -1, stores=name == "fwd_col")
             kern(name, [(c, {})], 2 * n * isz, ppc=None,
+                 outside=[("load", n, isz * n)] if name == "fwd_col" else [("fill", 2 * n, 0), ("store", n, isz * n)],
                  chain_fixed=lambda t: st.chain(narrow_warp=True, threads=t),
                  # d, du and p per comparator (the backward reads p, no arctangent)
                  dram=isz * (n + 3 * S + k) if name == "fwd_col" else isz * (3 * S + k + n), l2=(4 + 3 * isz) * S)
@@ -218,37 +273,96 @@ def kernels(which, st, sx, isz=4):
     return out
 
 
-def estimate(kern, B, c=1.0, chain_c=False):
+def estimate(kern, B, c=1.0, chain_c=False, recal=True):
     """Terms in ms for a batch of B rows: ``issue`` (warp-instructions at the
     issue rate, not scaled), ``chain`` (the SASS chain, scaled by ``c`` only
     where ``chain_c``), ``chain_fixed`` (the earlier model's, not scaled),
     ``compute`` (per wave, the layers in order, each the larger of its
-    c-scaled issue on the SM and its chain), ``dram``, ``l2`` (fast, slow),
-    and ``bound_by`` ("issue" or "chain": which gives most of ``compute``)."""
+    c-scaled issue on the SM and its chain; then the loops outside the
+    sweeps), ``dram``, ``l2`` (fast, slow), ``launch`` and ``bound_by``
+    ("issue" or "chain": which gives most of ``compute``).
+
+    ``recal`` (Round 6, calibrated on issue 29's measurements) charges what
+    the Rounds 1-5 model left out: the **busiest SM** (ceil(blocks / SMs)
+    blocks, in waves of the blocks an SM holds: at B = 64 an SM runs a whole
+    row, not 64 / 132 of one, and at B = 500 the fourth wave's 104 rows take
+    as long as a full one), the **loops outside the sweeps** (``outside``:
+    zero fills, the row in, P or dL/dP, dL/dx; run after the sweeps by the
+    same block, so added to the compute, each the larger of its issue, its
+    load latency and its share of DRAM), the **D scatter and gather** as L2
+    sectors (``scatter`` bytes per row), and the kernel's **start and drain**
+    (LAT_LAUNCH). ``recal=False`` is the Rounds 1-5 model."""
     threads = kern.get("threads", 256)
     grid = B * kern["blocks"]
     occ = occupancy(kern["shared"], kern["regs"], threads)
-    waves = math.ceil(grid / (occ * SMS))
-    rows = B / (SMS * waves)  # rows per SM per wave
+    if recal:
+        per_sm = math.ceil(grid / SMS)
+        waves = math.ceil(per_sm / occ)
+        rows = per_sm / waves / kern["blocks"]  # rows per wave on the busiest SM (a row: ``blocks`` blocks)
+    else:
+        waves = math.ceil(grid / (occ * SMS))
+        rows = B / (SMS * waves)  # rows per SM per wave
     s = c if chain_c else 1.0
     by = {"issue": 0.0, "chain": 0.0}
     for issue, chain in kern["layers"]:
         i, ch = c * rows * issue / ISSUE, s * chain
         by["issue" if i >= ch else "chain"] += max(i, ch)
     cyc = 1 / (GHZ * 1e9) * 1e3
+    extra = 0.0
+    if recal:
+        active = min(SMS, grid)
+        for issue, chain, dram in kern.get("outside", ()):
+            # the blocks of a wave run a phase at about the same time: their DRAM bytes share the bandwidth
+            share = rows * dram * active / DRAM_BW * GHZ * 1e9
+            extra += max(c * rows * issue / ISSUE, s * chain, share)
+    l2 = kern["l2"] + (kern.get("scatter", 0) if recal else 0)
     return dict(grid=grid, occ=occ, waves=waves, issue=B * kern["warp_instr"] / (ISSUE * SMS) * cyc,
                 chain=waves * s * kern["chain"] * cyc, chain_fixed=waves * kern["chain_fixed"] * cyc,
-                compute=waves * (by["issue"] + by["chain"]) * cyc, bound_by=max(by, key=by.get),
-                dram=B * kern["dram"] / DRAM_BW * 1e3,
-                l2=(B * kern["l2"] / L2_FAST * 1e3, B * kern["l2"] / L2_SLOW * 1e3))
+                compute=waves * (by["issue"] + by["chain"] + extra) * cyc, outside=waves * extra * cyc,
+                bound_by=max(by, key=by.get), dram=B * kern["dram"] / DRAM_BW * 1e3,
+                l2=(B * l2 / L2_FAST * 1e3, B * l2 / L2_SLOW * 1e3),
+                launch=LAT_LAUNCH * cyc if recal else 0.0)
+
+
+def total(e, slow=False):
+    """A kernel's estimated time (ms) from :func:`estimate`'s terms: the
+    largest of compute, DRAM and L2 (the fast or the ``slow`` L2 figure),
+    plus its start and drain."""
+    return max(e["compute"], e["dram"], e["l2"][1 if slow else 0]) + e["launch"]
+
+
+def path_ms(ks, path, B, c, chain_c=False, recal=True, slow=False):
+    """fwd + bwd of a measured ``path`` ("rows", "column"): the sum of its
+    kernels' :func:`total`."""
+    return sum(total(estimate(ks[nm], B, c, chain_c, recal), slow) for nm in PATHS[path])
+
+
+def fit(ks, chain_c=False, slow=False):
+    """The issue scale c that fits the model to :data:`MEASURED`: least
+    squares of log(model / measured) over every figure (golden-section
+    search; the error is unimodal in c). Returns (c, {(path, B): (model,
+    measured)})."""
+    def err(c):
+        return sum(math.log(path_ms(ks, p, B, c, chain_c, True, slow) / ms) ** 2
+                   for p, row in MEASURED.items() for B, ms in row.items())
+
+    lo, hi = 0.3, 5.0
+    g = (math.sqrt(5) - 1) / 2
+    for _ in range(80):
+        a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+        lo, hi = (lo, b) if err(a) < err(b) else (a, hi)
+    c = (lo + hi) / 2
+    return c, {(p, B): (path_ms(ks, p, B, c, chain_c, True, slow), ms)
+               for p, row in MEASURED.items() for B, ms in row.items()}
 
 
 def calibrate(kern, B, ms, chain_c=False):
-    """The c at which the model's time for ``kern`` at ``B`` rows is the
-    measured ``ms`` (bisection; the model's time grows with c)."""
+    """The Rounds 1-5 calibration: the c at which that model's time for
+    ``kern`` at ``B`` rows is the measured ``ms`` (bisection; the model's
+    time grows with c)."""
     lo, hi = 0.05, 20.0
     for _ in range(60):
         mid = (lo + hi) / 2
-        e = estimate(kern, B, mid, chain_c)
+        e = estimate(kern, B, mid, chain_c, recal=False)
         lo, hi = (mid, hi) if max(e["compute"], e["dram"], e["l2"][0]) < ms else (lo, mid)
     return (lo + hi) / 2

@@ -1,0 +1,71 @@
+"""research/gpu_model's cost terms that need no compile (the model itself
+builds and compiles the (5, 10450) module: run by hand, see its docstring)."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "research" / "gpu_model"))
+
+from _gpu_cost import LAT_LAUNCH, SMS, Structure, estimate, phases  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def st():
+    from netgen.compiler import compile_network
+    from netgen.construct import build
+
+    return Structure(compile_network(build("splitter", 300, 5)).network)
+
+
+def test_scatter_sectors_by_brute_force(st):
+    """Sectors of the D scatter: per warp of 32 comparators and rank, the
+    distinct 32-byte sectors of the lanes' D indices, counted lane by lane."""
+    want = 0
+    for _, ix in st.groups():
+        for r in range(st.k):
+            sectors = {int(st.doff[i] + r - st.clo[i]) * 4 // 32 for i in ix if st.clo[i] <= r < st.chi[i]}
+            want += len(sectors)
+    got = st.scatter_sectors()
+    assert got == want
+    assert got >= math.ceil(st.nnz * 4 / 32)  # at least D's own sectors
+
+
+def _kern(blocks=1, layers=((1000.0, 10.0),), outside=()):
+    return dict(blocks=blocks, shared=200 * 1024, regs=40, threads=1024, layers=list(layers),
+                warp_instr=sum(i for i, _ in layers), chain=sum(c for _, c in layers), chain_fixed=0,
+                dram=0, l2=0, scatter=0, outside=list(outside))
+
+
+def test_busiest_sm_runs_a_whole_row():
+    """B = 64 < 132 SMs: the busiest SM runs one row (the Rounds 1-5 model
+    charged 64 / 132 of one); B = 133: two waves of one row."""
+    k = _kern()
+    one = estimate(k, 64, 1.0)["compute"]
+    assert estimate(k, 1, 1.0)["compute"] == pytest.approx(one)
+    assert estimate(k, 64, 1.0, recal=False)["compute"] == pytest.approx(one * 64 / SMS)
+    assert estimate(k, SMS + 1, 1.0)["compute"] == pytest.approx(2 * one)
+
+
+def test_outside_loops_and_launch_are_added():
+    base = estimate(_kern(), 500, 1.5)
+    more = estimate(_kern(outside=[(5000.0, 0.0, 0)]), 500, 1.5)
+    assert more["compute"] - base["compute"] == pytest.approx(more["outside"])
+    assert more["outside"] > 0
+    assert base["launch"] == pytest.approx(LAT_LAUNCH / 1.98e9 * 1e3)
+    assert estimate(_kern(), 500, 1.5, recal=False)["launch"] == 0
+
+
+def test_load_phase_waits_for_dram():
+    """A load phase of many elements costs at least a DRAM latency per round
+    of threads x unroll elements; a fill phase none."""
+    sx = {"elements": {"load": 10.0, "fill": 10.0}}
+    (load,) = phases(None, sx, [("load", 1024 * 4 * 10, 0)], 1024)
+    (fill,) = phases(None, sx, [("fill", 1024 * 4 * 10, 0)], 1024)
+    assert load[0] == fill[0] == np.ceil(1024 * 4 * 10 / 32) * 10
+    assert load[1] > fill[1] + 10 * 400
