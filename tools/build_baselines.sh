@@ -82,7 +82,9 @@ from lapsum.topk import soft_topk
 x = torch.randn(2, 8, dtype=torch.float64, requires_grad=True)
 torchsort.soft_rank(x).sum().backward()
 x.grad = None
-soft_topk(x, torch.full((2, 1), 3.0, dtype=torch.float64), 0.1, dim=-1).sum().backward()
+# alpha as a tensor: their backward returns a gradient for alpha, which torch refuses for a float
+# (and their forward overwrites alpha.data with -|alpha| for largest=True: pass a fresh one each call)
+soft_topk(x, torch.full((2, 1), 3.0, dtype=torch.float64), torch.tensor(0.1, dtype=torch.float64), dim=-1).sum().backward()
 print("torchsort", torchsort.__file__)
 print("lapsum   ", soft_topk.__module__, "from gmum/LapSum $REV")
 EOF
