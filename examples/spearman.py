@@ -11,6 +11,7 @@ whole test set) is printed for each.
 
     python examples/spearman.py                       # netgen and torchsort
     python examples/spearman.py --ops netgen --target reference
+    python examples/spearman.py --seeds 0 1 2 3 4                    # five splits; the means
     PYTHONPATH=/tmp/netgen-baselines/site python examples/spearman.py   # torchsort from tools/build_baselines.sh
 
 ``--target``: the operators' backend (``auto``; ``reference`` is the
@@ -105,7 +106,8 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--lr", type=float, default=0.05)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0],
+                    help="one run per seed (data split, initialisation, batches); the mean is printed too")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
     runs = []
@@ -116,15 +118,25 @@ def main(argv=None):
             runs.append(("torchsort soft_rank (l2)", torchsort_rank(a.strength)))
         except ImportError:
             print("# torchsort is not installed: build it with tools/build_baselines.sh (skipped)")
-    results = [train(name, rank, a.steps, a.batch, a.lr, a.seed) for name, rank in runs]
     print(f"# diabetes (442 x 10), linear model, Spearman loss on minibatches of {a.batch}, {a.steps} Adam steps, "
-          f"lr {a.lr}, seed {a.seed}")
-    print("| method | test Spearman | train loss (last 20 steps) | training s |")
-    print("|---|---|---|---|")
-    for r in results:
-        print(f"| {r.method} | {r.test_spearman:.4f} | {r.train_loss:.4f} | {r.seconds:.1f} |")
-    if len(results) == 2:
-        print(f"difference in test Spearman: {results[0].test_spearman - results[1].test_spearman:+.4f}")
+          f"lr {a.lr}")
+    print("| seed | method | test Spearman | train loss (last 20 steps) | training s |")
+    print("|---|---|---|---|---|")
+    results = []
+    for seed in a.seeds:
+        for name, rank in runs:
+            r = train(name, rank, a.steps, a.batch, a.lr, seed)
+            results.append(r)
+            print(f"| {seed} | {r.method} | {r.test_spearman:.4f} | {r.train_loss:.4f} | {r.seconds:.1f} |", flush=True)
+    means = {name: float(np.mean([r.test_spearman for r in results if r.method == name])) for name, _ in runs}
+    if len(a.seeds) > 1:
+        for name, m in means.items():
+            print(f"mean test Spearman over {len(a.seeds)} seeds, {name}: {m:.4f}")
+    if len(runs) == 2:
+        first, second = (n for n, _ in runs)
+        diffs = [x.test_spearman - y.test_spearman for x, y in zip(results[0::2], results[1::2])]
+        print(f"difference netgen - torchsort: mean {np.mean(diffs):+.4f}, per seed "
+              + ", ".join(f"{d:+.4f}" for d in diffs))
     return results
 
 

@@ -27,4 +27,4 @@ def test_spearman_example_learns(capsys):
     assert [r.method for r in longer] == ["netgen soft_rank (target=reference)"]
     assert math.isfinite(longer[0].test_spearman) and longer[0].test_spearman > short[0].test_spearman
     assert longer[0].test_spearman > 0.3  # the diabetes targets are learnable (0.60 after 300 steps)
-    assert "| netgen soft_rank (target=reference) |" in capsys.readouterr().out
+    assert "| 0 | netgen soft_rank (target=reference) |" in capsys.readouterr().out
