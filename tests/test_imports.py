@@ -41,6 +41,8 @@ LAYERS: list[tuple[str, tuple[str, ...], str]] = [
     ("layers", ("netgen.layers", "netgen.relax.loss", "netgen.compat", "netgen.search", "netgen.render"),
      "user-facing layers and losses (a network + a relaxation + a target), diffsort/difftopk "
      "compatibility, the record search, drawings"),
+    ("ops", ("netgen.ops",), "the operators (soft_sort, soft_rank, soft_topk, topk_mask), their modules and "
+     "ranking losses, on a backend's lane sweeps; the network from the compiler, cached"),
     ("bench", ("netgen.bench",), "the benchmark harness"),
     ("cli", ("netgen.cli",), "the command line"),
     ("package", ("netgen",), "netgen/__init__.py, the package's front door"),

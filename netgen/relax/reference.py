@@ -13,20 +13,45 @@ autograd. Every code-generation target is tested against these functions.
   forward through the same mixing as the values (O(size) work, O(n) memory).
 * :func:`hard` runs the exact network and returns values and the input
   index each output came from.
+* The lane sweeps, P applied to lanes without forming it (docs/operators.md):
+  :func:`back` returns ``W P`` for ``W`` of shape ``(..., m, k)`` (m lanes
+  swept from the last layer to the first: soft ranks ``r^T P``, the top-k
+  mask ``1^T P``, any weighting) and :func:`fwd` returns ``P V`` for ``V``
+  of shape ``(..., n, d)`` (d lanes swept forward beside the values:
+  ``P x``, the column ``P e_y``); :func:`soft_values` is the sweep with no
+  lane. Each takes a run-time steepness (a number or a 0-d tensor, which
+  then gets a gradient). :func:`forward`'s P is ``back`` of the identity and
+  :func:`column` is ``fwd`` of ``e_y``.
 
 Inputs: float32/float64 are computed in their own dtype; float16/bfloat16
 are computed in float32 and the results returned in the input dtype.
 NaN or inf inputs raise ``ValueError``.
+
+Memory under autograd (this is the oracle, not the fast path): each layer
+keeps its swap probabilities and, for the lerp of each mixed pair, both
+gathered operands, so a sweep with L lanes (L = 1 for the values, m for
+``back``, 1 + d for ``fwd``) keeps about ``(2 L + 1) * size`` numbers per
+row for the backward: O(size) per lane, never the n x n P (``forward``
+forms P because it returns it). Time is O(depth * L * n) per row: every
+layer copies the lanes once (out-of-place ``index_copy``).
 """
 
 from __future__ import annotations
+
+import functools
+import math
+import numbers
+from dataclasses import replace
 
 import torch
 
 from ..network import Network
 from .distributions import Relaxation, swap_probability, swap_probability_grad
+from .expr import evaluate, var
+from .formulas import swap_exprs
 
-__all__ = ["forward", "column", "hard", "Layer", "swap_prob", "check_input", "check_labels"]
+__all__ = ["forward", "column", "hard", "Layer", "swap_prob", "check_input", "check_labels",
+           "back", "fwd", "soft_values"]
 
 
 class _SwapProb(torch.autograd.Function):
@@ -81,33 +106,53 @@ def _mix(u: torch.Tensor, a: torch.Tensor, b: torch.Tensor, p: torch.Tensor) -> 
     return u.index_copy(-1, a, torch.lerp(ub, ua, p)).index_copy(-1, b, torch.lerp(ua, ub, p))
 
 
-def _sweep(net: Network, x: torch.Tensor, r: Relaxation, extra: torch.Tensor | None = None):
-    """Forward sweep of the values; returns (final wires, list of (a, b, p)),
-    mixing ``extra`` (same shape as x) alongside when given."""
+def _sweep(net: Network, x: torch.Tensor, prob, lanes: torch.Tensor | None = None):
+    """Forward sweep of the values; returns (final wires, list of (a, b, p),
+    final lanes). ``prob(d) -> p``; ``lanes`` of shape ``(..., L, n)`` are
+    mixed beside the values with the same ``p``."""
     v = x
     steps = []
     for l in range(net.depth):
         a, b = _index(net, l, x.device)
-        p = swap_prob(v[..., a] - v[..., b], r)
+        p = prob(v[..., a] - v[..., b])
         v = _mix(v, a, b, p)
-        if extra is not None:
-            extra = _mix(extra, a, b, p)
+        if lanes is not None:
+            lanes = _mix(lanes, a, b, p.unsqueeze(-2))
         steps.append((a, b, p))
-    return v, steps, extra
+    return v, steps, lanes
+
+
+def _outputs(net: Network, device: torch.device) -> torch.Tensor:
+    return torch.tensor(net.outputs, dtype=torch.int64, device=device)
+
+
+def _back(net: Network, x: torch.Tensor, W: torch.Tensor, prob) -> torch.Tensor:
+    """``W P`` for checked ``x`` (..., n) and ``W`` (..., m, k) of x's dtype."""
+    _, steps, _ = _sweep(net, x, prob)
+    shape = x.shape[:-1] + W.shape[-2:-1] + (net.n,)
+    R = torch.zeros(shape, dtype=x.dtype, device=x.device).index_copy(
+        -1, _outputs(net, x.device), W.expand(x.shape[:-1] + W.shape[-2:]))
+    for a, b, p in reversed(steps):  # R <- R M_l, l = depth-1 .. 0
+        R = _mix(R, a, b, p.unsqueeze(-2))
+    return R
+
+
+def _fwd(net: Network, x: torch.Tensor, V: torch.Tensor, prob) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(P x, P V)`` for checked ``x`` (..., n) and ``V`` (..., n, d)."""
+    lanes = V.transpose(-1, -2).expand(x.shape[:-1] + (V.shape[-1], net.n))
+    v, _, lanes = _sweep(net, x, prob, lanes)
+    outs = _outputs(net, x.device)
+    return v[..., outs], lanes[..., outs].transpose(-1, -2)
 
 
 def forward(net: Network, x: torch.Tensor, r: Relaxation) -> tuple[torch.Tensor, torch.Tensor]:
     """Soft values ``(..., k)`` and ``P`` ``(..., k, n)`` (see module doc)."""
     x, out_dtype = check_input(net, x)
-    v, steps, _ = _sweep(net, x, r)
-    outs = torch.tensor(net.outputs, dtype=torch.int64, device=x.device)
-    values = v[..., outs]
-    # back-sweep: R = E_out, then R <- R M_l for l = depth-1 .. 0
-    R = torch.zeros(x.shape[:-1] + (net.k, net.n), dtype=x.dtype, device=x.device)
-    R[..., torch.arange(net.k, device=x.device), outs] = 1
-    for a, b, p in reversed(steps):
-        R = _mix(R, a, b, p.unsqueeze(-2))
-    return values.to(out_dtype), R.to(out_dtype)
+    prob = _prob(r, None)
+    v, _, _ = _sweep(net, x, prob)
+    values = v[..., _outputs(net, x.device)]
+    P = _back(net, x, torch.eye(net.k, dtype=x.dtype, device=x.device), prob)  # P = I_k P
+    return values.to(out_dtype), P.to(out_dtype)
 
 
 def column(net: Network, x: torch.Tensor, y: torch.Tensor, r: Relaxation) -> torch.Tensor:
@@ -116,9 +161,118 @@ def column(net: Network, x: torch.Tensor, y: torch.Tensor, r: Relaxation) -> tor
     x, out_dtype = check_input(net, x)
     y = check_labels(net, x, y)
     e = torch.nn.functional.one_hot(y, net.n).to(x.dtype)
-    _, _, c = _sweep(net, x, r, extra=e)
-    outs = torch.tensor(net.outputs, dtype=torch.int64, device=x.device)
-    return c[..., outs].to(out_dtype)
+    _, c = _fwd(net, x, e.unsqueeze(-1), _prob(r, None))  # P e_y
+    return c[..., 0].to(out_dtype)
+
+
+# ------------------------------------------------------------- lane sweeps
+class _SwapProbS(torch.autograd.Function):
+    """p = F(s phi(d)) with gradients to d and to a tensor steepness s."""
+
+    @staticmethod
+    def forward(ctx, d: torch.Tensor, s: torch.Tensor, r: Relaxation) -> torch.Tensor:  # type: ignore[override]
+        out = evaluate(_program_s(r), {"d": d, "s": s.to(d.dtype)}, d.dtype)
+        ctx.save_for_backward(out["dp"], out["dps"])
+        ctx.s_dtype = s.dtype
+        return out["p"]
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor):  # type: ignore[override]
+        dp, dps = ctx.saved_tensors
+        return g * dp, (g * dps).sum().to(ctx.s_dtype), None
+
+
+@functools.lru_cache(maxsize=64)
+def _program_s(r: Relaxation):
+    return swap_exprs(r, var("s"))
+
+
+def check_steepness(s) -> None:
+    """ValueError unless ``s`` is None, a finite number > 0 or a 0-d
+    floating tensor holding one (a tensor off the CPU is not read: that
+    would synchronise a GPU)."""
+    if s is None:
+        return
+    if isinstance(s, torch.Tensor):
+        if s.dim() != 0 or not s.dtype.is_floating_point:
+            raise ValueError(f"steepness must be a number or a 0-d floating tensor, got a {s.dtype} tensor "
+                             f"of shape {tuple(s.shape)}")
+        if s.device.type != "cpu":
+            return
+        v = float(s.detach())
+    else:
+        if isinstance(s, bool) or not isinstance(s, numbers.Real):
+            raise ValueError(f"steepness must be a number, got {s!r}")
+        v = float(s)
+    if not (v > 0 and math.isfinite(v)):
+        raise ValueError(f"steepness must be finite and > 0, got {v}")
+
+
+def _prob(r: Relaxation, s):
+    """``d -> p`` for relaxation ``r`` with steepness ``s`` (None: r's; a
+    tensor that requires grad gets dL/ds)."""
+    check_steepness(s)
+    if s is None:
+        return lambda d: swap_prob(d, r)
+    if isinstance(s, torch.Tensor) and s.requires_grad:
+        return lambda d: _SwapProbS.apply(d, s, r)
+    rs = replace(r, steepness=float(s))
+    return lambda d: swap_prob(d, rs)
+
+
+def _check_lanes(net: Network, x: torch.Tensor, t, name: str, rows: int, what: str) -> torch.Tensor:
+    """``t`` of shape ``(..., a, b)`` whose batch dims broadcast to x's, in
+    x's (compute) dtype; ``rows`` is the size the lanes must have on the
+    side that P is applied to (k for W's last dim, n for V's rows)."""
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if not t.dtype.is_floating_point:
+        raise ValueError(f"{name} must be floating point, got {t.dtype}")
+    side = -1 if name == "W" else -2
+    if t.dim() < 2 or t.shape[side] != rows:
+        raise ValueError(f"{name} must have shape {what}, got {tuple(t.shape)}")
+    try:
+        batch = torch.broadcast_shapes(t.shape[:-2], x.shape[:-1])
+    except RuntimeError:
+        batch = None
+    if batch != x.shape[:-1]:
+        raise ValueError(f"{name}'s leading dims {tuple(t.shape[:-2])} do not broadcast to the batch shape "
+                         f"{tuple(x.shape[:-1])} of x")
+    if t.device != x.device:
+        raise ValueError(f"{name} is on {t.device}, x on {x.device}")
+    if not bool(torch.isfinite(t).all()):
+        raise ValueError(f"{name} contains NaN or inf values")
+    return t.to(x.dtype)
+
+
+def back(net: Network, x: torch.Tensor, W: torch.Tensor, r: Relaxation, steepness=None) -> torch.Tensor:
+    """``W P`` of shape ``(..., m, n)`` for ``W`` of shape ``(..., m, k)``
+    (leading dims broadcast to x's batch shape; ``(m, k)`` is one W for
+    every row), without forming P: the m lanes start on the output wires
+    and are swept from the last layer to the first. ``1^T P`` (m = 1, W =
+    ones) is the top-k mask, ``r^T P`` the soft ranks. ``steepness``: None
+    (``r``'s), a number, or a 0-d tensor (then it gets a gradient)."""
+    x, out_dtype = check_input(net, x)
+    W = _check_lanes(net, x, W, "W", net.k, f"(..., m, {net.k})")
+    return _back(net, x, W, _prob(r, steepness)).to(out_dtype)
+
+
+def fwd(net: Network, x: torch.Tensor, V: torch.Tensor, r: Relaxation, steepness=None) -> torch.Tensor:
+    """``P V`` of shape ``(..., k, d)`` for ``V`` of shape ``(..., n, d)``
+    (leading dims broadcast to x's batch shape), without forming P: the d
+    lanes are mixed beside the values, from the first layer to the last.
+    ``V = x[..., None]`` gives the soft values, ``V = e_y`` the column."""
+    x, out_dtype = check_input(net, x)
+    V = _check_lanes(net, x, V, "V", net.n, f"(..., {net.n}, d)")
+    return _fwd(net, x, V, _prob(r, steepness))[1].to(out_dtype)
+
+
+def soft_values(net: Network, x: torch.Tensor, r: Relaxation, steepness=None) -> torch.Tensor:
+    """``P x`` of shape ``(..., k)`` (the sweep with no lane): the soft
+    values, rank 0 = the largest."""
+    x, out_dtype = check_input(net, x)
+    v, _, _ = _sweep(net, x, _prob(r, steepness))
+    return v[..., _outputs(net, x.device)].to(out_dtype)
 
 
 def check_labels(net: Network, x: torch.Tensor, y) -> torch.Tensor:

@@ -1,0 +1,228 @@
+"""The operators (netgen.ops) against the libraries users come from:
+forward + backward times side by side in one process, peak memory each in
+a fresh process.
+
+Cases (float32, torch 1 thread, OMP_NUM_THREADS=1):
+
+* ``rank1024``:  soft_rank, n = 1,024, B = 64, vs torchsort ``soft_rank`` (l2)
+* ``rank65536``: soft_rank, n = 65,536, B = 16, vs torchsort ``soft_rank`` (l2)
+* ``mask10450``: topk_mask, (k = 5, n = 10,450), B = 64, vs LapSum's CPU ``soft_topk``
+* ``sort1024``:  soft_sort values, n = 1,024, B = 64, vs torchsort ``soft_sort``
+
+Each case also runs netgen's route before the operators, for reference: a
+generated layer (``AutoLayer``, target auto: numba here) returns P and the
+ranks are ``r @ P``, the mask ``P.sum(-2)``, the sorted values its values
+(P is computed too). It is skipped where P does not fit (n = 65,536:
+16 x 65,536^2 floats), and the memory it would need is printed instead.
+
+``--backend`` picks the operators' backend (``target=``): ``reference``
+(the reference executor's lane sweeps under autograd: correct, O(size)
+memory, slow) until the targets implement the lane sweeps; then ``auto``,
+``torch``, ``numba`` (and ``cuda`` on a GPU). The baselines come from
+``tools/build_baselines.sh`` (``--baselines DIR``, default
+``$NETGEN_BASELINES/site`` or ``/tmp/netgen-baselines/site``); a missing one
+is reported and skipped.
+
+Timing: every method of a case is called once per round, rounds
+interleaved (``--reps``, medians), after one untimed warm-up call (which
+builds the network and compiles what needs compiling). Memory: a fresh
+process per (case, method) makes the inputs, warms up, then runs one
+forward + backward and reports the peak RSS during it minus the RSS
+before it (Linux /proc; the working memory of one call).
+
+    python benchmarks/operators.py --backend reference --cases rank1024 mask10450 sort1024
+    python benchmarks/operators.py --backend numba --reps 11
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import torch  # noqa: E402
+
+CASES = {  # name: (operator, n, k, B, baseline)
+    "rank1024": ("soft_rank", 1024, None, 64, "torchsort"),
+    "rank65536": ("soft_rank", 65536, None, 16, "torchsort"),
+    "mask10450": ("topk_mask", 10450, 5, 64, "lapsum"),
+    "sort1024": ("soft_sort", 1024, None, 64, "torchsort"),
+}
+#: LapSum's temperature for the benchmark (time does not depend on it much)
+LAPSUM_ALPHA = 0.1
+P_ROUTE_LIMIT = 4 << 30  # bytes of P above which the r @ P route is not run
+
+
+def baselines_dir(arg: str | None) -> Path:
+    if arg:
+        return Path(arg)
+    env = os.environ.get("NETGEN_BASELINES")
+    return Path(env) / "site" if env else Path("/tmp/netgen-baselines/site")
+
+
+def methods(case: str, backend: str, baselines: Path) -> dict:
+    """name -> (step() running forward + backward, or a str: why skipped)."""
+    op, n, k, B, base = CASES[case]
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(B, n, generator=g)
+    w = torch.randn(B, n if op != "soft_topk" else k, generator=g)  # cotangent
+    out: dict = {}
+
+    def fwd_bwd(f):
+        def step():
+            xr = x.detach().requires_grad_(True)
+            (f(xr) * w).sum().backward()
+        return step
+
+    import netgen.ops as ops
+
+    if op == "soft_rank":
+        out[f"netgen soft_rank ({backend})"] = fwd_bwd(lambda t: ops.soft_rank(t, target=backend))
+    elif op == "topk_mask":
+        out[f"netgen topk_mask ({backend})"] = fwd_bwd(lambda t: ops.topk_mask(t, k, target=backend))
+    else:
+        out[f"netgen soft_sort ({backend})"] = fwd_bwd(lambda t: ops.soft_sort(t, target=backend).values)
+
+    if str(baselines) not in sys.path:
+        sys.path.insert(0, str(baselines))
+    if base == "torchsort":
+        try:
+            import torchsort
+        except ImportError as e:
+            out["torchsort"] = f"not available ({e}; build it with tools/build_baselines.sh)"
+        else:
+            f = torchsort.soft_rank if op == "soft_rank" else torchsort.soft_sort
+            out[f"torchsort {f.__name__} (l2)"] = fwd_bwd(lambda t: f(t, regularization="l2"))
+    else:
+        try:
+            from lapsum.topk import soft_topk as lapsum_topk
+        except ImportError as e:
+            out["LapSum soft_topk"] = f"not available ({e}; build it with tools/build_baselines.sh)"
+        else:
+            kk = torch.full((B, 1), float(k))
+            # a fresh alpha tensor per call: their forward overwrites alpha.data
+            out["LapSum soft_topk (C++ CPU)"] = fwd_bwd(
+                lambda t: lapsum_topk(t, kk, torch.tensor(LAPSUM_ALPHA), dim=1, largest=True))
+
+    p_bytes = B * (k or n) * n * 4
+    label = {"soft_rank": "netgen r @ P (generated layer)", "topk_mask": "netgen P.sum(-2) (generated layer)",
+             "soft_sort": "netgen layer values (P computed too)"}[op]
+    if p_bytes > P_ROUTE_LIMIT:
+        out[label] = f"skipped: P alone needs {p_bytes / 2**30:,.0f} GiB ({B} x {k or n} x {n} float32)"
+    else:
+        try:
+            from netgen.codegen.auto import AutoLayer
+        except ImportError as e:  # codegen is being reorganised (issue 31 follow-up)
+            out[label] = f"not available ({e})"
+        else:
+            from netgen.relax.distributions import default_relaxation
+
+            net = ops.network_for(n, k or n)
+            layer = AutoLayer(net, default_relaxation(net), "auto")
+            if op == "soft_rank":
+                r = (n - torch.arange(n)).float()
+                out[label] = fwd_bwd(lambda t: (r @ layer(t)[1]))
+            elif op == "topk_mask":
+                out[label] = fwd_bwd(lambda t: layer(t)[1].sum(-2))
+            else:
+                out[label] = fwd_bwd(lambda t: layer(t)[0].flip(-1))
+    return out
+
+
+def child(case: str, method: str, backend: str, baselines: Path) -> None:
+    """One method in this fresh process: print its working memory (bytes)."""
+    from _rss import measure
+
+    torch.set_num_threads(1)
+    step = methods(case, backend, baselines)[method]
+    step()  # warm-up: builds, compiles, reads caches
+    try:  # hand what the warm-up freed back to the OS, so the peak below counts what one call needs
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+    _, mem, reset = measure(step, 1)
+    print(json.dumps({"mem": mem, "reset": reset}))
+
+
+def cpu_model() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def memory_of(case, method, backend, baselines, timeout) -> tuple[int | None, str]:
+    """(bytes or None, text) of one method's working memory, fresh process."""
+    cmd = [sys.executable, __file__, "--child", case, method, "--backend", backend, "--baselines", str(baselines)]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, "timeout"
+    if p.returncode:
+        return None, "failed: " + (p.stderr.strip().splitlines() or ["?"])[-1][:80]
+    d = json.loads(p.stdout.strip().splitlines()[-1])
+    return d["mem"], f"{d['mem'] / 2**20:,.1f}" + ("" if d["reset"] else " (incl. loading)")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--backend", default="reference", help="the operators' target= (default reference)")
+    ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--baselines", default=None)
+    ap.add_argument("--no-memory", action="store_true", help="skip the fresh-process memory runs")
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds per memory process")
+    ap.add_argument("--child", nargs=2, metavar=("CASE", "METHOD"), help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    baselines = baselines_dir(a.baselines)
+    if a.child:
+        return child(a.child[0], a.child[1], a.backend, baselines)
+    torch.set_num_threads(1)
+    from _rss import interleaved
+
+    print(f"# {cpu_model()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (shared machine); "
+          f"torch {torch.__version__}, 1 thread, float32; backend {a.backend!r}; medians of {a.reps} interleaved "
+          f"rounds; memory: peak RSS of one call in a fresh process")
+    print("| case | method | fwd+bwd ms | time vs anchor | working memory MiB | memory vs anchor |")
+    print("|---|---|---|---|---|---|")
+    for case in a.cases:
+        op, n, k, B, base = CASES[case]
+        where = f"{op} n={n}" + (f" k={k}" if k else "") + f" B={B}"
+        ms = methods(case, a.backend, baselines)
+        runnable = {m: s for m, s in ms.items() if callable(s)}
+        t0 = time.perf_counter()
+        for s in runnable.values():
+            s()  # warm-up
+        warm = time.perf_counter() - t0
+        times = interleaved(runnable, a.reps) if runnable else {}
+        anchor = next((m for m in ms if m.startswith(("torchsort", "LapSum")) and m in times), None)
+        mems = {m: (None, "") if a.no_memory else memory_of(case, m, a.backend, baselines, a.timeout)
+                for m in runnable}
+        for m, s in ms.items():
+            if not callable(s):
+                print(f"| {where} | {m} | {s} | | | |", flush=True)
+                continue
+            ratio = f"{times[m] / times[anchor]:.2f}x" if anchor else "no anchor"
+            mem, text = mems[m]
+            am = mems[anchor][0] if anchor else None
+            mratio = f"{mem / am:.2f}x" if mem is not None and am else ""
+            print(f"| {where} | {m} | {times[m] * 1e3:,.1f} | {ratio} | {text} | {mratio} |", flush=True)
+        print(f"<!-- {case}: warm-up of all methods {warm:.1f} s -->", flush=True)
+
+
+if __name__ == "__main__":
+    main()
