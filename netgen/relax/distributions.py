@@ -62,7 +62,7 @@ import torch
 
 from . import formulas as F
 from .expr import evaluate, var
-from .formulas import ART_TIE_FLOOR  # noqa: F401  (re-exported)
+from .formulas import ART_TIE_FLOOR, DEFAULT_DISTRIBUTION  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..network import Network
@@ -70,10 +70,6 @@ if TYPE_CHECKING:  # pragma: no cover
 #: every distribution defined in netgen.relax.formulas, in definition order
 DISTRIBUTIONS = tuple(F.REGISTRY)
 
-#: Default distribution: Cauchy is monotonic with heavy tails, so gradients
-#: reach comparators far from a tie even in deep networks (the monotonic
-#: differentiable sorting networks paper, and difftopk's default).
-DEFAULT_DISTRIBUTION = "cauchy"
 
 #: The epsilon diffsort/difftopk put inside ART and ``optimal``.
 DIFFTOPK_ART_EPSILON = 1e-10
