@@ -163,13 +163,13 @@ def _configure(threads):
 def run_rss(method, case, old_ref, threads):
     """In a fresh process: peak RSS and working memory of (method, case)."""
     sys.path.insert(0, str(HERE))
-    import _rss
+    import measure
 
     _configure(threads)
     step, _ = make_step(method, case, old_ref, threads)
     step()  # warm-up: compile / load, first-touch buffers
-    times, work, reset = _rss.measure(step, 2)
-    return {"peak": _rss.status("VmHWM"), "work": work, "reset": reset, "time": statistics.median(times)}
+    times, work, reset = measure.measure(step, 2)
+    return {"peak": measure.status("VmHWM"), "work": work, "reset": reset, "time": statistics.median(times)}
 
 
 

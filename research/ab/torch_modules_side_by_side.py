@@ -2,7 +2,7 @@
 this one) timed side by side: values+P and column, forward+backward,
 interleaved passes in one process, medians and the ratios.
 
-    python benchmarks/torch_modules_side_by_side.py OLD.py NEW.py [--B 64] [--reps 15] [--threads 1] [--clock cpu]
+    python research/ab/torch_modules_side_by_side.py OLD.py NEW.py [--B 64] [--reps 15] [--threads 1] [--clock cpu]
 
 ``--clock cpu`` times with the process's CPU time (``time.process_time``)
 instead of the wall clock: with one thread on a machine shared with other
