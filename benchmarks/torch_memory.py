@@ -81,7 +81,7 @@ def run_one(path: str, case: str, threads: int, reps: int) -> dict:
     import measure
     import torch
 
-    from netgen.codegen.loader import load
+    from netgen import load
 
     torch.set_num_threads(threads)
     _, n, k, B, _ = CASES[case]
