@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import _rss  # benchmarks/_rss.py: interleaved timing
+import measure  # benchmarks/measure.py: interleaved timing
 
 
 
@@ -100,7 +100,7 @@ def main() -> None:
     import netgen
 
     print(f"netgen from {Path(netgen.__file__).parent}; loaded and warmed up in {time.perf_counter() - t0:.1f} s")
-    med = {name: s * 1e3 for name, s in _rss.interleaved(steps, args.reps, lambda: setattr(x, "grad", None)).items()}
+    med = {name: s * 1e3 for name, s in measure.interleaved(steps, args.reps, lambda: setattr(x, "grad", None)).items()}
 
     dt = None
     if not args.no_difftopk:

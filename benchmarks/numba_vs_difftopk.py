@@ -43,7 +43,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import _rss  # benchmarks/_rss.py: working-memory measurement
+import measure  # benchmarks/measure.py: working-memory measurement
 
 HERE = Path(__file__).resolve().parent
 
@@ -83,7 +83,7 @@ def _loader(method, B, n, k):
         spec = importlib.util.spec_from_file_location("_torch_vs_difftopk", HERE / "torch_vs_difftopk.py")
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
-        run = mod._difftopk_loader(n, k)
+        run = mod.difftopk_loader(n, k)
         W = torch.randn(B, n, k, generator=gen)
         return x, lambda x: (run(x) * W).sum()
     raise ValueError(f"unknown method {method!r}")
@@ -106,7 +106,7 @@ def worker(method: str, B: int, n: int, k: int, reps: int, threads: int) -> dict
         loss_fn(x).backward()
         x.grad = None
 
-    times, working, peak_reset = _rss.measure(step, reps)
+    times, working, peak_reset = measure.measure(step, reps)
     return {
         "method": method, "B": B, "n": n, "k": k, "times": times, "median_s": statistics.median(times),
         "working": working, "peak_reset": peak_reset, "load_s": load_s, "threads": threads,

@@ -140,7 +140,7 @@ def methods(case: str, backend: str, baselines: Path) -> dict:
 
 def child(case: str, method: str, backend: str, baselines: Path) -> None:
     """One method in this fresh process: print its working memory (bytes)."""
-    from _rss import measure
+    from measure import measure
 
     torch.set_num_threads(1)
     step = methods(case, backend, baselines)[method]
@@ -192,7 +192,7 @@ def main():
     if a.child:
         return child(a.child[0], a.child[1], a.backend, baselines)
     torch.set_num_threads(1)
-    from _rss import interleaved
+    from measure import interleaved
 
     print(f"# {cpu_model()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (shared machine); "
           f"torch {torch.__version__}, 1 thread, float32; backend {a.backend!r}; medians of {a.reps} interleaved "

@@ -96,10 +96,10 @@ def module_path(which, case, old_ref):
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{case}.py"
     if which == "new":
-        from netgen.codegen import numba_target
+        from netgen.codegen import emit
         from netgen.construct import build
 
-        src = numba_target.emit(build(kind, n, k), _relaxation())
+        src = emit("numba", build(kind, n, k), _relaxation())
         if not path.exists() or path.read_text() != src:
             path.write_text(src)
         return path
@@ -130,7 +130,7 @@ def make_step(method, case, old_ref, threads):
     x = torch.randn(B, n, generator=g).requires_grad_(True)
     W = torch.randn(B, k, n, generator=g)
     if method in ("new", "old"):
-        from netgen.codegen.loader import load
+        from netgen import load
 
         layer = load(module_path(method, case, old_ref)).Layer()
         fn = lambda: layer(x)[1]  # noqa: E731
@@ -163,13 +163,13 @@ def _configure(threads):
 def run_rss(method, case, old_ref, threads):
     """In a fresh process: peak RSS and working memory of (method, case)."""
     sys.path.insert(0, str(HERE))
-    import _rss
+    import measure
 
     _configure(threads)
     step, _ = make_step(method, case, old_ref, threads)
     step()  # warm-up: compile / load, first-touch buffers
-    times, work, reset = _rss.measure(step, 2)
-    return {"peak": _rss.status("VmHWM"), "work": work, "reset": reset, "time": statistics.median(times)}
+    times, work, reset = measure.measure(step, 2)
+    return {"peak": measure.status("VmHWM"), "work": work, "reset": reset, "time": statistics.median(times)}
 
 
 

@@ -15,7 +15,7 @@ load the module, one untimed call, then ``--reps`` timed calls (default:
 their median and fastest wall time, the median CPU time of the process
 (``time.process_time``: on a shared machine, time spent waiting for a core
 is not counted), the peak RSS during the timed calls (VmHWM, reset after
-the untimed call where the kernel allows it; see ``_rss.py``) and the
+the untimed call where the kernel allows it; see ``measure.py``) and the
 working memory (that peak minus the RSS before the timed calls).
 
 "old" = the torch module emitted by netgen at ``--old-ref``, extracted with
@@ -78,10 +78,10 @@ def module_path(which: str, case: str, old_ref: str) -> Path:
 def run_one(path: str, case: str, threads: int, reps: int) -> dict:
     """In a fresh process: time and memory of fwd+bwd of the module at path."""
     sys.path.insert(0, str(HERE))
-    import _rss
+    import measure
     import torch
 
-    from netgen.codegen.loader import load
+    from netgen import load
 
     torch.set_num_threads(threads)
     _, n, k, B, _ = CASES[case]
@@ -103,9 +103,9 @@ def run_one(path: str, case: str, threads: int, reps: int) -> dict:
         step()
         cpu.append(time.process_time() - c)
 
-    times, work, reset = _rss.measure(timed, reps)
+    times, work, reset = measure.measure(timed, reps)
     return {"median": statistics.median(times), "fastest": min(times), "cpu": statistics.median(cpu),
-            "peak": _rss.status("VmHWM"), "work": work, "reset": reset,
+            "peak": measure.status("VmHWM"), "work": work, "reset": reset,
             "mode": getattr(mod, "_MODE", "save (no engine)")}
 
 

@@ -37,14 +37,14 @@ import sys
 import tempfile
 import time
 
-import _rss  # benchmarks/_rss.py: working-memory measurement
+import measure  # benchmarks/measure.py: working-memory measurement
 
 CONFIGS = [(64, 10450, 5), (500, 1000, 5)]
 METHODS = ("netgen-torch", "difftopk")
 
 
 # ---------------------------------------------------------- difftopk loading
-def _difftopk_loader(n, k, device="cpu"):
+def difftopk_loader(n, k, device="cpu"):
     """difftopk's own splitter_selection network and sparse executor (see
     netgen/bench/difftopk_sparse.py); run(x) -> X (B, n, k)."""
     from netgen.bench.difftopk_sparse import splitter_selection
@@ -74,7 +74,7 @@ def worker(method: str, B: int, n: int, k: int, reps: int, threads: int) -> dict
 
     torch.set_num_threads(threads)
     t0 = time.perf_counter()
-    run = (_netgen_loader if method == "netgen-torch" else _difftopk_loader)(n, k)
+    run = (_netgen_loader if method == "netgen-torch" else difftopk_loader)(n, k)
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(B, n, generator=gen).requires_grad_()
     P = run(x)
@@ -88,7 +88,7 @@ def worker(method: str, B: int, n: int, k: int, reps: int, threads: int) -> dict
         run(x).mul(W).sum().backward()
         x.grad = None
 
-    times, working, peak_reset = _rss.measure(step, reps)
+    times, working, peak_reset = measure.measure(step, reps)
     return {
         "method": method, "B": B, "n": n, "k": k, "times": times, "median_s": statistics.median(times),
         "working": working, "peak_reset": peak_reset, "load_s": load_s,

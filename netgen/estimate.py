@@ -25,8 +25,9 @@ construction's comparator estimate and depth formula):
 * a fixed start-up (numba loading the verifier's kernels).
 
 Candidates the portfolio skips (a depth formula more than 1.2x the best
-depth so far) are predicted with the same rule, the splitter's depth taken
-from a fitted formula. The estimate is for an idle core: on a loaded
+depth so far) are predicted with the same rule; each construction's typical
+size and depth (the splitter's from fitted formulas) are registered with it
+(:mod:`netgen.construct.registry`). The estimate is for an idle core: on a loaded
 machine the wall time is longer (the message says "CPU seconds").
 
 The budget: :data:`DEFAULT_MAX_SECONDS` (60), raised by ``max_seconds=``
@@ -70,7 +71,6 @@ MASKS_PER_COMPARATOR = 1e-5
 MASKS_AT_64 = 2e-3
 SAMPLE_PER_UNIT = 1.5e-8  # sampling: per input and (comparator + wire) (2e8 units: ~3 s)
 EXHAUSTIVE_PER_WORD = 2e-9  # bit-sliced sweep: per comparator and 64 inputs
-BATCHER = ("bitonic", "oddeven", "pairwise")
 STARTUP = 0.7  # numba loading the verifier's cached kernels, once per process (a 40-wire build: 1.0 CPU s in all)
 
 
@@ -202,32 +202,15 @@ def network_seconds(n: int, k: int, size: int, *, passes=True, verify=True, cons
     return est
 
 
-def splitter_depth(n: int, k: int) -> float:
-    """A fit of the splitter network's depth after cleanup (within a few
-    layers for 256 <= n <= 65536, 2 <= k <= 64): lg n + f(k)."""
-    lk = math.log2(max(k, 1))
-    return math.log2(max(n, 2)) + max(lk * (lk + 5) / 1.5, k + 6 if k > 8 else 0)
-
-
-def splitter_size(n: int, k: int) -> float:
-    """A fit of the splitter network's size after construction: about
-    n (lg k + 1) comparators (measured 2n at k = 2, 3n at k = 4, 4n at
-    k = 8, 7.2n at k = 64; its ``size_estimate`` is a loose upper bound)."""
-    return 1.1 * n * (math.log2(max(k, 1)) + 1)
-
-
-def best_size(n: int) -> float:
-    """About the size of the best-known sorter on n <= 64 wires (521 at
-    n = 64), an upper bound for its pruned top-k networks."""
-    return n * math.log2(max(n, 2)) ** 2 / 4 + n
-
-
 def build_seconds(n: int, k: int | None = None, network: str | None = None, *, objective: str | None = None,
                   passes=True, verify: bool = True) -> Estimate:
     """Estimated CPU seconds of ``netgen.compiler.compile(n, k, network,
-    ...)``: one construction, or the portfolio (``network=None``)."""
-    from .construct import size_estimate
+    ...)``: one construction, or the portfolio (``network=None``). Each
+    construction's typical size and depth, and whether its proof is cheap
+    (few reachable states), come from its registration
+    (:mod:`netgen.construct.registry`)."""
     from .construct._common import check_nk
+    from .construct.registry import REGISTRY, get
 
     n, k = check_nk(n, k)
     k = n if k is None else k
@@ -235,12 +218,8 @@ def build_seconds(n: int, k: int | None = None, network: str | None = None, *, o
     if verify or passes:
         est.add("start-up", STARTUP)
     if network is not None:
-        size = size_estimate(network, n, k if k < n else None)
-        if network == "splitter":
-            size = min(size, splitter_size(n, k))
-        elif network == "best":
-            size = min(size, best_size(n))
-        return network_seconds(n, k, size, passes=passes, batcher=network in BATCHER,
+        c = get(network)
+        return network_seconds(n, k, c.estimated_size(n, k), passes=passes, batcher=c.few_states,
                                verify=verify, construct=True, label=network, est=est)
     from .portfolio import CHEAP, SLACK, candidates, sample_only
 
@@ -250,19 +229,14 @@ def build_seconds(n: int, k: int | None = None, network: str | None = None, *, o
     each = verify and not sample_only(n, k)
     winner_size = 0
     for c in cands:
-        depth, size = c.est_depth, c.est_size
-        if c.label == "splitter":
-            depth = splitter_depth(n, k)
-            size = min(size, splitter_size(n, k))
-        elif c.label.startswith("best"):  # its estimate is n^2; the shipped sorters have ~n lg^2 n / 4
-            size = min(size, best_size(n))
-        elif c.label.startswith("record"):
-            size = min(size, 2 * splitter_size(n, k))
+        p = c.proposal
+        depth = p.est_depth if p.typical_depth is None else p.typical_depth
+        size = p.est_size if p.typical_size is None else min(p.est_size, p.typical_size)
         if (best_depth is not None and c.est_size > CHEAP and depth is not None
                 and depth > SLACK * best_depth and objective == "depth"):
             continue  # the portfolio will skip it (its rule, from the estimates)
         network_seconds(n, k, size, passes=passes, verify=each, construct=True, label=c.label, est=est,
-                        batcher=c.label.split()[0] in BATCHER)
+                        batcher=REGISTRY[c.kind].few_states)
         if depth is not None and (best_depth is None or depth < best_depth):
             best_depth = depth
             winner_size = size

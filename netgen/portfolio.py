@@ -1,8 +1,9 @@
 """The portfolio default: build every construction that is cheap at (n, k),
 prove each, keep the best by the objective.
 
-Candidates for k < n: the pruned best-known sorter (n <= 64), the splitter
-network, the Wah-Chen selection networks (bitonic, oddeven, pairwise) and
+The candidates are what each construction of the registry proposes at
+(n, k) (its portfolio rule, :mod:`netgen.construct.registry`). Today, for
+k < n: the pruned best-known sorter (n <= 64), the splitter network, the Wah-Chen selection networks (bitonic, oddeven, pairwise) and
 the Batcher sorters cone-pruned to the top k, and last the record network
 of the cell where the shipped record table has one (:mod:`netgen.construct.record`; last,
 so that it is chosen only where it is strictly better, ties keep the
@@ -30,13 +31,10 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from .compiled import Compiled, compile_network
-from .construct import construct, smallest_estimate
-from .construct._common import MAX_COMPARATORS, ceil_lg, check_nk, select_top
-from .construct.record import has_record, record
-from .construct.best import N_MAX, N_MIN, best, check_objective, objective_key
-from .construct.selection import selection_depth, selection_size_estimate
-from .construct.sorters import sorter, sorter_size_estimate
-from .construct.splitter import splitter_size_estimate
+from .construct import smallest_estimate
+from .construct._common import MAX_COMPARATORS, check_nk
+from .construct.best import N_MAX, check_objective, objective_key
+from .construct.registry import REGISTRY, Proposal
 from .network import Network, check_budget, check_max_size
 from .passes.pipeline import DEFAULT_PASSES, check_passes
 
@@ -44,7 +42,6 @@ from .passes.pipeline import DEFAULT_PASSES, check_passes
 CHEAP = 4096
 #: a larger candidate is built only if its estimate is within this factor of the best so far
 SLACK = 1.2
-BATCHER = ("bitonic", "oddeven", "pairwise")
 DEFAULT_OBJECTIVE = "depth"
 
 
@@ -55,13 +52,31 @@ class PortfolioError(RuntimeError):
 
 @dataclass
 class Candidate:
-    label: str  # e.g. "splitter", "oddeven selection", "best (SorterHunter, pruned)"
-    est_depth: int | None  # formula before cleanup (None: not known before building)
-    est_size: int
+    """A construction's :class:`~netgen.construct.registry.Proposal` at
+    (n, k), and what became of it."""
+
+    proposal: Proposal
     make: Callable[[], Network]
     compiled: Compiled | None = None  # once built
     skipped: str = ""  # why it was not built
     seconds: float = 0.0
+
+    @property
+    def kind(self) -> str:
+        """The construction that proposed it (a name of the registry)."""
+        return self.proposal.kind
+
+    @property
+    def label(self) -> str:  # e.g. "splitter", "oddeven selection", "best (SorterHunter, pruned)"
+        return self.proposal.label
+
+    @property
+    def est_depth(self) -> int | None:  # formula before cleanup (None: not known before building)
+        return self.proposal.est_depth
+
+    @property
+    def est_size(self) -> int:
+        return self.proposal.est_size
 
     @property
     def network(self) -> Network | None:
@@ -77,28 +92,12 @@ class Candidate:
 
 
 def candidates(n: int, k: int, objective: str = DEFAULT_OBJECTIVE) -> list[Candidate]:
-    """The portfolio at (n, k), most likely winners first."""
-    out = []
-    if N_MIN <= n <= N_MAX:
-        out.append(Candidate("best (SorterHunter" + (", pruned)" if k < n else ")"), None, n * n,
-                             lambda: best(n, k, objective)))
-    L = ceil_lg(n)
-    sorter_depth = L * (L + 1) // 2
-    if k < n:
-        out.append(Candidate("splitter", None, splitter_size_estimate(n, k), lambda: construct("splitter", n, k)))
-        for kind in BATCHER:
-            out.append(Candidate(f"{kind} selection", selection_depth(n, k), selection_size_estimate(n, k),
-                                 lambda kind=kind: construct(kind, n, k)))
-        for kind in BATCHER:
-            out.append(Candidate(f"{kind} sorter, pruned", sorter_depth, sorter_size_estimate(kind, n),
-                                 lambda kind=kind: _pruned_sorter(kind, n, k)))
-    else:
-        for kind in BATCHER:
-            out.append(Candidate(f"{kind} sorter", sorter_depth, sorter_size_estimate(kind, n),
-                                 lambda kind=kind: construct(kind, n, n)))
-    if k < n and has_record(n, k):  # the shipped record table (issue 22); last, so it wins only when strictly better
-        out.append(Candidate("record (docs/records.md)", None, n * n, lambda: record(n, k, objective)))
-    return [c for c in out if c.est_size <= MAX_COMPARATORS and c.est_size + n <= check_max_size(None)]
+    """The portfolio at (n, k): every registered construction's proposals
+    (:data:`netgen.construct.registry.REGISTRY`), most likely winners first
+    (by stage, then registry order), those too large to build left out."""
+    props = sorted((p for c in REGISTRY.values() for p in c.proposals(n, k, objective)), key=lambda p: p.stage)
+    return [Candidate(p, p.make) for p in props
+            if p.est_size <= MAX_COMPARATORS and p.est_size + n <= check_max_size(None)]
 
 
 def sample_only(n: int, k: int) -> bool:
@@ -109,11 +108,6 @@ def sample_only(n: int, k: int) -> bool:
     from .verify.reachable import MAX_TOKENS
 
     return (k == n and n > N_MAX) or (n > 64 and k > MAX_TOKENS)
-
-
-def _pruned_sorter(kind: str, n: int, k: int) -> Network:
-    """The full ``kind`` sorter cone-pruned to its top k outputs."""
-    return select_top(sorter(kind, n), k, {"kind": kind, "n": n, "k": k, "from": "sorter"})
 
 
 def _cannot_win(c: Candidate, best_net: Network | None, objective: str) -> str:

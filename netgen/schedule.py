@@ -11,7 +11,7 @@ nothing from netgen, so the IR itself can use it.
 
 Each scan is written once, as a per-comparator loop (:func:`_asap_loop`,
 :func:`_cone_loop`), and run one of three ways, whichever measured fastest
-(``benchmarks/schedule_paths.py``):
+(``research/schedule/schedule_paths.py``):
 
 * few chunks (at most :data:`MAX_NUMPY_CHUNKS`): one numpy step per chunk,
   the same recurrence applied to a whole chunk at once (no compile);
@@ -33,7 +33,7 @@ MAX_NUMPY_CHUNKS = 4096
 # Chunk-less sequences shorter than this run the loop in the interpreter
 # (0.2-3 us a comparator); longer ones compile it: importing numba and
 # loading the cached loop costs 0.9-1.7 s once (then a few ns a comparator),
-# which paid off between 1e5 and 1e6 comparators (benchmarks/schedule_paths.py).
+# which paid off between 1e5 and 1e6 comparators (research/schedule/schedule_paths.py).
 MIN_COMPILED = 500_000
 
 

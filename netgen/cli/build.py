@@ -15,9 +15,11 @@ from ..construct import ALL_KINDS as KINDS
 from ..construct.best import OBJECTIVES
 from ..estimate import DEFAULT_MAX_SECONDS
 from ..passes.pipeline import DEFAULT_PASSES, PASSES
+from ..relax.formulas import DEFAULT_DISTRIBUTION
+from ..relax.formulas import REGISTRY as DISTRIBUTIONS
 from .common import BadInput, check_output, current_bar, handle_errors, log, max_size_option
 
-# the choices come from the registries: a new construction, target or pass appears here by itself
+# the choices come from the registries: a new construction, target, pass or distribution appears here by itself
 TARGETS = ("json", *CODE_TARGETS)
 
 
@@ -33,7 +35,7 @@ TARGETS = ("json", *CODE_TARGETS)
 @click.option("--passes/--no-passes", "passes", default=None, help=f"Run the passes {', '.join(DEFAULT_PASSES)} (default: on when constructing, off with --from).")
 @click.option("--pass", "only", type=click.Choice(tuple(PASSES)), multiple=True, help="Run only this pass (repeatable, in the order given): " + "; ".join(f"{p.name}: {p.summary}" for p in PASSES.values()) + ".")
 @click.option("--verify/--no-verify", "verify", default=True, show_default=True, help="Prove the network before writing it.")
-@click.option("--distribution", help="Relaxation: logistic, logistic_phi, cauchy, reciprocal, gaussian, optimal.")
+@click.option("--distribution", type=click.Choice(tuple(DISTRIBUTIONS)), help=f"Relaxation (default {DEFAULT_DISTRIBUTION}).")
 @click.option("--steepness", type=float, help="Relaxation steepness (default tied to depth).")
 @click.option("--art-lambda", "art_lambda", type=float, help="ART lambda for logistic_phi.")
 @click.option("--art-epsilon", "art_epsilon", type=float, help="ART tie epsilon; 1e-10 reproduces difftopk/diffsort (default 0: netgen's formula).")

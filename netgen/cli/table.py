@@ -18,19 +18,42 @@ PAPER = {
     10450: {"sort": 105, "sel": [14, 27, 39, 39, 50, 50, 50, 50], "splitter": [14, 18, 20, 23, 27, 30, 32, 34]},
     65536: {"sort": 136, "sel": [16, 31, 45, 45, 58, 58, 58, 58], "splitter": [16, 20, 22, 25, 29, 32, 34, 36]},
 }
-SELECTION_KINDS = ("bitonic", "oddeven", "pairwise")
+
+
+def columns() -> list[tuple[str, str]]:
+    """(kind, column) for every construction compared in Table 6, from the
+    construction registry (``table6``), in the paper's column order (then
+    registry order); column "sort" is the kind's full sorter (k = n), any
+    other a top-k column."""
+    from ..construct.registry import REGISTRY
+
+    order = list(next(iter(PAPER.values())))
+    return sorted(((c.name, col) for c in REGISTRY.values() for col in c.table6), key=lambda kc: order.index(kc[1]))
+
+
+def sorter_kinds() -> list[str]:
+    """The kinds with a full-sorter cell (column "sort")."""
+    return [kind for kind, col in columns() if col == "sort"]
+
+
+def column_of(kind: str, k: int, n: int) -> str | None:
+    """The Table 6 column in which ``construct(kind, n, k)`` is a cell, or None."""
+    cols = [col for kd, col in columns() if kd == kind and (col == "sort") == (k == n)]
+    return cols[0] if cols else None
 
 
 def cells(ns=tuple(PAPER), ks=range(1, 9)):
-    """(n, k, kind, column) for every cell: full sorters per kind, selection
-    networks per kind and k, splitter networks per k."""
+    """(n, k, kind, column) for every cell: full sorters per kind, then per
+    k the top-k cells of every kind (selection networks, splitter)."""
+    cols = columns()
     for n in ns:
-        for kind in SELECTION_KINDS:
-            yield n, n, kind, "sort"
+        for kind, col in cols:
+            if col == "sort":
+                yield n, n, kind, col
         for k in ks:
-            for kind in SELECTION_KINDS:
-                yield n, k, kind, "sel"
-            yield n, k, "splitter", "splitter"
+            for kind, col in cols:
+                if col != "sort":
+                    yield n, k, kind, col
 
 
 def measure(n, k, kind, column, clean=True, built=None):
@@ -60,14 +83,13 @@ def best_cells(ns=tuple(PAPER), ks=range(1, 9), built=None, sort=True):
     skipped here, it would double the time at n = 65536."""
     from ..portfolio import choose
 
-    cell_of = {"splitter": ("splitter", "splitter"), **{f"{s} selection": (s, "sel") for s in SELECTION_KINDS},
-               **{f"{s} sorter": (s, "sort") for s in SELECTION_KINDS}}
     for n in ns:
         for k in ([n] if n <= 64 and sort else []) + list(ks):
             compiled, cands = choose(n, k, "depth", verify=False)
             for c in cands:
-                if c.compiled is not None and built is not None and c.label in cell_of:
-                    built[(n, k, *cell_of[c.label])] = c.network
+                column = column_of(c.kind, k, n) if c.proposal.is_construct else None
+                if c.compiled is not None and built is not None and column is not None:
+                    built[(n, k, c.kind, column)] = c.network
             net = compiled.network
             clean = [r for r in compiled.passes if r.name == "clean"]
             proof = (f"proved ({clean[0].fires_from}, by the cleanup)"
@@ -91,14 +113,13 @@ def _job(job, clean):
     if k == n:  # the best-proven sorter (n <= 64): no main-table cell of its own
         return [], list(best_cells((n,), [], built=built)) if clean else []
     best = list(best_cells((n,), [k], built=built, sort=False)) if clean else []
-    rows = [measure(n, k, kind, "sel", clean=clean, built=built) for kind in SELECTION_KINDS]
-    rows.append(measure(n, k, "splitter", "splitter", clean=clean, built=built))
+    rows = [measure(n, k, kind, col, clean=clean, built=built) for kind, col in columns() if col != "sort"]
     return rows, best
 
 
 def jobs(ns, clean, ks=range(1, 9)):
     """The work of the table, largest first (so the slowest jobs start first)."""
-    out = [("sort", n, kind) for n in ns for kind in SELECTION_KINDS]
+    out = [("sort", n, kind) for n in ns for kind in sorter_kinds()]
     out += [("k", n, k) for n in ns for k in ks]
     if clean:
         out += [("k", n, n) for n in ns if n <= 64]

@@ -22,6 +22,10 @@ name, kept as an alias.
   knows for (n, k) (:mod:`.record`, docs/records.md); ValueError for a cell
   the table does not have.
 
+Each construction is registered once in :mod:`.registry` (its build,
+size bound, family and portfolio rule); this module only dispatches
+through it.
+
 Every result is cone-pruned to its outputs where that can remove anything,
 packed ASAP, never touches padding wires and has construction record
 ``{"kind": kind, "n": n, "k": k}``.
@@ -30,69 +34,45 @@ packed ASAP, never touches padding wires and has construction record
 from __future__ import annotations
 
 from ..network import Network, check_budget
-from ._common import MAX_COMPARATORS, check_nk, select_top
-from .selection import selection, selection_depth, selection_size_estimate
-from .sorters import sorter, sorter_size_estimate
-from .splitter import splitter_size_estimate, splitter_trace
-from .splitter_tail import shallowest_splitter
-
-#: constructions for any n >= 1
-KINDS = ("splitter", "bitonic", "oddeven", "pairwise", "transposition")
-#: everything ``construct`` accepts: the constructions, the shipped best-known networks (2 <= n <= 64)
-#: and the shipped record table (its cells only)
-ALL_KINDS = KINDS + ("best", "record")
+from ._common import MAX_COMPARATORS, check_nk
+from .registry import ALL_KINDS, BATCHER, KINDS, REGISTRY, Construction, get, kinds_for
+from .selection import selection_depth
+from .splitter import splitter_trace
 
 
 def size_estimate(kind: str, n: int, k: int | None = None) -> int:
     """Roughly how many comparators ``construct(kind, n, k)`` creates while
     building (an upper bound for all kinds but splitter)."""
-    _check_kind(kind)
+    c = get(kind)
     n, k = check_nk(n, k)
-    k = n if k is None else k
-    if kind == "splitter":
-        return splitter_size_estimate(n, k)
-    if kind in ("best", "record"):
-        return n * n
-    if k == n or kind == "transposition":
-        return sorter_size_estimate(kind, n)
-    return selection_size_estimate(n, k)
+    return c.size_estimate(n, n if k is None else k)
 
 
 def smallest_estimate(n: int, k: int | None = None) -> int:
     """The smallest :func:`size_estimate` over the constructions for any n."""
-    return min(size_estimate(kind, n, k) for kind in KINDS if kind != "splitter" or k is not None)
+    n, k = check_nk(n, k)
+    return min(c.size_estimate(n, n if k is None else k) for c in REGISTRY.values()
+               if c.any_n and not (c.needs_k and k is None))
 
 
 def construct(kind: str, n: int, k: int | None = None, objective: str = "size", *,
           max_size: int | None = None) -> Network:
-    """Construct the network of ``kind`` (one of :data:`ALL_KINDS`) on n wires
-    with k outputs (None: a sorter). ``objective`` ("size" or "depth")
-    chooses among the best-known networks for ``best`` and is ignored by the
-    other kinds. ValueError for bad arguments; :class:`netgen.network.SizeLimitError`
-    (a ValueError), before anything is allocated, when :func:`size_estimate`
-    plus n is over ``max_size`` (default :data:`netgen.network.DEFAULT_MAX_SIZE`,
-    10 million; the CLI's ``--max-size``)."""
-    _check_kind(kind)
+    """Construct the network of ``kind`` (one of :data:`ALL_KINDS`, the
+    names of :data:`netgen.construct.registry.REGISTRY`) on n wires with k
+    outputs (None: a sorter). ``objective`` ("size" or "depth") chooses
+    among the best-known networks for ``best`` (and the record table's for
+    ``record``) and is ignored by the other kinds. ValueError for bad
+    arguments; :class:`netgen.network.SizeLimitError` (a ValueError), before
+    anything is allocated, when :func:`size_estimate` plus n is over
+    ``max_size`` (default :data:`netgen.network.DEFAULT_MAX_SIZE`, 10
+    million; the CLI's ``--max-size``)."""
+    c = get(kind)
     n, k = check_nk(n, k)
-    if kind == "splitter" and k is None:
-        raise ValueError("the splitter network needs k (1 <= k <= n)")
-    check_budget(f"{kind} network at n = {n}, k = {n if k is None else k}", size_estimate(kind, n, k) + n, max_size)
-    if kind == "best":
-        from .best import best
-
-        return best(n, k, objective)
-    if kind == "record":
-        from .record import record
-
-        return record(n, k, objective)
-    if kind == "splitter":
-        return shallowest_splitter(n, k)
-    if k is None or k == n:
-        return sorter(kind, n)
-    if kind == "transposition":
-        full = sorter(kind, n)  # checks the size first
-        return select_top(full, k, {"kind": kind, "n": n, "k": k})
-    return selection(kind, n, k)
+    if c.needs_k and k is None:
+        raise ValueError(f"the {kind} network needs k (1 <= k <= n)")
+    check_budget(f"{kind} network at n = {n}, k = {n if k is None else k}",
+                 c.size_estimate(n, n if k is None else k) + n, max_size)
+    return c.build(n, k, objective)
 
 
 #: the old name of :func:`construct`
@@ -100,13 +80,18 @@ build = construct
 
 
 def _check_kind(kind: object) -> None:
-    if not isinstance(kind, str) or kind not in ALL_KINDS:
-        raise ValueError(f"unknown network kind {kind!r}; choose one of {', '.join(ALL_KINDS)}")
+    """ValueError for a name that is not a registered construction
+    (:func:`netgen.construct.registry.get`; netgen.compiler checks with it)."""
+    get(kind)
 
 
 __all__ = [
     "KINDS",
     "ALL_KINDS",
+    "BATCHER",
+    "REGISTRY",
+    "Construction",
+    "kinds_for",
     "construct",
     "build",
     "size_estimate",

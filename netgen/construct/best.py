@@ -73,7 +73,7 @@ def entries_for(n: int) -> list[Entry]:
     if not found:
         raise ValueError(
             f"best-known networks exist for {N_MIN} <= n <= {N_MAX} only, got n = {n}; "
-            "use another --network (splitter, bitonic, oddeven, pairwise, transposition)"
+            "the other constructions (--network) build any n"
         )
     return found
 

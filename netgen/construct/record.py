@@ -6,7 +6,7 @@ network, each with its provenance).
 Semantics: ``outputs[r]`` holds rank r (rank 0 = the largest) of the n
 inputs for r < k, i.e. the k largest as a *sorted* list (netgen's outputs
 convention). The table and its lower bounds are produced by
-``benchmarks/records.py``; ``docs/records.md`` is rendered from it.
+``tools/records/records.py``; ``docs/records.md`` is rendered from it.
 
 ``record(n, k, objective)`` returns the cell's network ("depth": the
 shallowest, then smallest; "size": the smallest, then shallowest);

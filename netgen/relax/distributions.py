@@ -11,19 +11,10 @@ section 6)::
 for ``logistic_phi`` which uses the activation replacement trick (ART)
 ``phi(d) = sgn(d) * |d|^(1 - lambda)``.
 
-Distributions F (names as in diffsort/difftopk), with densities f = F':
-
-=============  ==============================================  =========================
-name           F(z)                                            f(z)
-=============  ==============================================  =========================
-logistic       1 / (1 + e^-z)                                  F(z) F(-z)
-logistic_phi   logistic, with ART phi                          (same)
-cauchy         1/2 + atan(z) / pi                              1 / (pi (1 + z^2))
-reciprocal     (z / (2 + |z|) + 1) / 2                         1 / (2 + |z|)^2
-gaussian       Phi(z) (standard normal CDF)                    exp(-z^2/2) / sqrt(2 pi)
-optimal        z + 1/2 (|z| <= 1/4), 1 - 1/(16z) (z > 1/4),     1 (|z| <= 1/4),
-               -1/(16z) (z < -1/4)                             1/(16 z^2) otherwise
-=============  ==============================================  =========================
+Distributions F (names as in diffsort/difftopk) and their densities f = F'
+are defined once each in :mod:`netgen.relax.formulas` (the registry behind
+:data:`DISTRIBUTIONS`; each definition's docstring states its formula) and
+tabled in docs/relaxations.md.
 
 Numerical guarantees (tested): for every finite d, every steepness and every
 distribution, p and dp/dd are finite. d is clamped to the dtype's finite
@@ -62,7 +53,7 @@ import torch
 
 from . import formulas as F
 from .expr import evaluate, var
-from .formulas import ART_TIE_FLOOR  # noqa: F401  (re-exported)
+from .formulas import ART_TIE_FLOOR, DEFAULT_DISTRIBUTION  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..network import Network
@@ -70,10 +61,6 @@ if TYPE_CHECKING:  # pragma: no cover
 #: every distribution defined in netgen.relax.formulas, in definition order
 DISTRIBUTIONS = tuple(F.REGISTRY)
 
-#: Default distribution: Cauchy is monotonic with heavy tails, so gradients
-#: reach comparators far from a tie even in deep networks (the monotonic
-#: differentiable sorting networks paper, and difftopk's default).
-DEFAULT_DISTRIBUTION = "cauchy"
 
 #: The epsilon diffsort/difftopk put inside ART and ``optimal``.
 DIFFTOPK_ART_EPSILON = 1e-10

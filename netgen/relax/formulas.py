@@ -25,7 +25,7 @@ from typing import Callable
 
 from .expr import BIG, E, abs_, atan, clamp, const, copysign, exp, maximum, minimum, ncdf, sigmoid, var, where
 
-__all__ = ["Distribution", "REGISTRY", "distribution", "art", "swap_exprs", "ART_TIE_FLOOR"]
+__all__ = ["Distribution", "REGISTRY", "DEFAULT_DISTRIBUTION", "distribution", "art", "swap_exprs", "ART_TIE_FLOOR"]
 
 #: |d| below this is treated as this in ART's derivative (see distributions)
 ART_TIE_FLOOR = 1e-10
@@ -41,6 +41,11 @@ class Distribution:
 
 
 REGISTRY: dict[str, Distribution] = {}
+
+#: Default distribution: Cauchy is monotonic with heavy tails, so gradients
+#: reach comparators far from a tie even in deep networks (the monotonic
+#: differentiable sorting networks paper, and difftopk's default).
+DEFAULT_DISTRIBUTION = "cauchy"
 
 
 def distribution(name: str, art: bool = False):

@@ -4,7 +4,7 @@
   (rank r on wire r by layer d_r; generalized comparators);
 * :mod:`.select_depth`: the optimal-depth search with symmetry breaking
   (standard comparators, maximal first layer, second layer up to symmetry)
-  that produced the record table (``benchmarks/records.py``,
+  that produced the record table (``tools/records/records.py``,
   ``docs/records.md``), also for single ranks and the unsorted top k;
 * :mod:`.masks`: 0-1 inputs as bit masks, a correctness test and a greedy
   shrink.

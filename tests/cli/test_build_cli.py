@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from netgen import io
+from netgen import io, portfolio
 from netgen.cli import main
+from netgen.construct import KINDS, REGISTRY
 
 
 def run(*args):
@@ -43,13 +44,13 @@ def test_default_is_the_portfolio_best_by_depth(n, k):
     chosen = io.loads(r.stdout)
     assert chosen.construction["verified"].startswith("proved") or n > 64
     assert "candidate" in r.stderr and "portfolio chose" in r.stderr
-    kinds = (["splitter"] if k else []) + ["bitonic", "oddeven", "pairwise"] + (["best"] if n <= 64 else [])
+    kinds = sorted({c.kind for c in portfolio.candidates(n, n if k is None else k, portfolio.DEFAULT_OBJECTIVE)})
     for kind in kinds:
         other = io.loads(CliRunner().invoke(main, ["build", *nk, "--network", kind, "--no-verify"]).stdout)
         assert (chosen.depth, chosen.size) <= (other.depth, other.size), kind
 
 
-@pytest.mark.parametrize("kind", ["bitonic", "oddeven", "pairwise", "transposition"])
+@pytest.mark.parametrize("kind", [kind for kind in KINDS if not REGISTRY[kind].needs_k])
 def test_sorter_kinds_with_k_below_n_select(kind):
     net = io.loads(CliRunner().invoke(main, ["build", "--n", "13", "--k", "4", "--network", kind]).stdout)
     x = np.random.default_rng(1).normal(size=(300, 13))

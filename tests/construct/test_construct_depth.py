@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from netgen.construct import build
+from netgen.construct import BATCHER, KINDS, build
 from netgen.construct._common import unpad
 from netgen.construct.selection import logical_selection
 from netgen.construct.sorters import SORTER_LAYERS
@@ -19,7 +19,6 @@ PAPER_SPLITTER = {
     10450: [14, 18, 20, 23, 27, 30, 32, 34],
     65536: [16, 20, 22, 25, 29, 32, 34, 36],
 }
-BATCHER = ("bitonic", "oddeven", "pairwise")
 
 
 def lg(n):
@@ -97,7 +96,7 @@ def test_padding_never_moves(kind, n):
             assert unpad(n, N, layers, outs)[2] == 0
 
 
-@pytest.mark.parametrize("kind", ["splitter", *BATCHER, "transposition"])
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("n,k", [(22, 22), (45, 5), (300, 7), (1000, 3)])
 def test_no_padded_wires(kind, n, k):
     net = build(kind, n, k)

@@ -1,4 +1,4 @@
-"""benchmarks/records.py end to end on the smallest cells: one command with
+"""tools/records/records.py end to end on the smallest cells: one command with
 a budget writes proved networks and an index, a rerun skips finished cells,
 and the page is rendered from the data."""
 
@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(*args):
-    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "records.py"), *args],
+    return subprocess.run([sys.executable, str(ROOT / "tools" / "records" / "records.py"), *args],
                           capture_output=True, text=True, timeout=600)
 
 

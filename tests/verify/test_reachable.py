@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from verify_oracles import brute_force, drop, fails, random_network, transposition_sorter, with_prefix
 
-from netgen.construct import KINDS, build
+from netgen.construct import KINDS, build, kinds_for
 from netgen.network import Network
 from netgen.verify import reachable
 from netgen.verify.reachable import TooManyStates, analyze
@@ -59,7 +59,7 @@ def test_constructions_small_all_k(kind):
             assert _agree(net, rep).status == "proved"
 
 
-@pytest.mark.parametrize("kind", ["splitter", "bitonic", "oddeven", "pairwise"])
+@pytest.mark.parametrize("kind", kinds_for(1024, 5, max_size=1024 * 10 ** 2))  # n lg(n)^2: not the transposition sorter
 def test_selection_1024_proved_and_broken(kind):
     net = build(kind, 1024, 5)
     r = analyze(net)

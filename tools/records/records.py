@@ -1,8 +1,8 @@
 """Build the top-k selection record table (issue 22), resumably.
 
-    nice -n 10 python benchmarks/records.py --budget 3000 [--n-max 32] [--k-max 8]
+    nice -n 10 python tools/records/records.py --budget 3000 [--n-max 32] [--k-max 8]
         [--cell-budget 60] [--sat-n-max 16] [--solver cadical195] [--out netgen/data/records]
-    python benchmarks/records.py --render      # only rewrite docs/records.md from the data
+    python tools/records/records.py --render      # only rewrite docs/records.md from the data
 
 Per cell (n, k), n ascending, k ascending (the depth lower bounds of smaller
 cells carry over: depth(n, k) >= depth(n', k') for n' <= n, k' <= k, by
@@ -34,12 +34,12 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
 
 from netgen.compiler import compile_network  # noqa: E402
 from netgen import portfolio  # noqa: E402
-from netgen.construct._common import ceil_lg  # noqa: E402
 from netgen.construct.record import FORMAT, INDEX  # noqa: E402
 from netgen.io import atomic_write_text, dumps  # noqa: E402
 from netgen.search import masks, select_depth  # noqa: E402
@@ -59,6 +59,11 @@ def load_index(out: Path) -> dict:
             "cells": {}}
 
 
+def _ceil_lg(n: int) -> int:
+    """ceil(log2(n)) for n >= 1."""
+    return (n - 1).bit_length()
+
+
 def proved(net, label):
     """(network after the passes, report) or None when not proved."""
     c = compile_network(net, passes=PASSES, verify=True)
@@ -73,7 +78,7 @@ def baseline(n: int, k: int, objective: str):
     key = portfolio.objective_key(objective)
     best = None
     for c in portfolio.candidates(n, k, objective):
-        if c.label.startswith("record"):
+        if c.kind == "record":
             continue
         got = proved(c.make(), c.label)
         if got is None:
@@ -86,7 +91,7 @@ def baseline(n: int, k: int, objective: str):
 
 def inherited_lb(cells: dict, n: int, k: int):
     """Best proved depth lower bound from the cells (n', k') <= (n, k)."""
-    best = (ceil_lg(n), "fan-in", f"the maximum of {n} inputs needs ceil(log2 {n}) = {ceil_lg(n)} layers")
+    best = (_ceil_lg(n), "fan-in", f"the maximum of {n} inputs needs ceil(log2 {n}) = {_ceil_lg(n)} layers")
     for (m, j) in ((n - 1, k), (n, k - 1)):
         c = cells.get(f"{m},{j}")
         if c and c["depth_lb"]["value"] > best[0]:
@@ -198,7 +203,7 @@ def run_cell(n, k, cells, args, deadline):
                 continue
             net, rep = got
         final.append((net, rep, source, method))
-    size_lb = max((n - k) * ceil_lg(k + 1), n - 1)
+    size_lb = max((n - k) * _ceil_lg(k + 1), n - 1)
     entry = {"n": n, "k": k, "depth_lb": lb,
              "size_lb": {"value": size_lb, "source": "counting",
                          "detail": "(n - k) ceil(log2(k + 1)) (Alekseev) and n - 1 (every input but the maximum loses once)"},
@@ -287,7 +292,7 @@ def drop_orphans(out: Path, idx: dict) -> None:
 
 
 def set_pass(idx, cells, args, deadline):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
+    sys.path.insert(0, str(HERE))
     from records_set import run_set_cell
 
     from netgen.io import loads
@@ -327,7 +332,7 @@ def machine() -> str:
 
 
 def render(out: Path, docs: Path) -> int:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
+    sys.path.insert(0, str(HERE))
     from records_render import write_docs
 
     write_docs(out, docs)

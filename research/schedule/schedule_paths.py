@@ -4,7 +4,7 @@ and the one-time cost of importing numba and loading the cached loop in a
 fresh process). Sets MIN_COMPILED and MAX_NUMPY_CHUNKS in
 netgen/schedule.py.
 
-    python benchmarks/schedule_paths.py [--repeats 5]
+    python research/schedule/schedule_paths.py [--repeats 5]
 
 Also times, side by side in this process, the per-comparator loop that
 netgen.network.asap_layers ran before it became netgen.schedule.asap_levels

@@ -2,7 +2,7 @@
 this one) timed side by side: values+P and column, forward+backward,
 interleaved passes in one process, medians and the ratios.
 
-    python benchmarks/torch_modules_side_by_side.py OLD.py NEW.py [--B 64] [--reps 15] [--threads 1] [--clock cpu]
+    python research/ab/torch_modules_side_by_side.py OLD.py NEW.py [--B 64] [--reps 15] [--threads 1] [--clock cpu]
 
 ``--clock cpu`` times with the process's CPU time (``time.process_time``)
 instead of the wall clock: with one thread on a machine shared with other
@@ -52,7 +52,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from netgen.codegen.loader import load
+    from netgen import load
 
     mods = {"old": load(args.old), "new": load(args.new)}
     n, k = mods["old"]._N, mods["old"]._K

@@ -1,6 +1,6 @@
 """The unsorted-set variant of the record table (issue 22), small n only:
 the k largest inputs on outputs 0..k-1 in any order. Called by
-``benchmarks/records.py --set-n-max N`` after the sorted cells.
+``tools/records/records.py --set-n-max N`` after the sorted cells.
 
 Per cell: the SAT depth search with ``unsorted=True`` (same symmetry
 breaking: a standard network leaves a sorted input alone, so the set lands
@@ -92,7 +92,7 @@ def run_set_cell(n, k, cells, args, deadline, load_record):
     if not set_correct(net, k):
         raise RuntimeError(f"set network for ({n}, {k}) failed its check")  # never written
     fname = f"set_n{n:02d}_k{k}_d{net.depth}_s{net.size}.json"
-    proof = f"exhaustive 0-1: all {comb(n, k)} inputs with {k} ones (benchmarks/records_set.py)"
+    proof = f"exhaustive 0-1: all {comb(n, k)} inputs with {k} ones (tools/records/records_set.py)"
     con = {"kind": "record-set", "n": n, "k": k, "source": source, "proof": proof}
     atomic_write_text(args.out / fname, dumps(net.with_(construction=con)))
     cell["set"] = {"file": fname, "depth": net.depth, "size": net.size, "source": source, "proof": proof,

@@ -4,7 +4,7 @@ sees. Counts every multi-line string constant (a template, a pasted kernel)
 by its number of lines; one-line strings (messages, names) are not code and
 are not counted.
 
-    python benchmarks/string_constants.py [folder ...]   # default netgen/codegen
+    python tools/string_constants.py [folder ...]   # default netgen/codegen
 """
 
 from __future__ import annotations

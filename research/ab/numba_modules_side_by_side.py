@@ -2,7 +2,7 @@
 this one) timed side by side: rows and column fwd+bwd, interleaved passes in
 one process, medians and the ratios.
 
-    python benchmarks/numba_modules_side_by_side.py OLD.py NEW.py [--B 500] [--reps 7] [--threads 2]
+    python research/ab/numba_modules_side_by_side.py OLD.py NEW.py [--B 500] [--reps 7] [--threads 2]
 
 Build the modules with ``netgen build --target numba`` (or
 ``netgen.codegen.write_module``) from the two checkouts, for the same
@@ -14,9 +14,11 @@ next to it is reused). Loss: ``(P * W).sum()`` for the rows,
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-import _rss  # benchmarks/_rss.py: interleaved timing
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import measure  # noqa: E402  (benchmarks/measure.py: interleaved timing)
 
 
 def main() -> None:
@@ -38,7 +40,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     numba.set_num_threads(args.threads)
-    from netgen.codegen.loader import load  # registers each module under its own name (numba's cache needs it)
+    from netgen import load  # registers each module under its own name (numba's cache needs it)
 
     mods = {"old": load(args.old), "new": load(args.new)}
     n, k = mods["old"]._N, mods["old"]._K
@@ -57,7 +59,7 @@ def main() -> None:
         steps[f"{tag} column"] = lambda L=layer: (L.column(x, y) * w).sum().backward()
     for step in steps.values():  # warm-up (compiles or loads the cached kernels)
         step()
-    med = _rss.interleaved(steps, args.reps, before=lambda: setattr(x, "grad", None))
+    med = measure.interleaved(steps, args.reps, before=lambda: setattr(x, "grad", None))
     print(f"B = {B}, n = {n}, k = {k}, float32, {args.threads} threads; fwd+bwd, median of {args.reps} "
           f"interleaved passes; old = {args.old}, new = {args.new}")
     for name, m in med.items():
