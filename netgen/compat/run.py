@@ -20,7 +20,8 @@ only it does.
   and its gradient is NaN; the other rows are computed as usual. The
   generated CPU layers refuse such rows, so they get zeros in place of the
   row and the outputs are set to NaN afterwards. ``check_finite=True``:
-  netgen's ValueError.
+  netgen's ValueError (on a GPU too, at the cost of one synchronisation;
+  not under ``torch.compile``).
 * **Second order and torch.func**: when a gradient is taken with
   ``create_graph=True`` (gradient penalties, double backward), it is
   computed by the reference from the same inputs (the written backward is
@@ -166,6 +167,11 @@ def call(auto, x: torch.Tensor, s, y=None, check_finite: bool = False):
         out = slow(x, s, check=False)  # a value check would need the host
         return out if y is None else out[0]
     compiling = torch.compiler.is_compiling()
+    if check_finite and x.device.type != "cpu" and not compiling and x.numel():
+        # the GPU layers report bad rows as NaN (no sync); the strict check asked for one
+        if not bool(torch.isfinite(x).all()):
+            raise ValueError("input contains NaN or inf values; relaxed networks need finite inputs "
+                             "(check_finite=True)")
     if _per_row(s) or not _fast_ok(s, compiling):
         _warn_once("rows" if _per_row(s) else "steepness")
         out = slow(x, s)
