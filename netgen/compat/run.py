@@ -178,9 +178,10 @@ def call(auto, x: torch.Tensor, s, y=None, check_finite: bool = False):
         return out if y is None else out[0]
     bad = None
     if not check_finite and x.device.type == "cpu" and x.dtype.is_floating_point:
-        bad = ~torch.isfinite(x).all(-1)  # under compile always masked (no host read)
-        if not compiling and not bool(bad.any()):
-            bad = None
+        # a finite sum means every value is finite (one reduction: ~2 us at 64 x 100, isfinite ~14 us);
+        # under compile always masked (no host read)
+        if compiling or not math.isfinite(x.detach().sum().item()):
+            bad = ~torch.isfinite(x).all(-1)
     xin = x if bad is None else _ZeroBadRows.apply(x, bad)
     layer = auto.layer_for(x.device, s)
     out = layer(xin) if y is None else (layer.column(xin, y),)
