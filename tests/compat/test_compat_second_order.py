@@ -13,7 +13,7 @@ import torch
 import netgen.compat as C
 import netgen.compat.run as run
 
-from _published_oracle import run_topk, sort_net, topk_net
+from _published_oracle import run_topk, topk_net
 
 torch.set_num_threads(1)
 TARGETS = ["numba", "torch"]
