@@ -95,14 +95,17 @@ def runtime_steepness(layer) -> bool:
 
 
 def check_steepness(s) -> None:
-    """ValueError unless ``s`` is a finite number > 0 (tensors: checked only
-    on the CPU, where it costs no device synchronisation)."""
+    """ValueError unless ``s`` is a finite number > 0 or a 1-element tensor
+    of any shape (0-d, ``(1,)``, e.g. ``nn.Parameter(torch.ones(1) * 10)``)
+    holding one; a tensor's value is read only on the CPU outside
+    torch.compile (elsewhere that would synchronise or break the graph)."""
     if isinstance(s, torch.Tensor):
-        if s.numel() != 1 or s.dim() != 0:
-            raise ValueError(f"steepness must be a number or a 0-d tensor, got a tensor of shape {tuple(s.shape)}")
-        if s.device.type != "cpu":
+        if s.numel() != 1:
+            raise ValueError(f"steepness must be a number or a 1-element tensor, got a tensor of shape "
+                             f"{tuple(s.shape)}")
+        if s.device.type != "cpu" or torch.compiler.is_compiling():
             return
-        v = float(s.detach())
+        v = float(s.detach().reshape(()))
     else:
         if isinstance(s, (bool, np.bool_)) or not isinstance(s, (numbers.Real, np.floating, np.integer)):
             raise ValueError(f"steepness must be a number, got {s!r}")
@@ -120,8 +123,8 @@ class AutoLayer(torch.nn.Module):
     ``layer(x) -> (values, P)``, ``layer.column(x, y)``, ``layer.hard(x)``.
 
     ``steepness`` (attribute, read at every call; None: the relaxation's):
-    a number, numpy scalar, 0-d tensor or ``nn.Parameter`` (then it learns).
-    It is handed to the generated layer's run-time ``steepness`` (no
+    a number, numpy scalar, 1-element tensor (0-d or ``(1,)``) or
+    ``nn.Parameter`` (then it learns). It is handed to the generated layer's run-time ``steepness`` (no
     recompilation); a generated module without one is rebuilt for a new
     numeric value instead (a tensor that requires grad then raises).
     :meth:`set_relaxation` swaps distribution / ``art_lambda`` (another
@@ -131,8 +134,10 @@ class AutoLayer(torch.nn.Module):
     it; under ``torch.compile`` or CUDA-graph capture, make one eager call
     first (or pass ``device=`` to the builder) so nothing is built while
     tracing. Built layers are not submodules: ``state_dict()`` and pickles
-    hold only (network, relaxation, target, steepness), and an unpickled
-    AutoLayer rebuilds its layers from netgen's cache on its first call."""
+    hold only (network, relaxation, target, steepness), as plain Python
+    data (``torch.load(..., weights_only=True)`` needs only this class
+    allowlisted), and an unpickled AutoLayer rebuilds its layers from
+    netgen's cache on its first call."""
 
     def __init__(self, net, r, target: str = "auto", device=None, steepness=None):
         super().__init__()
@@ -160,10 +165,15 @@ class AutoLayer(torch.nn.Module):
         return target
 
     def _get(self, device: torch.device, r):
-        key = (device.type, r)
-        layer = self._built.get(key)
-        if layer is None:
-            layer = self._built[key] = build_layer(self.net, r, self._target_for(device)).to(device)
+        layer = self._built.get((device.type, r))
+        return self._build(device, r) if layer is None else layer
+
+    @torch.compiler.disable
+    def _build(self, device: torch.device, r):
+        """Build (or load from the cache) the layer for ``device`` and ``r``:
+        outside any torch.compile graph, so a first call under torch.compile
+        works too (one graph break, then a recompile that finds it built)."""
+        layer = self._built[(device.type, r)] = build_layer(self.net, r, self._target_for(device)).to(device)
         return layer
 
     def layer_for(self, device: torch.device, steepness=_OWN):
@@ -202,10 +212,26 @@ class AutoLayer(torch.nn.Module):
         return self.layer_for(x.device).hard(x)
 
     def __getstate__(self):
+        from ..io import to_dict
+
         state = self.__dict__.copy()
         state["_built"] = {}  # generated modules are rebuilt (from the cache) in the loading process
         state["targets"] = {} if self.target == "auto" else dict(self.targets)
+        # plain data only (no numpy, no netgen classes): weights_only loading needs nothing else
+        state["net"] = to_dict(self.net)
+        state["relaxation"] = self.relaxation.to_dict()
         return state
+
+    def __setstate__(self, state):
+        from ..io import from_dict
+        from ..relax.distributions import Relaxation
+
+        state = dict(state)
+        if isinstance(state.get("net"), dict):
+            state["net"] = from_dict(state["net"], source="a pickled AutoLayer")
+        if isinstance(state.get("relaxation"), dict):
+            state["relaxation"] = Relaxation.from_dict(state["relaxation"])
+        self.__dict__.update(state)
 
     def extra_repr(self):
         chosen = ", ".join(f"{d}: {t}" for d, t in self.targets.items()) or "none built yet"

@@ -11,20 +11,31 @@ Switch by changing an import::
     # from difftopk import DiffTopkNet
     from netgen.compat import DiffSortNet, DiffTopkNet
 
+or run a script unchanged: ``netgen.compat.install()`` before it imports
+the published packages makes every import path of them (``import
+difftopk``, ``from difftopk.losses import ...``, ``from
+diffsort.functional import sort``, ...) give netgen's mirrors
+(:mod:`netgen.compat.swap`).
+
 Every public name of diffsort 0.2.0 and difftopk 0.2.0 is here with the
 same signature (``netgen.compat.diffsort`` and ``netgen.compat.difftopk``
-mirror the two packages name by name, e.g. for ``sys.modules`` patching):
+mirror the two packages module by module and name by name):
 ``DiffSortNet``, ``DiffTopkNet``, ``sort``, ``topk``, ``bitonic_network``,
 ``odd_even_network``, ``get_sorting_network``, ``TopKCrossEntropyLoss``
 (every ``diffsort_method`` and ``top1_mode``), ``NeuralSort``, ``SoftSort``,
 ``SmoothTopKLoss``, ``SmoothHardTopKLoss``. Modules have the published
 ``.sorting_network`` (the matrices, built on access). See docs/migrating.md.
 
-Attributes are live: ``steepness`` (a number, numpy scalar, 0-d tensor or
-``nn.Parameter``), ``distribution``, ``art_lambda``, ``interpolation_type``
-are read at every call (see :mod:`netgen.compat.nets`). Modules pickle
-(``torch.save(model)``) and load in a new process: the generated layer is
-rebuilt from netgen's on-disk cache (:mod:`netgen.codegen.cache`).
+Attributes are live: ``steepness`` (a number, numpy scalar, 1-element
+tensor or ``nn.Parameter``, or one value per row), ``distribution``,
+``art_lambda``, ``interpolation_type`` are read at every call (see
+:mod:`netgen.compat.nets`); ``sorting_network`` is assignable. Steepness
+shapes, non-finite scores (NaN out, as published; ``check_finite=True``
+for netgen's ValueError), second order and ``torch.func``: see
+:mod:`netgen.compat.run`. Modules pickle (``torch.save(model)``) as plain
+data and load in a new process (``weights_only=True`` with the same
+allowlist as the published modules): the generated layer is rebuilt from
+netgen's on-disk cache (:mod:`netgen.codegen.cache`).
 
 Orientation (theirs, returned here): ranks ascending. netgen's own layers
 return ``P`` of shape ``(..., k, n)`` with rank 0 = the largest; these
@@ -65,14 +76,16 @@ the originals. Any leading batch dimensions are accepted (the originals take
 from __future__ import annotations
 
 from .functional import sort, topk
-from .losses import SmoothHardTopKLoss, SmoothTopKLoss, TopKCrossEntropyLoss
+from .losses import TopKCrossEntropyLoss
 from .nets import DiffSortNet, DiffTopkNet
 from .networks import TYPES, bitonic_network, get_sorting_network, odd_even_network, original_network
+from .smooth import SmoothHardTopKLoss, SmoothTopKLoss
 from .sorts import NeuralSort, SoftSort
-from . import diffsort, difftopk  # noqa: E402  (the two packages, name for name)
+from .swap import install, uninstall
+from . import diffsort, difftopk  # noqa: E402  (the two packages, module for module)
 
 __all__ = [
     "DiffSortNet", "DiffTopkNet", "original_network", "sort", "topk", "bitonic_network", "odd_even_network",
     "get_sorting_network", "TopKCrossEntropyLoss", "NeuralSort", "SoftSort", "SmoothTopKLoss",
-    "SmoothHardTopKLoss", "TYPES",
+    "SmoothHardTopKLoss", "TYPES", "install", "uninstall",
 ]

@@ -1,18 +1,24 @@
 """diffsort's ``sort`` and difftopk's ``topk``: run a network given in their
 matrix format (from ``get_sorting_network``, ours or theirs) through a
-netgen-generated layer.
+netgen-generated layer; and the other public names of their
+``functional`` modules (``execute_sort``, ``execute_topk``,
+``execute_sparse_topk``, ``s_best``, ``NormalCDF``,
+``SORTING_NETWORK_TYPE``).
 
 The matrices are read once into a netgen Network (cached per network
 object, up to 16), so a call costs what a ``DiffSortNet`` call costs."""
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
+from typing import List
 
 import torch
 
 from .networks import from_matrices
 from .nets import relaxation_for
+from .run import call
 
 _CACHE: "OrderedDict[tuple, tuple]" = OrderedDict()
 _CACHE_SIZE = 16
@@ -52,12 +58,16 @@ def sort(
     steepness: float = 10.0,
     art_lambda: float = 0.25,
     distribution: str = "cauchy",
+    *,
+    check_finite: bool = False,
 ):
     """diffsort.sort: ``(soft sorted ascending, X (..., n, n))`` for a
-    network in diffsort's matrix format."""
+    network in diffsort's matrix format. Steepness, non-finite scores
+    (``check_finite``) and second order as for the modules
+    (:mod:`netgen.compat.run`)."""
     n = _check(vectors)
     layer = _layer(sorting_network, n, n, distribution, art_lambda)
-    values, P = layer.layer_for(vectors.device, steepness)(vectors)
+    values, P = call(layer, vectors, steepness, check_finite=check_finite)
     return values.flip(-1), P.flip(-2).transpose(-1, -2)
 
 
@@ -69,6 +79,8 @@ def topk(
     art_lambda: float = 0.25,
     distribution: str = "cauchy",
     sparse: bool = False,
+    *,
+    check_finite: bool = False,
 ):
     """difftopk.topk: ``(values ascending, X (..., n, k))`` for a network
     in difftopk's dense or sparse matrix format (difftopk returns None for
@@ -76,5 +88,56 @@ def topk(
     matrices."""
     n = _check(vectors)
     layer = _layer(sorting_network, n, k, distribution, art_lambda)
-    values, P = layer.layer_for(vectors.device, steepness)(vectors)
+    values, P = call(layer, vectors, steepness, check_finite=check_finite)
     return values.flip(-1), P.flip(-2).transpose(-1, -2)
+
+
+def execute_sort(sorting_network, vectors, steepness=10.0, art_lambda=0.25, distribution="cauchy"):
+    """diffsort's ``execute_sort`` (what ``sort`` calls): the same as :func:`sort`."""
+    return sort(sorting_network, vectors, steepness, art_lambda, distribution)
+
+
+def execute_topk(sorting_network, vectors, k, steepness: float = 10.0, art_lambda: float = 0.25,
+                 distribution: str = "cauchy"):
+    """difftopk's ``execute_topk`` (dense matrices): the same as :func:`topk`
+    (values first, where difftopk returns None)."""
+    return topk(sorting_network, vectors, k, steepness, art_lambda, distribution)
+
+
+def execute_sparse_topk(sorting_network, vectors, k, steepness: float = 10.0, art_lambda: float = 0.25,
+                        distribution: str = "cauchy"):
+    """difftopk's ``execute_sparse_topk`` (sparse matrices; no torch_sparse
+    needed): the same as :func:`topk`."""
+    return topk(sorting_network, vectors, k, steepness, art_lambda, distribution, sparse=True)
+
+
+#: the published type hint of a sorting network in matrix format (as published: it names the
+#: function ``torch.tensor``)
+SORTING_NETWORK_TYPE = List[torch.tensor]
+
+
+def s_best(x):
+    """The published ``s_best``: the CDF of the ``optimal`` distribution
+    (netgen's formula, with their epsilon 1e-10 in the tails)."""
+    from ..relax.expr import evaluate, var
+    from ..relax.formulas import REGISTRY
+
+    cdf = REGISTRY["optimal"].formulas(var("z"), 1e-10)[0]
+    return evaluate({"p": cdf}, {"z": x}, x.dtype)["p"]
+
+
+class NormalCDF(torch.autograd.Function):
+    """The published ``NormalCDF.apply(x, sigma)``: the normal CDF of
+    ``x / sigma`` with its derivative."""
+
+    @staticmethod
+    def forward(ctx, x, sigma):
+        ctx.save_for_backward(x)
+        ctx.sigma = float(sigma)
+        return 0.5 + 0.5 * torch.erf(x / (ctx.sigma * math.sqrt(2.0)))
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        z = x / ctx.sigma
+        return g * torch.exp(-0.5 * z * z) / (ctx.sigma * math.sqrt(2.0 * math.pi)), None

@@ -1,6 +1,6 @@
-"""difftopk's losses: ``TopKCrossEntropyLoss`` (every ``diffsort_method``
-and ``top1_mode``), ``SmoothTopKLoss`` and ``SmoothHardTopKLoss`` (Berrada
-et al.'s smooth top-k SVM loss), with difftopk's arguments and values.
+"""difftopk's ``TopKCrossEntropyLoss`` (every ``diffsort_method`` and
+``top1_mode``), with difftopk's arguments and values (the smooth top-k SVM
+losses are in :mod:`netgen.compat.smooth`).
 
 ``TopKCrossEntropyLoss`` over a sorting network needs only the column of
 the true class, ``c_k = sum_{r<k} P[r, y]``: it calls the generated layer's
@@ -68,6 +68,8 @@ class TopKCrossEntropyLoss(torch.nn.Module):
         art_lambda: float = 0.25,
         device: str = "cpu",
         top1_mode: str = "sm",
+        *,
+        check_finite: bool = False,
     ):
         super().__init__()
         p = [float(v) for v in p_k]
@@ -90,7 +92,7 @@ class TopKCrossEntropyLoss(torch.nn.Module):
             kind, sparse = _NETWORK_METHODS[diffsort_method]
             self.top_k_net = DiffTopkNet(kind, num_inputs, self.k, sparse=sparse, device=device,
                                          steepness=inverse_temperature, art_lambda=art_lambda,
-                                         distribution=distribution)
+                                         distribution=distribution, check_finite=check_finite)
         elif diffsort_method == "neuralsort":
             self.sort_fn = NeuralSort(tau=1 / inverse_temperature)
         elif diffsort_method == "softsort":
@@ -103,7 +105,7 @@ class TopKCrossEntropyLoss(torch.nn.Module):
     def _cum(self, outputs, labels):
         """(B, K): c_k = P(true class among the top k), k = 1..K."""
         if self.diffsort_method in _NETWORK_METHODS:
-            col = self.top_k_net._layer(outputs).column(outputs, labels)  # (B, k): ranks 0, 1, ...
+            col = self.top_k_net._run(outputs, labels)  # (B, k): ranks 0, 1, ...
             return torch.cumsum(col, -1)
         X = self.sort_fn(outputs)  # [b, i, r], ranks ascending
         rows = X[torch.arange(X.shape[0], device=X.device), labels, -self.k:]  # (B, K) ascending
@@ -127,63 +129,3 @@ class TopKCrossEntropyLoss(torch.nn.Module):
             return (-_log(w[0] * sm + rest)).mean()
         ce = torch.nn.functional.cross_entropy(outputs, labels)
         return float(self.p_k[0]) * ce + float(sum(self.p_k[1:])) * (-_log(rest)).mean()
-
-
-# ----------------------------------------------------- smooth top-k SVM loss
-def _smooth(x, y, k, tau):
-    from ..relax.baselines.smooth_topk import smooth_topk_loss
-
-    return smooth_topk_loss(x, y, k, tau=tau, alpha=1.0, reduction="none")
-
-
-def _hard(x, y, k, alpha=1.0):
-    """Top-k hinge: max(0, mean of the best k others + alpha - mean of y and the best k-1 others)."""
-    B, n = x.shape
-    others = torch.arange(n, device=x.device).unsqueeze(0) != y.unsqueeze(1)
-    rest = x[others].reshape(B, n - 1)
-    best = (rest + alpha).topk(k, dim=1).values.mean(1)
-    with_y = (rest.topk(k - 1, dim=1).values.sum(1) + x.gather(1, y.unsqueeze(1)).squeeze(1)) / k
-    return torch.clamp(best - with_y, min=0)
-
-
-def _check_scores(x, y, num_classes, k):
-    if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[1] != num_classes:
-        raise ValueError(f"x must be a (batch, {num_classes}) tensor, got {getattr(x, 'shape', None)}")
-    if not 1 <= k < num_classes:
-        raise ValueError(f"k must lie in 1..{num_classes - 1}, got {k}")
-    return torch.as_tensor(y, device=x.device).long()
-
-
-class SmoothTopKLoss(torch.nn.Module):
-    """Smooth top-k SVM loss (temperature ``tau``, margin 1), batch mean."""
-
-    def __init__(self, num_classes, k, tau=1, device="cpu"):
-        super().__init__()
-        self.num_classes, self.k, self.tau = num_classes, k, tau
-        self.labels = torch.arange(num_classes).to(device)
-
-    def forward(self, x, y):
-        y = _check_scores(x, y, self.num_classes, self.k)
-        return _smooth(x, y, self.k, self.tau).sum() / x.size(0)
-
-
-class SmoothHardTopKLoss(torch.nn.Module):
-    """The smooth loss, switching per sample to the top-k hinge where the
-    k-th and (k+1)-th scores are far apart (gap >= k tau log 1000)."""
-
-    def __init__(self, num_classes, k, tau=1, device="cpu"):
-        super().__init__()
-        self.num_classes, self.k, self.tau = num_classes, k, tau
-        self.thresh = 1e3
-        self.labels = torch.arange(num_classes).to(device)
-
-    def forward(self, x, y):
-        y = _check_scores(x, y, self.num_classes, self.k)
-        top = x.detach().topk(self.k + 1, dim=1).values
-        hard = (top[:, self.k - 1] - top[:, self.k]) >= self.k * self.tau * math.log(self.thresh)
-        loss = x.new_zeros(())
-        if (~hard).any():
-            loss = loss + _smooth(x[~hard], y[~hard], self.k, self.tau).sum() / x.size(0)
-        if hard.any():
-            loss = loss + _hard(x[hard], y[hard], self.k).sum() / x.size(0)
-        return loss

@@ -16,7 +16,8 @@ import math
 import torch
 
 from ..relax.distributions import DIFFTOPK_ART_EPSILON, DISTRIBUTIONS, Relaxation
-from .networks import get_sorting_network, netgen_network, original_network
+from .networks import from_matrices, from_plain, get_sorting_network, netgen_network, original_network, to_plain
+from .run import call, check_steepness
 
 #: the steepness baked into modules whose steepness is a run-time argument
 #: (one module serves every steepness)
@@ -54,15 +55,11 @@ def relaxation_for(distribution, art_lambda, art_epsilon, steepness=CANONICAL_ST
 
 class _Base(torch.nn.Module):
     def _setup(self, sorting_network_type, size, k, device, steepness, art_lambda, interpolation_type,
-               distribution, art_epsilon, network, target):
-        from ..codegen.auto import AutoLayer, check_steepness, check_target
+               distribution, art_epsilon, network, target, check_finite):
+        from ..codegen.auto import check_target
 
         check_target(target)
-        if network == "difftopk":
-            net = original_network(sorting_network_type, size, k)
-        elif network == "netgen":
-            net = netgen_network(sorting_network_type, size, k)
-        else:
+        if network not in ("difftopk", "netgen"):
             raise ValueError(f"network must be 'difftopk' or 'netgen', got {network!r}")
         check_steepness(steepness)
         self.sorting_network_type = sorting_network_type
@@ -73,10 +70,29 @@ class _Base(torch.nn.Module):
         self.art_epsilon = art_epsilon
         self.distribution = resolve_distribution(distribution, interpolation_type)
         self.interpolation_type = interpolation_type
-        self.network = net
-        r = relaxation_for(self.distribution, art_lambda, art_epsilon)
-        self._rkey = (r.distribution, r.art_lambda, r.art_epsilon)
-        self.layer = AutoLayer(net, r, target, device)
+        self.check_finite = bool(check_finite)
+        self._network_kind = network
+        self._target = target
+        self._matrices = None  # an assigned ``sorting_network`` (published format), else None
+        self._custom = None  # its network as plain data (what a pickle holds)
+        self._build(self._own_network())
+
+    def _own_network(self):
+        k = getattr(self, "k", None)
+        if self._network_kind == "netgen":
+            return netgen_network(self.sorting_network_type, self.size, k)
+        return original_network(self.sorting_network_type, self.size, k)
+
+    def _build(self, net, now: bool = True) -> None:
+        """The AutoLayer for ``net``: not a submodule (``print(model)`` and
+        ``state_dict()`` look like the published module's; it has no state).
+        ``now``: build the layer for ``device`` at once (at construction; an
+        unpickled module builds on its first call, on the device it gets)."""
+        from ..codegen.auto import AutoLayer
+
+        r = relaxation_for(self.distribution, self.art_lambda, self.art_epsilon)
+        object.__setattr__(self, "_rkey", (r.distribution, r.art_lambda, r.art_epsilon))
+        object.__setattr__(self, "_auto", AutoLayer(net, r, self._target, self.device if now else None))
 
     def __setattr__(self, name, value):
         # the deprecated alias stays an alias after construction too
@@ -84,13 +100,42 @@ class _Base(torch.nn.Module):
             super().__setattr__("distribution", value)
         super().__setattr__(name, value)
 
+    # ---------------------------------------------------------- pickling
+    def __getstate__(self):
+        """Plain data (no numpy, no netgen classes besides this one): the
+        published constructor's arguments, netgen's extras and the module's
+        state; the generated layer is rebuilt on load (from netgen's cache),
+        so ``torch.load(..., weights_only=True)`` needs what published needs."""
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_auto", "_rkey", "_matrices")}
+        return state
+
+    def __setstate__(self, state):
+        state = dict(state)
+        if "_network_kind" not in state:
+            state = _older_state(type(self), state)
+        super().__setstate__(state)
+        self.__dict__.setdefault("check_finite", False)
+        self._matrices = None
+        self._build(self._own_network() if self._custom is None else from_plain(self._custom), now=False)
+
+    # ---------------------------------------------------------- properties
+    @property
+    def layer(self):
+        """The :class:`~netgen.codegen.auto.AutoLayer` computing this module."""
+        return self._auto
+
+    @property
+    def network(self):
+        """The netgen Network this module runs."""
+        return self._auto.net
+
     @property
     def relaxation(self) -> Relaxation:
         """The relaxation the next call uses (its steepness: the current
-        ``steepness`` when that is a plain number)."""
+        ``steepness`` when that is a plain positive number)."""
         r = self._sync()
         s = self.steepness
-        if isinstance(s, torch.Tensor):
+        if isinstance(s, torch.Tensor) or not 0 < float(s) < math.inf:
             return r
         return Relaxation(r.distribution, float(s), r.art_lambda, r.art_epsilon)
 
@@ -100,33 +145,80 @@ class _Base(torch.nn.Module):
         r = relaxation_for(self.distribution, self.art_lambda, self.art_epsilon)
         key = (r.distribution, r.art_lambda, r.art_epsilon)
         if key != self._rkey:
-            self.layer.set_relaxation(r)
-            self._rkey = key
-        return self.layer.relaxation
+            self._auto.set_relaxation(r)
+            object.__setattr__(self, "_rkey", key)
+        return self._auto.relaxation
 
-    def _layer(self, x: torch.Tensor):
+    def _check(self, x):
         if not isinstance(x, torch.Tensor):
             raise ValueError(f"expected a tensor, got {type(x).__name__}")
         if x.dim() < 1 or x.shape[-1] != self.size:
             raise ValueError(f"expected input of shape (..., {self.size}), got {tuple(x.shape)}")
         self._sync()
-        return self.layer.layer_for(x.device, self.steepness)
+
+    def _layer(self, x: torch.Tensor):
+        """The generated layer for ``x``'s device, with this module's steepness."""
+        self._check(x)
+        return self._auto.layer_for(x.device, self.steepness)
+
+    def _run(self, x: torch.Tensor, y=None):
+        """(values, P) in netgen's orientation, or the column P[..., :, y]
+        (see :mod:`netgen.compat.run`: steepness shapes, non-finite rows,
+        second order)."""
+        self._check(x)
+        return call(self._auto, x, self.steepness, y, self.check_finite)
 
     def forward(self, vectors: torch.Tensor):
         """Their orientation: ascending values and X = P.flip(-2).transpose(-1, -2)."""
-        values, P = self._layer(vectors)(vectors)
+        values, P = self._run(vectors)
         return values.flip(-1), P.flip(-2).transpose(-1, -2)
 
     @property
     def sorting_network(self):
         """The network in the published matrix format (built on access;
-        netgen itself never uses these matrices)."""
+        netgen itself never uses these matrices). Assignable, as in the
+        published modules: matrices of another network make this module run
+        that network (read once into a netgen network)."""
+        if self._matrices is not None:
+            return self._matrices
         k = getattr(self, "k", None)
         if getattr(self, "sparse", False):
             return get_sorting_network("sparse_" + self.sorting_network_type, self.size, self.device, k)
         if self.sorting_network_type == "splitter_selection":
             raise ValueError("difftopk has splitter_selection only in sparse form (sparse=True)")
         return get_sorting_network(self.sorting_network_type, self.size, self.device)
+
+    @sorting_network.setter
+    def sorting_network(self, value):
+        net = from_matrices(value, self.size, getattr(self, "k", None) or self.size)
+        if [l.tolist() for l in net.layers] != [l.tolist() for l in self._auto.net.layers]:
+            self._custom = to_plain(net)
+            self._build(net)
+        self._matrices = value
+
+
+def _older_state(cls, state: dict) -> dict:
+    """The state of a module pickled by an earlier netgen (the AutoLayer a
+    submodule) or by the published package (after
+    :func:`netgen.compat.install`, its class names lead here), in this
+    netgen's form."""
+    auto = state.get("_modules", {}).pop("layer", None)
+    if auto is not None:  # an earlier netgen
+        state.pop("network", None)
+        state.update(_network_kind="difftopk", _target=auto.target, _custom=to_plain(auto.net))
+        return state
+    # the published DiffSortNet / DiffTopkNet: their arguments and the matrices
+    matrices = state.pop("sorting_network")
+    state.setdefault("distribution", "cauchy")
+    state.setdefault("interpolation_type", None)
+    state.update(device=str(matrices[0][0].device) if matrices else "cpu", art_epsilon=DIFFTOPK_ART_EPSILON,
+                 _network_kind="difftopk", _target="auto", _custom=None)
+    k = state.get("k")
+    own = original_network(state["sorting_network_type"], state["size"], k)
+    net = from_matrices(matrices, state["size"], k or state["size"])
+    if [l.tolist() for l in net.layers] != [l.tolist() for l in own.layers]:
+        state["_custom"] = to_plain(net)
+    return state
 
 
 class DiffSortNet(_Base):
@@ -147,10 +239,11 @@ class DiffSortNet(_Base):
         art_epsilon: float = DIFFTOPK_ART_EPSILON,
         network: str = "difftopk",
         target: str = "auto",
+        check_finite: bool = False,
     ):
         super().__init__()
         self._setup(sorting_network_type, size, None, device, steepness, art_lambda, interpolation_type,
-                    distribution, art_epsilon, network, target)
+                    distribution, art_epsilon, network, target, check_finite)
 
 
 class DiffTopkNet(_Base):
@@ -173,9 +266,10 @@ class DiffTopkNet(_Base):
         art_epsilon: float = DIFFTOPK_ART_EPSILON,
         network: str = "difftopk",
         target: str = "auto",
+        check_finite: bool = False,
     ):
         super().__init__()
         self.k = int(k)
         self.sparse = sparse
         self._setup(sorting_network_type, size, k, device, steepness, art_lambda, interpolation_type,
-                    distribution, art_epsilon, network, target)
+                    distribution, art_epsilon, network, target, check_finite)

@@ -139,7 +139,10 @@ def odd_even_network(n):
     return _dense(n, _transposition(n))
 
 
-def _sparse(n: int, layers, device):
+def _sparse_numpy(n: int, layers):
+    """difftopk's sparse format in numpy: per layer ``(split_a, split_b,
+    combine_min, combine_max, alpha_idxs, one_minus_alpha_idxs,
+    remain_idxs, alpha_mask)``."""
     out = []
     for layer in layers:
         sa, sb, cmin, cmax, comps, kept = _rows(n, layer)
@@ -149,11 +152,38 @@ def _sparse(n: int, layers, device):
             # the soft min (at lo) is alpha * v[wa] + (1 - alpha) * v[wb]; the soft max the other way round
             alpha += [[lo, wa], [hi, wb]]
             one_minus += [[lo, wb], [hi, wa]]
-        idx = [np.array(alpha), np.array(one_minus), np.array([[w, w] for w in kept]),
-               np.array([[r] for r in range(len(comps))])]
-        mats = [torch.from_numpy(m.T.copy()).float().to(device).to_sparse().coalesce() for m in (sa, sb, cmin, cmax)]
-        out.append(mats + [torch.from_numpy(a).float().to(device) for a in idx])
+        out.append((sa, sb, cmin, cmax, np.array(alpha), np.array(one_minus), np.array([[w, w] for w in kept]),
+                    np.array([[r] for r in range(len(comps))])))
     return out
+
+
+def sparse_bitonic_network(n):
+    """difftopk's ``sparse_bitonic_network``: the bitonic network in its
+    sparse format, as numpy arrays (see :func:`_sparse_numpy`)."""
+    n, _ = _check_size(n)
+    return _sparse_numpy(n, _bitonic_classic(n))
+
+
+def sparse_splitter_selection_network(n, k):
+    """difftopk's ``sparse_splitter_selection_network``: the splitter
+    selection network in its sparse format, as numpy arrays."""
+    n, k = _check_size(n, k)
+    return _sparse_numpy(n, _splitter_layers(n, k))
+
+
+def _to_torch(layers, device):
+    return [[torch.from_numpy(np.asarray(m)).float().to(device) for m in layer] for layer in layers]
+
+
+def get_sparse_net(net):
+    """difftopk's ``get_sparse_net``: the first four matrices of each layer
+    (torch tensors) as coalesced sparse COO tensors of their transposes,
+    the index tensors kept."""
+    return [[m.T.to_sparse().coalesce() for m in layer[:4]] + list(layer[4:]) for layer in net]
+
+
+def _sparse(n: int, layers, device):
+    return get_sparse_net(_to_torch(_sparse_numpy(n, layers), device))
 
 
 def get_sorting_network(type, n, device, k=None):
@@ -175,6 +205,20 @@ def get_sorting_network(type, n, device, k=None):
         raise ValueError(f"unknown sorting network type {type!r}; choose one of 'bitonic', 'odd_even', "
                          "'sparse_bitonic', 'sparse_splitter_selection'")
     return [[torch.from_numpy(m).float().to(device) for m in layer] for layer in layers]
+
+
+def to_plain(net: Network) -> dict:
+    """``net`` as plain Python data (lists, ints, strings: what a pickle
+    loaded with ``weights_only=True`` may hold)."""
+    from ..io import to_dict
+
+    return to_dict(net)
+
+
+def from_plain(d: dict) -> Network:
+    from ..io import from_dict
+
+    return from_dict(d, source="a pickled compat module")
 
 
 # -------------------------------------------------------- and the way back

@@ -25,7 +25,24 @@ autograd. Every code-generation target is tested against these functions.
 
 Inputs: float32/float64 are computed in their own dtype; float16/bfloat16
 are computed in float32 and the results returned in the input dtype.
-NaN or inf inputs raise ``ValueError``.
+NaN or inf inputs raise ``ValueError`` (``check=False`` in :func:`forward`
+and :func:`column`: they are computed with, and a row holding one comes out
+NaN).
+
+Steepness of :func:`forward` and :func:`column`: ``r.steepness``, or
+``steepness=`` a number or a tensor that broadcasts over the batch (0-d,
+``(1,)``, or one value per row such as ``(B, 1)`` for ``x`` of shape
+``(B, n)``); a tensor that requires grad gets dL/ds. Taken as given (s = 0
+gives p = 1/2 at every comparator, s < 0 reverses every comparator, as the
+formula says); :class:`Relaxation`'s check (finite, > 0) applies to ``r``
+only. The lane sweeps (:func:`back`, :func:`fwd`, :func:`soft_values`) take
+the operators' steepness: a finite number > 0 or a 0-d tensor
+(:func:`check_steepness`).
+
+Differentiable to any order (the swap probability's derivatives are
+formulas in torch ops, differentiated again by autograd) and under
+``torch.func`` (``grad``, ``vmap``, ``jacrev``, ...; pass ``check=False``
+there: a value check would need the host).
 
 Memory under autograd (this is the oracle, not the fast path): each layer
 keeps its swap probabilities and, for the lerp of each mixed pair, both
@@ -50,18 +67,71 @@ from .distributions import Relaxation, swap_probability, swap_probability_grad
 from .expr import evaluate, var
 from .formulas import swap_exprs
 
-__all__ = ["forward", "column", "hard", "Layer", "swap_prob", "check_input", "check_labels",
-           "back", "fwd", "soft_values"]
+__all__ = ["forward", "column", "hard", "Layer", "swap_prob", "check_input", "check_labels", "check_steepness",
+           "steepness_tensor", "back", "fwd", "soft_values"]
+
+
+@functools.lru_cache(maxsize=64)
+def _program_s(r: Relaxation):
+    """The swap program of ``r`` with the steepness a variable ``s``."""
+    return swap_exprs(r, var("s"))
+
+
+def _eval(r: Relaxation, names, d: torch.Tensor, s: torch.Tensor):
+    prog = _program_s(r)
+    out = evaluate({n: prog[n] for n in names}, {"d": d, "s": s}, d.dtype)
+    big = torch.finfo(d.dtype).max
+    return [out[n] if n == "p" else out[n].clamp(-big, big) for n in names]
+
+
+def _sum_to(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """``t`` summed over the dimensions ``like`` was broadcast along."""
+    return t.sum() if like.dim() == 0 else t.sum_to_size(like.shape)
+
+
+class _SwapProbS(torch.autograd.Function):
+    """p = F(s phi(d)) for a tensor steepness ``s`` (broadcast against d),
+    with the documented derivatives dp/dd and dp/ds. Its backward is torch
+    ops on the saved inputs, so autograd differentiates it again (double
+    backward); ``setup_context`` and the generated vmap rule make it usable
+    under torch.func."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(d: torch.Tensor, s: torch.Tensor, r: Relaxation) -> torch.Tensor:  # type: ignore[override]
+        return _eval(r, ("p",), d, s)[0]
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        d, s, r = inputs
+        ctx.save_for_backward(d, s)
+        ctx.r = r
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor):  # type: ignore[override]
+        d, s = ctx.saved_tensors
+        dp, dps = _eval(ctx.r, ("dp", "dps"), d, s)
+        gs = _sum_to(g * dps, s) if ctx.needs_input_grad[1] else None
+        return g * dp, gs, None
 
 
 class _SwapProb(torch.autograd.Function):
-    """p = F(s phi(d)) with the documented derivative (finite at ART ties)."""
+    """p = F(s phi(d)) with the documented derivative (finite at ART ties),
+    the steepness ``r.steepness``; differentiable again and usable under
+    torch.func, like :class:`_SwapProbS`."""
+
+    generate_vmap_rule = True
 
     @staticmethod
-    def forward(ctx, d: torch.Tensor, r: Relaxation) -> torch.Tensor:  # type: ignore[override]
+    def forward(d: torch.Tensor, r: Relaxation) -> torch.Tensor:  # type: ignore[override]
+        return swap_probability(d, r)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        d, r = inputs
         ctx.save_for_backward(d)
         ctx.r = r
-        return swap_probability(d, r)
 
     @staticmethod
     def backward(ctx, g: torch.Tensor):  # type: ignore[override]
@@ -69,21 +139,51 @@ class _SwapProb(torch.autograd.Function):
         return g * swap_probability_grad(d, ctx.r), None
 
 
-def swap_prob(d: torch.Tensor, r: Relaxation) -> torch.Tensor:
-    """Swap probability usable under autograd (see :func:`swap_probability`)."""
-    return _SwapProb.apply(d, r)
+def swap_prob(d: torch.Tensor, r: Relaxation, s: torch.Tensor | None = None) -> torch.Tensor:
+    """Swap probability usable under autograd (see :func:`swap_probability`),
+    with ``r.steepness`` or the tensor ``s`` (broadcast against ``d``)."""
+    if s is None:
+        return _SwapProb.apply(d, r)
+    return _SwapProbS.apply(d, s.to(d.dtype), r)
 
 
-def check_input(net: Network, x: torch.Tensor) -> tuple[torch.Tensor, torch.dtype]:
-    """Validate ``x`` (shape ``(..., n)``, floating, finite); return it in
-    the compute dtype, plus the dtype to return results in."""
+def steepness_tensor(x: torch.Tensor, steepness) -> torch.Tensor | None:
+    """``steepness`` (None, a number or a tensor) as a tensor in ``x``'s
+    dtype and device that broadcasts against ``x[..., :1]`` (None stays
+    None); ValueError for any other shape. Any value is taken as given."""
+    if steepness is None:
+        return None
+    if isinstance(steepness, torch.Tensor):
+        if not steepness.dtype.is_floating_point and steepness.dtype not in (torch.int32, torch.int64):
+            raise ValueError(f"steepness must be a real number or tensor, got {steepness.dtype}")
+        s = steepness.to(device=x.device, dtype=x.dtype)
+    elif isinstance(steepness, bool) or not hasattr(steepness, "__float__"):
+        raise ValueError(f"steepness must be a real number or tensor, got {type(steepness).__name__}")
+    else:
+        s = torch.tensor(float(steepness), dtype=x.dtype, device=x.device)
+    want = tuple(x.shape[:-1]) + (1,)
+    try:
+        ok = torch.broadcast_shapes(tuple(s.shape), want) == torch.Size(want)
+    except RuntimeError:
+        ok = False
+    if not ok:
+        raise ValueError(f"steepness of shape {tuple(s.shape)} does not broadcast over the batch of an input of "
+                         f"shape {tuple(x.shape)}: use a number, a 1-element tensor or one value per row, shape "
+                         f"{want}")
+    return s
+
+
+def check_input(net: Network, x: torch.Tensor, check: bool = True) -> tuple[torch.Tensor, torch.dtype]:
+    """Validate ``x`` (shape ``(..., n)``, floating, and finite unless
+    ``check`` is False); return it in the compute dtype, plus the dtype to
+    return results in."""
     if not isinstance(x, torch.Tensor):
         raise ValueError(f"expected a torch.Tensor, got {type(x).__name__}")
     if x.dim() < 1 or x.shape[-1] != net.n:
         raise ValueError(f"input must have shape (..., {net.n}), got {tuple(x.shape)}")
     if not x.dtype.is_floating_point:
         raise ValueError(f"input must be floating point, got {x.dtype}")
-    if not bool(torch.isfinite(x).all()):
+    if check and not bool(torch.isfinite(x).all()):
         bad = "NaN" if bool(torch.isnan(x).any()) else "inf"
         raise ValueError(f"input contains {bad} values; relaxed networks need finite inputs")
     out_dtype = x.dtype
@@ -145,48 +245,35 @@ def _fwd(net: Network, x: torch.Tensor, V: torch.Tensor, prob) -> tuple[torch.Te
     return v[..., outs], lanes[..., outs].transpose(-1, -2)
 
 
-def forward(net: Network, x: torch.Tensor, r: Relaxation) -> tuple[torch.Tensor, torch.Tensor]:
+def _prob_given(r: Relaxation, x: torch.Tensor, steepness):
+    """``d -> p`` with :func:`steepness_tensor`'s steepness (taken as given)."""
+    s = steepness_tensor(x, steepness)
+    return lambda d: swap_prob(d, r, s)
+
+
+def forward(net: Network, x: torch.Tensor, r: Relaxation, steepness=None,
+            check: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """Soft values ``(..., k)`` and ``P`` ``(..., k, n)`` (see module doc)."""
-    x, out_dtype = check_input(net, x)
-    prob = _prob(r, None)
+    x, out_dtype = check_input(net, x, check)
+    prob = _prob_given(r, x, steepness)
     v, _, _ = _sweep(net, x, prob)
     values = v[..., _outputs(net, x.device)]
     P = _back(net, x, torch.eye(net.k, dtype=x.dtype, device=x.device), prob)  # P = I_k P
     return values.to(out_dtype), P.to(out_dtype)
 
 
-def column(net: Network, x: torch.Tensor, y: torch.Tensor, r: Relaxation) -> torch.Tensor:
+def column(net: Network, x: torch.Tensor, y: torch.Tensor, r: Relaxation, steepness=None,
+            check: bool = True) -> torch.Tensor:
     """``P[..., :, y]`` of shape ``(..., k)`` for integer ``y`` of shape
     ``(...)`` (the batch shape of ``x``)."""
-    x, out_dtype = check_input(net, x)
+    x, out_dtype = check_input(net, x, check)
     y = check_labels(net, x, y)
     e = torch.nn.functional.one_hot(y, net.n).to(x.dtype)
-    _, c = _fwd(net, x, e.unsqueeze(-1), _prob(r, None))  # P e_y
+    _, c = _fwd(net, x, e.unsqueeze(-1), _prob_given(r, x, steepness))  # P e_y
     return c[..., 0].to(out_dtype)
 
 
 # ------------------------------------------------------------- lane sweeps
-class _SwapProbS(torch.autograd.Function):
-    """p = F(s phi(d)) with gradients to d and to a tensor steepness s."""
-
-    @staticmethod
-    def forward(ctx, d: torch.Tensor, s: torch.Tensor, r: Relaxation) -> torch.Tensor:  # type: ignore[override]
-        out = evaluate(_program_s(r), {"d": d, "s": s.to(d.dtype)}, d.dtype)
-        ctx.save_for_backward(out["dp"], out["dps"])
-        ctx.s_dtype = s.dtype
-        return out["p"]
-
-    @staticmethod
-    def backward(ctx, g: torch.Tensor):  # type: ignore[override]
-        dp, dps = ctx.saved_tensors
-        return g * dp, (g * dps).sum().to(ctx.s_dtype), None
-
-
-@functools.lru_cache(maxsize=64)
-def _program_s(r: Relaxation):
-    return swap_exprs(r, var("s"))
-
-
 def check_steepness(s) -> None:
     """ValueError unless ``s`` is None, a finite number > 0 or a 0-d
     floating tensor holding one (a tensor off the CPU is not read: that
@@ -215,7 +302,7 @@ def _prob(r: Relaxation, s):
     if s is None:
         return lambda d: swap_prob(d, r)
     if isinstance(s, torch.Tensor) and s.requires_grad:
-        return lambda d: _SwapProbS.apply(d, s, r)
+        return lambda d: swap_prob(d, r, s)
     rs = replace(r, steepness=float(s))
     return lambda d: swap_prob(d, rs)
 

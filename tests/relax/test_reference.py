@@ -139,3 +139,53 @@ def test_ties_and_extremes_finite(dist, case):
         assert bool(torch.isfinite(vals).all() and torch.isfinite(P).all() and torch.isfinite(c).all())
         (gx,) = torch.autograd.grad(vals.sum() + (P * torch.arange(10.0, dtype=dtype)).sum() + c.sum(), xt)
         assert bool(torch.isfinite(gx).all()), (dist, case, dtype, gx)
+
+
+@pytest.mark.parametrize("dist", DISTRIBUTIONS)
+def test_steepness_tensor_per_row_and_its_gradients(dist):
+    """steepness= a (B, 1) tensor equals each row run with its own
+    Relaxation steepness; gradcheck and gradgradcheck in x and s."""
+    net = build("splitter", 9, 3)
+    r = Relaxation(dist, 1.0, 0.25, 1e-10 if dist == "logistic_phi" else 0.0)
+    x = rand_distinct(4, 9, seed=8)
+    s = torch.tensor([[3.0], [0.5], [7.0], [2.0]], dtype=torch.float64)
+    v, P = ref.forward(net, x, r, steepness=s)
+    for i in range(4):
+        vi, Pi = ref.forward(net, x[i], Relaxation(dist, float(s[i]), r.art_lambda, r.art_epsilon))
+        torch.testing.assert_close(P[i], Pi, atol=1e-13, rtol=0)
+    xs, ss = x[:2].clone().requires_grad_(), s[:2].clone().requires_grad_()
+    f = lambda a, b: ref.forward(net, a, r, steepness=b)[1]  # noqa: E731
+    assert torch.autograd.gradcheck(f, (xs, ss))
+    assert torch.autograd.gradgradcheck(f, (xs, ss))
+
+
+def test_steepness_taken_as_given_and_unchecked_rows():
+    net = build("oddeven", 4, 4)
+    x = rand_distinct(2, 4, seed=9)
+    _, P = ref.forward(net, x, Relaxation(), steepness=0.0)
+    assert torch.equal(P, torch.full_like(P, 0.25))  # every comparator 1/2: P uniform
+    with pytest.raises(ValueError, match="broadcast"):
+        ref.forward(net, x, Relaxation(), steepness=torch.ones(3, 1))
+    x[1, 2] = float("nan")
+    with pytest.raises(ValueError, match="NaN"):
+        ref.forward(net, x, Relaxation())
+    _, P = ref.forward(net, x, Relaxation(), check=False)
+    assert P[1].isnan().all() and not P[0].isnan().any()
+
+
+def test_torch_func_through_the_reference():
+    net = build("splitter", 8, 2)
+    r = Relaxation("cauchy", 4.0)
+    x = rand_distinct(3, 8, seed=10)
+
+    def f(t):
+        return ref.forward(net, t, r, check=False)[1].square().sum()
+
+    xx = x.clone().requires_grad_()
+    (want,) = torch.autograd.grad(f(xx), xx)
+    torch.testing.assert_close(torch.func.grad(f)(x), want)
+    rows = torch.func.vmap(lambda t: ref.forward(net, t, r, check=False)[1])(x)
+    torch.testing.assert_close(rows, ref.forward(net, x, r)[1])
+    jac = torch.func.jacrev(lambda t: ref.forward(net, t, r, steepness=torch.tensor(4.0, dtype=t.dtype),
+                                                  check=False)[0])(x[0])
+    assert jac.shape == (2, 8) and jac.abs().sum() > 0

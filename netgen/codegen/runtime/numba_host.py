@@ -205,6 +205,7 @@ def _note_time(kind, serial, rate):
         st[i] += _CHOOSE_EMA * (rate - st[i])
 
 
+@torch.compiler.disable
 def rows_numpy(x, steepness=None, save=True, sgrad=False, threads=None, mode=None, group=None):
     """Forward kernels on a (B, n) float32/float64 C-contiguous array.
     Returns ``values, P, saved`` (``saved`` feeds :func:`rows_backward_numpy`;
@@ -237,6 +238,7 @@ def rows_numpy(x, steepness=None, save=True, sgrad=False, threads=None, mode=Non
                              sgrad=sgrad, grp=grp)
 
 
+@torch.compiler.disable
 def rows_backward_numpy(saved, gv, gP, threads=None):
     """Adjoint of :func:`rows_numpy`: gradient w.r.t. x from the gradients
     of values (B, k) and P (B, k, n) (``gP`` may be None), and dL/ds (a
@@ -260,6 +262,7 @@ def rows_backward_numpy(saved, gv, gP, threads=None):
     return gx, gs
 
 
+@torch.compiler.disable
 def column_numpy(x, y, steepness=None, save=True, sgrad=False, threads=None):
     """P[:, y] for (B, n) ``x`` and (B,) int64 ``y``; returns ``col, saved``
     (None without ``save``)."""
@@ -280,6 +283,7 @@ def column_numpy(x, y, steepness=None, save=True, sgrad=False, threads=None):
     return col, _Saved(B, arrays, cs=cs, css=css if sgrad else cs, sgrad=sgrad)
 
 
+@torch.compiler.disable
 def column_backward_numpy(saved, gcol, threads=None):
     """Adjoint of :func:`column_numpy`: (gradient w.r.t. x, dL/ds)."""
     cs = saved.cs

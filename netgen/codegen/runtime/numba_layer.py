@@ -155,11 +155,13 @@ class Layer(torch.nn.Module):
             value = _check_threads(value)
         super().__setattr__(name, value)
 
+    @torch.compiler.disable
     def forward(self, x):
         x2, lead, dt, stp, s_t = _prepare(x, self.steepness)
         values, P = _Rows.apply(x2, s_t, stp, self.threads)
         return values.reshape(*lead, _K).to(dt), P.reshape(*lead, _K, _N).to(dt)
 
+    @torch.compiler.disable
     def column(self, x, y):
         x2, lead, dt, stp, s_t = _prepare(x, self.steepness)
         y = torch.as_tensor(y)

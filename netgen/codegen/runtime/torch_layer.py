@@ -128,6 +128,8 @@ class _TopK(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, g_values, g_R):
+        if g_values is None and g_R is None:  # no gradient reached the outputs: none (as numba and cuda)
+            return None, None, None, None, None, None
         bad, a, b, outs, p_all, d_all, g_all, D_all, gs_all, x, s = ctx.saved_tensors
         with torch.no_grad():
             gx, gs = _topk_backward(g_values, g_R, bad, a, b, outs, p_all, d_all, g_all, D_all, ctx.group, gs_all)
@@ -166,6 +168,7 @@ class _Column(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, s, y, bad, a, b, outs):
+        ctx.set_materialize_grads(False)
         n, B = x.shape
         want_s = ctx.needs_input_grad[1]
         train = ctx.needs_input_grad[0] or want_s
@@ -200,6 +203,8 @@ class _Column(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, g_col):
+        if g_col is None:
+            return None, None, None, None, None, None, None
         *saved, x, s = ctx.saved_tensors
         with torch.no_grad():
             gx, gs = _column_backward(g_col, *saved)
