@@ -17,7 +17,10 @@ def info():
     from ..codegen.cache import info as _info
 
     d = _info()
-    click.echo(f"root: {d['root']}\nversions: {d['versions']}\nfiles: {d['files']}\nbytes: {d['bytes']}")
+    click.echo(f"root: {repr(d['root'])[1:-1]}")  # control characters escaped
+    click.echo(f"versions: {d['versions']}\nfiles: {d['files']}\nbytes: {d['bytes']}")
+    if d.get("refused"):
+        click.echo(f"not used: it {d['refused']} (set NETGEN_CACHE_INSECURE=1 to use it anyway)")
 
 
 @command.command("clear")
