@@ -16,7 +16,7 @@ import torch
 
 __all__ = [
     "PARTS", "steepness_value", "refuse_transforms", "check_input", "check_labels",
-    "check_values", "refuse_second_order", "hard_network",
+    "check_values", "refuse_second_order", "hard_network", "numba_disk_cache",
 ]
 
 
@@ -170,6 +170,32 @@ def hard_network(x, n, a, b, offsets, outs):
         idx.index_copy_(0, al, torch.where(swap, ib, ia))
         idx.index_copy_(0, bl, torch.where(swap, ia, ib))
     return v[outs].t().reshape(batch + (k,)), idx[outs].t().reshape(batch + (k,))
+
+
+def numba_disk_cache(path):
+    """Whether numba can keep this module's kernels on disk: the module is a
+    file (``path``) and numba finds a writable folder for its cache (a
+    ``__pycache__`` beside the file, ``$NUMBA_CACHE_DIR`` or the user-wide
+    cache dir). Where it cannot (a read-only install with a read-only HOME)
+    ``cache=True`` would refuse every kernel at import ("no locator"), so the
+    kernels are compiled in each process instead, with one warning."""
+    import os
+    import warnings
+
+    if not path or not os.path.isfile(path):
+        return False
+    from numba.core.caching import FunctionCache
+
+    probe = {}
+    exec(compile("def _probe():\n    pass\n", path, "exec"), probe)
+    try:
+        FunctionCache(probe["_probe"])
+    except RuntimeError:  # "cannot cache function ...: no locator available for file ..."
+        warnings.warn(f"netgen: numba has no writable folder to cache the kernels of {path!r} (no writable "
+                      "__pycache__ beside it, NUMBA_CACHE_DIR or user cache dir); they are compiled in every "
+                      "process (set NUMBA_CACHE_DIR to a writable folder to keep them)", RuntimeWarning, stacklevel=2)
+        return False
+    return True
 
 
 #: what a generated module copies from this file, in order
