@@ -247,8 +247,10 @@ class Network:
         return hash(self.key())
 
     def __repr__(self) -> str:
-        kind = self.construction.get("kind", "custom")
-        return f"Network(kind={kind!r}, n={self.n}, k={self.k}, depth={self.depth}, size={self.size})"
+        from .text import MAX_SHOWN, printable
+
+        kind = printable(repr(self.construction.get("kind", "custom")), MAX_SHOWN)  # a file's string: escaped, cut
+        return f"Network(kind={kind}, n={self.n}, k={self.k}, depth={self.depth}, size={self.size})"
 
     # ---------------------------------------------------------------- execute
     def apply(self, x: np.ndarray) -> np.ndarray:
