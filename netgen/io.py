@@ -22,7 +22,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .network import MAX_WIRES, Network, SizeLimitError, check_budget, check_max_size, check_n, wire_array
+from .network import (MAX_WIRES, Network, SizeLimitError, check_budget, check_max_size, check_n, wire_array,
+                      wire_pairs)
 
 FORMAT = "netgen-network/1"
 
@@ -139,6 +140,10 @@ def from_dict(d: Any, *, source: str = "input", max_size: int | None = None) -> 
     if not isinstance(d, dict):
         raise ValueError(f"{source}: expected a JSON object, got {type(d).__name__}")
     if "nw" in d and "N" in d:
+        both = sorted(key for key in ("format", "n", "layers", "outputs") if key in d)
+        if both:
+            raise ValueError(f"{source}: ambiguous: Dobbelaere's fields N and nw beside netgen's "
+                             f"{', '.join(both)}; a file holds one network in one format")
         return _from_dobbelaere(d, source, max_size)
     fmt = d.get("format")
     if fmt != FORMAT:
@@ -206,7 +211,7 @@ def _pairs(flat: list, source: str, message: str) -> np.ndarray:
     if not all(type(c) is list and len(c) == 2 for c in flat):
         raise ValueError(f"{source}: {message}")
     try:
-        return wire_array(flat, "wires")
+        return wire_pairs(flat, "wires")
     except ValueError as e:
         raise ValueError(f"{source}: {message}: {e}") from None
 
@@ -232,23 +237,37 @@ def _from_dobbelaere(d: dict, source: str, max_size: int | None = None) -> Netwo
     return net
 
 
-_PAIR = re.compile(r"\(\s*(-?\d+)\s*,\s*(-?\d+)\s*\)")
+_PAIR = re.compile(r"\((-?[0-9]+),(-?[0-9]+)\)", re.ASCII)
+#: a layer line with its spaces and tabs removed: ``[]`` or ``[(i,j),(k,l),...]``
+_LINE = re.compile(r"\[(?:\(-?[0-9]+,-?[0-9]+\)(?:,\(-?[0-9]+,-?[0-9]+\))*)?\]", re.ASCII)
 #: digits of the largest wire index netgen accepts (MAX_WIRES - 1 has 8)
 _MAX_DIGITS = 9
 
 
+def _text_lines(text: str):
+    """``(line number, stripped line)`` of the non-blank, non-comment lines:
+    split at ``\n`` (and ``\r\n``) only, so U+2028, form feeds and the
+    other characters ``str.splitlines`` would split at stay inside a line
+    (and are refused there)."""
+    for lineno, line in enumerate(text.split("\n"), 1):
+        line = line.strip(" \t\r")
+        if line and not line.startswith("#"):
+            yield lineno, line
+
+
 def from_layer_text(text: str, *, source: str = "input", max_size: int | None = None) -> Network:
-    """One layer per line, ``[(i,j),(k,l)]``, min on the first wire. n is the
-    largest wire + 1; outputs ``n-1, ..., 0``; layers kept as written."""
+    """One layer per line, ``[(i,j),(k,l)]`` (spaces allowed, as Python's
+    repr writes it: ``[(0, 1), (2, 3)]``), min on the first wire; lines
+    starting with ``#`` are comments. Wires are ASCII digits; nothing else
+    is accepted on a layer line (no empty item, no other bracket, no
+    Unicode digit or line separator). n is the largest wire + 1; outputs
+    ``n-1, ..., 0``; layers kept as written."""
     layers = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        rest = _PAIR.sub("", line).replace(",", "").strip()
-        if rest not in ("[]", ""):
-            raise ValueError(f"{source}: line {lineno} is not a layer of (i,j) pairs: {line[:60]!r}")
-        found = _PAIR.findall(line)
+    for lineno, line in _text_lines(text):
+        compact = line.replace(" ", "").replace("\t", "")
+        if not _LINE.fullmatch(compact):
+            raise ValueError(f"{source}: line {lineno} is not a layer of (i,j) pairs: {_short(line)}")
+        found = _PAIR.findall(compact)
         for i, j in found:
             for w in (i, j):
                 if len(w.lstrip("-")) > _MAX_DIGITS:
@@ -277,6 +296,7 @@ def loads(text: str, *, source: str = "input", max_size: int | None = None) -> N
     if len(text) > file_limit(max_size):
         raise _too_big(source, len(text), max_size)
     stripped = text.lstrip()
+    first = next(_text_lines(text), (0, ""))[1]  # layer text may open with # comments
     if stripped.startswith("{"):
         try:
             d = json.loads(text, parse_constant=_strict_constant)
@@ -287,7 +307,7 @@ def loads(text: str, *, source: str = "input", max_size: int | None = None) -> N
         except ValueError as e:  # NaN/Infinity, integers with too many digits
             raise ValueError(f"{source}: not valid JSON ({e})") from None
         return from_dict(d, source=source, max_size=max_size)
-    if stripped.startswith("["):
+    if stripped.startswith("[") or first.startswith("["):
         return from_layer_text(text, source=source, max_size=max_size)
     raise ValueError(f"{source}: not a network file (expected netgen JSON, Dobbelaere JSON or layer text)")
 

@@ -58,6 +58,7 @@ prints where it is and how big.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.abc
@@ -100,6 +101,23 @@ def root() -> Path:
     except ImportError:  # pragma: no cover - a declared dependency
         return Path.home() / ".cache" / "netgen"
     return Path(platformdirs.user_cache_dir("netgen", appauthor=False))
+
+
+@contextlib.contextmanager
+def using_root(path):
+    """Use ``path`` as the cache root inside the block (None: no change)."""
+    if path is None:
+        yield
+        return
+    old = os.environ.get(ENV)
+    os.environ[ENV] = str(path)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(ENV, None)
+        else:
+            os.environ[ENV] = old
 
 
 def _version(dist: str) -> str:

@@ -68,6 +68,8 @@ def check_labels(y, batch, n, device, checked):
     """Class indices y of shape ``batch``, flattened to int64 on ``device``;
     returns ``(y, outside)``: with ``checked`` an index outside 0..n-1
     raises and ``outside`` is None, else ``outside`` masks those rows."""
+    if isinstance(y, torch.Tensor) and y.device.type == "meta":
+        raise ValueError("y is on the meta device (shapes only, no values); pass labels with values")
     y = torch.as_tensor(y, device=device)
     if y.dtype.is_floating_point or y.dtype == torch.bool or y.is_complex():
         raise ValueError(f"y must hold integer indices, got {y.dtype}")
@@ -152,6 +154,10 @@ def hard_network(x, n, a, b, offsets, outs):
     inequality. Works on a copy: never writes to ``x``."""
     if not isinstance(x, torch.Tensor) or x.dim() < 1 or x.shape[-1] != n:
         raise ValueError(f"input must be a tensor of shape (..., {n})")
+    if x.is_complex() or x.dtype == torch.bool:
+        raise ValueError(f"input must be real numbers (an ordered dtype), got {x.dtype}")
+    if x.device.type == "meta":
+        raise ValueError("input is on the meta device (shapes only, no values); the exact network compares values")
     if x.dtype.is_floating_point and bool(torch.isnan(x).any()):
         raise ValueError("input contains NaN values; the exact network needs ordered inputs")
     batch = tuple(x.shape[:-1])
