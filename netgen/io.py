@@ -100,6 +100,13 @@ BYTES_PER_ELEMENT = 32
 MIN_FILE_BYTES = 1 << 20
 #: deepest nesting of JSON objects/lists accepted in a construction record
 MAX_NESTING = 32
+#: a construction record is metadata (netgen writes 40-200 bytes), but every
+#: generated module carries it as a literal: a 4.9 MB record took 1.4 GB and
+#: 7 s to build for numba. It counts against the size limit as one unit per
+#: RECORD_BYTES_PER_UNIT bytes (of its JSON, estimated) and is refused past
+#: MAX_RECORD_BYTES whatever the limit
+RECORD_BYTES_PER_UNIT = 8
+MAX_RECORD_BYTES = 1 << 16
 
 
 def file_limit(max_size: int | None = None) -> int:
@@ -119,17 +126,31 @@ def _strict_constant(name: str):
     raise ValueError(f"{name} is not a number netgen accepts (JSON has no NaN or Infinity)")
 
 
-def _check_nesting(value: Any, source: str, what: str) -> None:
-    """Iteratively (no recursion) refuse JSON values nested deeper than MAX_NESTING."""
-    stack = [(value, 0)]
+def record_units(value: Any, source: str, what: str = "construction") -> int:
+    """Units of the size limit a construction record counts as: its JSON
+    size (estimated while walking it, without recursion) over
+    RECORD_BYTES_PER_UNIT. ValueError past MAX_NESTING levels or
+    MAX_RECORD_BYTES (the walk stops there)."""
+    nbytes, stack = 0, [(value, 0)]
     while stack:
         v, depth = stack.pop()
         if depth > MAX_NESTING:
             raise ValueError(f"{source}: {what} is nested more than {MAX_NESTING} levels deep")
         if isinstance(v, dict):
+            nbytes += 2 + 4 * len(v) + sum(len(k) for k in v if isinstance(k, str))
             stack.extend((x, depth + 1) for x in v.values())
         elif isinstance(v, list):
+            nbytes += 2 + 2 * len(v)
             stack.extend((x, depth + 1) for x in v)
+        elif isinstance(v, str):
+            nbytes += len(v) + 2
+        else:
+            nbytes += 8
+        if nbytes > MAX_RECORD_BYTES:
+            raise SizeLimitError(f"{source}: the {what} record is over {MAX_RECORD_BYTES:,} bytes: too large "
+                                 "for metadata (netgen's own records are under 1 KB; every generated module "
+                                 "carries it)")
+    return -(-nbytes // RECORD_BYTES_PER_UNIT)
 
 
 def from_dict(d: Any, *, source: str = "input", max_size: int | None = None) -> Network:
@@ -159,7 +180,13 @@ def from_dict(d: Any, *, source: str = "input", max_size: int | None = None) -> 
     if not isinstance(layers, list) or not all(isinstance(l, list) for l in layers):
         raise ValueError(f"{source}: layers must be a list of lists of [a, b] pairs")
     sizes = [len(l) for l in layers]
-    check_budget(f"{source}: n = {n} with {sum(sizes):,} comparators", sum(sizes) + n, max_size)
+    construction = d.get("construction", {})
+    if not isinstance(construction, dict):
+        raise ValueError(f"{source}: construction must be an object")
+    record = record_units(construction, source)
+    check_budget(f"{source}: n = {n} with {sum(sizes):,} comparators"
+                 + (f" and a construction record of ~{record * RECORD_BYTES_PER_UNIT:,} bytes" if record > 64 else ""),
+                 sum(sizes) + n + record, max_size)
     flat = [c for l in layers for c in l]
     comps = _pairs(flat, source, "every comparator must be a pair of integer wires [a, b]")
     outputs = d["outputs"]
@@ -171,10 +198,6 @@ def from_dict(d: Any, *, source: str = "input", max_size: int | None = None) -> 
         raise ValueError(f"{source}: {e}") from None
     if len(outputs) and np.ndim(outputs) != 1:
         raise ValueError(f"{source}: outputs must be a list of integer wires")
-    construction = d.get("construction", {})
-    if not isinstance(construction, dict):
-        raise ValueError(f"{source}: construction must be an object")
-    _check_nesting(construction, source, "construction")
     offsets = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
     try:
         net = Network.from_arrays(n, comps, offsets, outs, construction)

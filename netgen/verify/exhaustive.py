@@ -215,6 +215,8 @@ def _mask_to_input(n: int, mask: int) -> list[int]:
 
 def choose(n: int, k: int) -> str | None:
     """Which exhaustive kernel fits (n, k): ``"bitsliced"``, ``"combinations"`` or None."""
+    if n > max(MAX_BITSLICED_N, 64):  # no kernel: rule it out before counting (a sum of C(n, m) in big integers)
+        return None
     combos = input_count(n, k)
     words = (1 << n) // 64 if n <= MAX_BITSLICED_N else None
     # a combination costs about a quarter of a 64-input word; up to n = 20
