@@ -352,7 +352,8 @@ def check_n(n: Any) -> int:
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     if n > MAX_WIRES:
-        raise ValueError(f"n = {n} is too large (at most {MAX_WIRES} wires)")
+        shown = str(n) if n < 10 ** 20 else f"a {len(str(n))}-digit number"
+        raise ValueError(f"n = {shown} is too large (at most {MAX_WIRES} wires)")
     return n
 
 
