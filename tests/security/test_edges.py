@@ -6,6 +6,7 @@ unless it says otherwise."""
 import os
 import subprocess
 import sys
+from unittest import mock
 
 import pytest
 import torch
@@ -19,17 +20,23 @@ from netgen.network import Network
 from netgen.relax import reference
 from netgen.relax.distributions import Relaxation
 
-os.environ.setdefault("NETGEN_NUMBA_PARALLEL", "0")  # serial kernels compile ~3x faster (read at import)
 NET = build("splitter", 6, 2)
 R = Relaxation("logistic", 3.0)
 SHAPES = [(0, 6), (3, 0, 6), (0, 0, 6)]
 
 
+def _build(target):
+    with mock.patch.dict(os.environ, {"NETGEN_NUMBA_PARALLEL": "0"}):  # serial kernels compile ~3x faster
+        if target == "auto":
+            a = AutoLayer(NET, R)  # on a CPU: numba
+            a.layer_for(torch.device("cpu"))
+            return a
+        return build_layer(NET, R, target)
+
+
 @pytest.fixture(scope="module", params=["torch", "numba", "auto"])
 def layer(request):
-    if request.param == "auto":
-        return AutoLayer(NET, R)  # on a CPU: numba
-    return build_layer(NET, R, request.param)
+    return _build(request.param)
 
 
 # -------------------------------------------------------- M3: empty batches
@@ -75,7 +82,7 @@ def test_empty_batches_in_the_cuda_simulator():
 # -------------------------------------------------------- netgen's refusals
 @pytest.mark.parametrize("target", ["torch", "numba"])
 def test_hard_refuses_complex_and_meta_input_with_a_message(target):
-    layer = build_layer(NET, R, target)
+    layer = _build(target)
     with pytest.raises(ValueError, match="real numbers"):
         layer.hard(torch.randn(2, 6, dtype=torch.complex64))
     with pytest.raises(ValueError, match="meta device"):
@@ -86,7 +93,7 @@ def test_hard_refuses_complex_and_meta_input_with_a_message(target):
 
 @pytest.mark.parametrize("target", ["torch", "numba"])
 def test_vmap_of_hard_gives_netgens_refusal(target):
-    layer = build_layer(NET, R, target)
+    layer = _build(target)
     with pytest.raises(ValueError, match="netgen: torch.func transforms"):
         torch.func.vmap(layer.hard)(torch.randn(3, 2, 6))
 
