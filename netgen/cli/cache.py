@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import click
 
+from .common import handle_errors
+
 
 @click.group("cache")
 def command():
@@ -24,8 +26,9 @@ def info():
 
 
 @command.command("clear")
+@handle_errors
 def clear():
     """Delete every cached module and compiled kernel (all versions)."""
     from ..codegen.cache import clear as _clear, root
 
-    click.echo(f"removed {_clear()} files from {root()}")
+    click.echo(f"removed {_clear()} files from {repr(str(root()))[1:-1]}")

@@ -533,6 +533,10 @@ def clear() -> int:
     r = root()
     if not r.exists():
         return 0
+    st = os.stat(r)
+    if hasattr(os, "getuid") and st.st_uid != os.getuid() and os.environ.get(INSECURE_ENV) != "1":
+        raise ValueError(f"not clearing {_shown(r)}: it is owned by another user (uid {st.st_uid}); "
+                         f"set {ENV} to your own cache folder")
     files, _ = _size(r)
     for child in r.iterdir():
         if child.is_dir() and not child.is_symlink():

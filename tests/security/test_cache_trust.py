@@ -171,3 +171,18 @@ def test_a_group_writable_module_folder_is_refused(cache_dir, caplog):
     data = pickle.dumps(layer)
     p = _run(UNPICKLE, cache_dir, data)
     assert p.returncode != 0 and b"writable by its group" in p.stderr and str(modules).encode() in p.stderr
+
+
+@needs_root
+def test_cache_info_and_clear_on_another_users_root(cache_dir):
+    from click.testing import CliRunner
+
+    from netgen.cli import main
+
+    cache_dir.mkdir()
+    (cache_dir / "theirs").write_text("x")
+    os.chown(cache_dir, 65534, 65534)
+    r = CliRunner().invoke(main, ["cache", "info"])
+    assert r.exit_code == 0 and "not used: it is owned by another user" in r.output, r.output
+    r = CliRunner().invoke(main, ["cache", "clear"])
+    assert r.exit_code == 2 and "not clearing" in r.output and (cache_dir / "theirs").exists(), r.output
