@@ -22,7 +22,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .network import MAX_WIRES, Network, SizeLimitError, check_budget, check_max_size, check_n, wire_array
+from .network import (MAX_WIRES, Network, SizeLimitError, check_budget, check_max_size, check_n, wire_array,
+                      wire_pairs)
 
 FORMAT = "netgen-network/1"
 
@@ -99,6 +100,13 @@ BYTES_PER_ELEMENT = 32
 MIN_FILE_BYTES = 1 << 20
 #: deepest nesting of JSON objects/lists accepted in a construction record
 MAX_NESTING = 32
+#: a construction record is metadata (netgen writes 40-200 bytes), but every
+#: generated module carries it as a literal: a 4.9 MB record took 1.4 GB and
+#: 7 s to build for numba. It counts against the size limit as one unit per
+#: RECORD_BYTES_PER_UNIT bytes (of its JSON, estimated) and is refused past
+#: MAX_RECORD_BYTES whatever the limit
+RECORD_BYTES_PER_UNIT = 8
+MAX_RECORD_BYTES = 1 << 16
 
 
 def file_limit(max_size: int | None = None) -> int:
@@ -118,17 +126,31 @@ def _strict_constant(name: str):
     raise ValueError(f"{name} is not a number netgen accepts (JSON has no NaN or Infinity)")
 
 
-def _check_nesting(value: Any, source: str, what: str) -> None:
-    """Iteratively (no recursion) refuse JSON values nested deeper than MAX_NESTING."""
-    stack = [(value, 0)]
+def record_units(value: Any, source: str, what: str = "construction") -> int:
+    """Units of the size limit a construction record counts as: its JSON
+    size (estimated while walking it, without recursion) over
+    RECORD_BYTES_PER_UNIT. ValueError past MAX_NESTING levels or
+    MAX_RECORD_BYTES (the walk stops there)."""
+    nbytes, stack = 0, [(value, 0)]
     while stack:
         v, depth = stack.pop()
         if depth > MAX_NESTING:
             raise ValueError(f"{source}: {what} is nested more than {MAX_NESTING} levels deep")
         if isinstance(v, dict):
+            nbytes += 2 + 4 * len(v) + sum(len(k) for k in v if isinstance(k, str))
             stack.extend((x, depth + 1) for x in v.values())
         elif isinstance(v, list):
+            nbytes += 2 + 2 * len(v)
             stack.extend((x, depth + 1) for x in v)
+        elif isinstance(v, str):
+            nbytes += len(v) + 2
+        else:
+            nbytes += 8
+        if nbytes > MAX_RECORD_BYTES:
+            raise SizeLimitError(f"{source}: the {what} record is over {MAX_RECORD_BYTES:,} bytes: too large "
+                                 "for metadata (netgen's own records are under 1 KB; every generated module "
+                                 "carries it)")
+    return -(-nbytes // RECORD_BYTES_PER_UNIT)
 
 
 def from_dict(d: Any, *, source: str = "input", max_size: int | None = None) -> Network:
@@ -139,6 +161,10 @@ def from_dict(d: Any, *, source: str = "input", max_size: int | None = None) -> 
     if not isinstance(d, dict):
         raise ValueError(f"{source}: expected a JSON object, got {type(d).__name__}")
     if "nw" in d and "N" in d:
+        both = sorted(key for key in ("format", "n", "layers", "outputs") if key in d)
+        if both:
+            raise ValueError(f"{source}: ambiguous: Dobbelaere's fields N and nw beside netgen's "
+                             f"{', '.join(both)}; a file holds one network in one format")
         return _from_dobbelaere(d, source, max_size)
     fmt = d.get("format")
     if fmt != FORMAT:
@@ -154,7 +180,13 @@ def from_dict(d: Any, *, source: str = "input", max_size: int | None = None) -> 
     if not isinstance(layers, list) or not all(isinstance(l, list) for l in layers):
         raise ValueError(f"{source}: layers must be a list of lists of [a, b] pairs")
     sizes = [len(l) for l in layers]
-    check_budget(f"{source}: n = {n} with {sum(sizes):,} comparators", sum(sizes) + n, max_size)
+    construction = d.get("construction", {})
+    if not isinstance(construction, dict):
+        raise ValueError(f"{source}: construction must be an object")
+    record = record_units(construction, source)
+    check_budget(f"{source}: n = {n} with {sum(sizes):,} comparators"
+                 + (f" and a construction record of ~{record * RECORD_BYTES_PER_UNIT:,} bytes" if record > 64 else ""),
+                 sum(sizes) + n + record, max_size)
     flat = [c for l in layers for c in l]
     comps = _pairs(flat, source, "every comparator must be a pair of integer wires [a, b]")
     outputs = d["outputs"]
@@ -166,10 +198,6 @@ def from_dict(d: Any, *, source: str = "input", max_size: int | None = None) -> 
         raise ValueError(f"{source}: {e}") from None
     if len(outputs) and np.ndim(outputs) != 1:
         raise ValueError(f"{source}: outputs must be a list of integer wires")
-    construction = d.get("construction", {})
-    if not isinstance(construction, dict):
-        raise ValueError(f"{source}: construction must be an object")
-    _check_nesting(construction, source, "construction")
     offsets = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
     try:
         net = Network.from_arrays(n, comps, offsets, outs, construction)
@@ -206,7 +234,7 @@ def _pairs(flat: list, source: str, message: str) -> np.ndarray:
     if not all(type(c) is list and len(c) == 2 for c in flat):
         raise ValueError(f"{source}: {message}")
     try:
-        return wire_array(flat, "wires")
+        return wire_pairs(flat, "wires")
     except ValueError as e:
         raise ValueError(f"{source}: {message}: {e}") from None
 
@@ -232,23 +260,37 @@ def _from_dobbelaere(d: dict, source: str, max_size: int | None = None) -> Netwo
     return net
 
 
-_PAIR = re.compile(r"\(\s*(-?\d+)\s*,\s*(-?\d+)\s*\)")
+_PAIR = re.compile(r"\((-?[0-9]+),(-?[0-9]+)\)", re.ASCII)
+#: a layer line with its spaces and tabs removed: ``[]`` or ``[(i,j),(k,l),...]``
+_LINE = re.compile(r"\[(?:\(-?[0-9]+,-?[0-9]+\)(?:,\(-?[0-9]+,-?[0-9]+\))*)?\]", re.ASCII)
 #: digits of the largest wire index netgen accepts (MAX_WIRES - 1 has 8)
 _MAX_DIGITS = 9
 
 
+def _text_lines(text: str):
+    """``(line number, stripped line)`` of the non-blank, non-comment lines:
+    split at ``\n`` (and ``\r\n``) only, so U+2028, form feeds and the
+    other characters ``str.splitlines`` would split at stay inside a line
+    (and are refused there)."""
+    for lineno, line in enumerate(text.split("\n"), 1):
+        line = line.strip(" \t\r")
+        if line and not line.startswith("#"):
+            yield lineno, line
+
+
 def from_layer_text(text: str, *, source: str = "input", max_size: int | None = None) -> Network:
-    """One layer per line, ``[(i,j),(k,l)]``, min on the first wire. n is the
-    largest wire + 1; outputs ``n-1, ..., 0``; layers kept as written."""
+    """One layer per line, ``[(i,j),(k,l)]`` (spaces allowed, as Python's
+    repr writes it: ``[(0, 1), (2, 3)]``), min on the first wire; lines
+    starting with ``#`` are comments. Wires are ASCII digits; nothing else
+    is accepted on a layer line (no empty item, no other bracket, no
+    Unicode digit or line separator). n is the largest wire + 1; outputs
+    ``n-1, ..., 0``; layers kept as written."""
     layers = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        rest = _PAIR.sub("", line).replace(",", "").strip()
-        if rest not in ("[]", ""):
-            raise ValueError(f"{source}: line {lineno} is not a layer of (i,j) pairs: {line[:60]!r}")
-        found = _PAIR.findall(line)
+    for lineno, line in _text_lines(text):
+        compact = line.replace(" ", "").replace("\t", "")
+        if not _LINE.fullmatch(compact):
+            raise ValueError(f"{source}: line {lineno} is not a layer of (i,j) pairs: {_short(line)}")
+        found = _PAIR.findall(compact)
         for i, j in found:
             for w in (i, j):
                 if len(w.lstrip("-")) > _MAX_DIGITS:
@@ -277,6 +319,7 @@ def loads(text: str, *, source: str = "input", max_size: int | None = None) -> N
     if len(text) > file_limit(max_size):
         raise _too_big(source, len(text), max_size)
     stripped = text.lstrip()
+    first = next(_text_lines(text), (0, ""))[1]  # layer text may open with # comments
     if stripped.startswith("{"):
         try:
             d = json.loads(text, parse_constant=_strict_constant)
@@ -287,7 +330,7 @@ def loads(text: str, *, source: str = "input", max_size: int | None = None) -> N
         except ValueError as e:  # NaN/Infinity, integers with too many digits
             raise ValueError(f"{source}: not valid JSON ({e})") from None
         return from_dict(d, source=source, max_size=max_size)
-    if stripped.startswith("["):
+    if stripped.startswith("[") or first.startswith("["):
         return from_layer_text(text, source=source, max_size=max_size)
     raise ValueError(f"{source}: not a network file (expected netgen JSON, Dobbelaere JSON or layer text)")
 

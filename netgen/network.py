@@ -114,9 +114,9 @@ class Network:
         """Wrap compact arrays. ``outputs`` defaults to ``range(n)`` (a sorter
         whose rank r lands on wire r)."""
         n = check_n(n)
-        comps = np.ascontiguousarray(wire_array(comparators, "comparator wires").reshape(-1, 2))
+        comps = np.ascontiguousarray(wire_pairs(comparators))
         offs = np.ascontiguousarray(np.asarray(layer_offsets, dtype=np.int64).reshape(-1))  # internal bookkeeping
-        outs = tuple(range(n)) if outputs is None else tuple(wire_array(outputs, "output wires").reshape(-1).tolist())
+        outs = tuple(range(n)) if outputs is None else tuple(output_wires(outputs).tolist())
         if validate:
             _validate(n, comps, offs, outs)
         net = cls(
@@ -140,7 +140,7 @@ class Network:
         chunks = []
         offsets = [0]
         for layer in layers:
-            arr = wire_array(list(layer), "comparator wires").reshape(-1, 2)
+            arr = wire_pairs(list(layer))
             chunks.append(arr)
             offsets.append(offsets[-1] + len(arr))
         comps = np.concatenate(chunks) if chunks else np.zeros((0, 2), np.int64)
@@ -156,9 +156,7 @@ class Network:
     ) -> "Network":
         """Build from a flat comparator sequence in execution order, packed
         as soon as possible into layers (ASAP)."""
-        comps = wire_array(
-            comparators if isinstance(comparators, np.ndarray) else list(comparators), "comparator wires"
-        ).reshape(-1, 2)
+        comps = wire_pairs(comparators if isinstance(comparators, np.ndarray) else list(comparators))
         n = check_n(n)
         _check_range(n, comps)
         packed = pack(n, comps)
@@ -247,8 +245,10 @@ class Network:
         return hash(self.key())
 
     def __repr__(self) -> str:
-        kind = self.construction.get("kind", "custom")
-        return f"Network(kind={kind!r}, n={self.n}, k={self.k}, depth={self.depth}, size={self.size})"
+        from .text import MAX_SHOWN, printable
+
+        kind = printable(repr(self.construction.get("kind", "custom")), MAX_SHOWN)  # a file's string: escaped, cut
+        return f"Network(kind={kind}, n={self.n}, k={self.k}, depth={self.depth}, size={self.size})"
 
     # ---------------------------------------------------------------- execute
     def apply(self, x: np.ndarray) -> np.ndarray:
@@ -326,6 +326,24 @@ def wire_array(values: Any, what: str = "wires") -> np.ndarray:
         raise ValueError(f"{what} must fit in 64 bits, got {bad}") from None
 
 
+def wire_pairs(values: Any, what: str = "comparator wires") -> np.ndarray:
+    """``values`` as an (m, 2) int64 array of comparators: a list of [a, b]
+    pairs of integers (:func:`wire_array`) and nothing reshaped into one
+    (``[[0], [1]]`` or a flat ``[0, 1, 2, 3]`` is a ValueError)."""
+    arr = wire_array(values, what)
+    if arr.size and (arr.ndim != 2 or arr.shape[1] != 2):
+        raise ValueError(f"{what} must be a list of [a, b] pairs of integers, got an array of shape {arr.shape}")
+    return arr.reshape(-1, 2)
+
+
+def output_wires(values: Any, what: str = "output wires") -> np.ndarray:
+    """``values`` as a 1-d int64 array of wires (no nested lists)."""
+    arr = wire_array(values, what)
+    if arr.size and arr.ndim != 1:
+        raise ValueError(f"{what} must be a flat list of integer wires, got an array of shape {arr.shape}")
+    return arr.reshape(-1)
+
+
 def check_n(n: Any) -> int:
     """Validate a wire count; ValueError names the problem."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
@@ -334,7 +352,8 @@ def check_n(n: Any) -> int:
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     if n > MAX_WIRES:
-        raise ValueError(f"n = {n} is too large (at most {MAX_WIRES} wires)")
+        shown = str(n) if n < 10 ** 20 else f"a {len(str(n))}-digit number"
+        raise ValueError(f"n = {shown} is too large (at most {MAX_WIRES} wires)")
     return n
 
 

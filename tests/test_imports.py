@@ -26,8 +26,9 @@ ROOT = Path(__file__).resolve().parents[1] / "netgen"
 #: lowest first. A module belongs to the layer of the longest prefix that
 #: names it. A module may import from its own layer and from lower ones.
 LAYERS: list[tuple[str, tuple[str, ...], str]] = [
-    ("base", ("netgen.extras", "netgen.schedule"),
-     "helpers that import nothing of netgen: optional extras; ASAP packing and cone pruning on arrays"),
+    ("base", ("netgen.extras", "netgen.schedule", "netgen.text"),
+     "helpers that import nothing of netgen: optional extras; ASAP packing and cone pruning on arrays; "
+     "inert text for messages, dot and matplotlib"),
     ("ir", ("netgen.network", "netgen.io"), "the Network value and its file formats"),
     ("construct", ("netgen.construct",), "constructions (each ends pruned and packed, unproved)"),
     ("passes", ("netgen.passes",), "Network -> Network passes; the cleanup is handed its firing analysis"),

@@ -21,7 +21,6 @@ it is converted to netgen's orientation ``P = X^T`` flipped along the ranks.
 from __future__ import annotations
 
 import importlib
-import os
 from pathlib import Path
 
 NETGEN_TARGETS = ("torch", "numba", "cuda")
@@ -77,10 +76,8 @@ def _netgen(target: str, n: int, k: int, device: str, cache_dir, network=None):
     if target == "numba" and device != "cpu":
         raise Unavailable("the numba target runs on the CPU only")
     codegen = _import("netgen.codegen", "code generation")
-    loader = _import("netgen.codegen.loader", "code generation loader")
     dist = _import("netgen.relax.distributions", "relaxation")
-    for attr, mod in (("write_module", codegen), ("module_name", codegen),
-                      ("load", loader), ("default_relaxation", dist)):
+    for attr, mod in (("emit", codegen), ("default_relaxation", dist)):
         if not hasattr(mod, attr):
             raise Unavailable(f"{mod.__name__}.{attr} does not exist yet")
     if target not in getattr(codegen, "TARGETS", NETGEN_TARGETS):
@@ -100,13 +97,14 @@ def _netgen(target: str, n: int, k: int, device: str, cache_dir, network=None):
 
         _, net = portfolio_network(n, k, Path(cache_dir or default_cache_dir()) / "networks")
     relax = dist.default_relaxation(net)
-    out = Path(cache_dir or default_cache_dir())
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{codegen.module_name(net, relax, target)}.py"
-    if not path.exists():  # rewriting would change the mtime and defeat numba's on-disk cache
-        path = codegen.write_module(target, net, relax, out)
-    mod = loader.load(path)
-    layer = mod.Layer()
+    # netgen's own cache (netgen.codegen.cache): the module is checked against
+    # its hash before it runs, and the index keys on netgen's version and
+    # generator, so an upgraded netgen builds its module afresh
+    from ..codegen import cache
+    from ..codegen.auto import build_layer
+
+    with cache.using_root(cache_dir):
+        layer = build_layer(net, relax, target)
     if target != "numba":
         layer = layer.to(device)
     return layer, "permutation"
@@ -144,5 +142,12 @@ def _diffsort(n, k, device):
 
 
 def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "netgen" / "bench"
+    """Where the benchmark keeps its network files: ``bench/`` in netgen's
+    cache root (the generated modules live in the cache itself)."""
+    from ..codegen.cache import root
+
+    r = root()
+    if not r.exists():  # created as the cache creates it: 0700
+        r.parent.mkdir(parents=True, exist_ok=True)
+        r.mkdir(mode=0o700, exist_ok=True)
+    return r / "bench"

@@ -5,6 +5,7 @@ process per configuration; JSON, CSV and plots into ``-o DIR``."""
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import click
 
@@ -40,7 +41,8 @@ def _fmt(v, spec):
 @click.option("--temperature", "temps", multiple=True, metavar="METHOD=VALUE",
               help="override a baseline's temperature (repeatable)")
 @click.option("--cache-dir", default=None, type=click.Path(file_okay=False),
-              help="where generated netgen modules are cached (default ~/.cache/netgen/bench)")
+              help="netgen's cache root for this run: generated modules (checked before they run) and the "
+                   "benchmark's network files (default: netgen's cache, $NETGEN_CACHE_DIR or ~/.cache/netgen)")
 @click.option("--no-plots", is_flag=True, help="skip the matplotlib plots")
 @click.option("--subprocess", "use_subprocess", is_flag=True,
               help="start a fresh interpreter per configuration instead of forking (slower start-up)")
@@ -77,8 +79,9 @@ def command(out_dir, quick, sorting, max_memory, methods, reference, batch, ns, 
         reference = "netgen-numba" if "netgen-numba" in chosen else chosen[0]
     if reference not in chosen:
         raise BadInput(f"--reference {reference!r} is not among the methods being run")
-    if threads < 1:
-        raise BadInput(f"--threads must be >= 1, got {threads}")
+    cpus = os.cpu_count() or 1
+    if not 1 <= threads <= cpus:
+        raise BadInput(f"--threads must be between 1 and {cpus} (the CPUs of this machine), got {threads}")
     if sorting and quick:
         raise BadInput("--sorting and --quick are two different grids; pass one")
     if sorting and ks is not None:

@@ -58,6 +58,13 @@ def command(n, k, kind, objective, from_file, target, output, name, passes, only
     from ..portfolio import PortfolioError
 
     check_output(output, folder=target != "json")
+    if name is not None:  # before the (possibly long) build
+        from ..codegen import check_module_name
+
+        try:
+            check_module_name(name)
+        except ValueError as e:
+            raise BadInput(f"--name: {e}") from None
     if target in ("torch", "cuda"):  # before the (possibly long) build
         from ..extras import require
 

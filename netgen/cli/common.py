@@ -201,17 +201,10 @@ def escape(text: object) -> str:
     """``text`` with control characters (terminal escape sequences, newlines,
     NUL, DEL, C1 controls, bidirectional overrides) and lone surrogates shown
     as Python escapes, so a string from a network file prints as one inert
-    line."""
-    text = str(text)
-    if text.isprintable():
-        return text
-    out = []
-    for ch in text:
-        if ch.isprintable() or ch == " ":
-            out.append(ch)
-        else:
-            out.append(repr(ch)[1:-1] if ch not in "'\"" else ch)
-    return "".join(out)
+    line (:func:`netgen.text.printable`)."""
+    from ..text import printable
+
+    return printable(text)
 
 
 # ------------------------------------------------------------ size limit

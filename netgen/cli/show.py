@@ -49,7 +49,7 @@ def command(file, as_json):
         f"size         {d['size']}",
         f"per layer    {shown}",
         f"outputs      {outs[:16]}{' ...' if len(outs) > 16 else ''}",
-        f"construction {escape(kind) if isinstance(kind, str) else escape(json.dumps(kind))}",
+        f"construction {_cut(escape(kind) if isinstance(kind, str) else escape(json.dumps(kind)))}",
     ]
     if isinstance(c, dict):
         for key, value in c.items():
@@ -58,5 +58,10 @@ def command(file, as_json):
             # json.dumps escapes control characters in strings (ensure_ascii off
             # keeps other text readable); escape() catches what is left (keys)
             text = escape(json.dumps(value, ensure_ascii=False))
-            lines.append(f"  {escape(key)}: {text if len(text) <= 200 else text[:200] + ' ...'}")
+            lines.append(f"  {_cut(escape(key))}: {_cut(text)}")
     click.echo("\n".join(lines))
+
+
+def _cut(text: str, limit: int = 200) -> str:
+    """At most ``limit`` characters of a file's string (``--json`` prints it whole)."""
+    return text if len(text) <= limit else text[:limit] + f" ... ({len(text):,} characters; --json shows all)"

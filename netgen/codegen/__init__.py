@@ -11,7 +11,9 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import keyword
 import re
+import unicodedata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,7 +29,37 @@ TARGETS = {
     "cuda": "netgen.codegen.cuda_target",
 }
 
-__all__ = ["TARGETS", "emit", "module_name", "write_module", "target_module", "GeneratedSourceError"]
+__all__ = ["TARGETS", "emit", "module_name", "write_module", "target_module", "GeneratedSourceError",
+           "check_module_name", "MAX_NAME"]
+
+#: the longest module name (UTF-8 bytes). numba names its cache files
+#: ``<module>.<function>-<line>.pyXY.<n>.nbc`` (~50 bytes past the module
+#: name) and a cache module adds ``_netgen_`` and 13 characters of hash; a
+#: file name stops at 255 bytes ("File name too long" at every call)
+MAX_NAME = 120
+#: characters of the construction's kind kept in a default module name
+KIND_CHARS = 40
+
+
+def check_module_name(name) -> str:
+    """``name`` if it can name a generated module that imports: an
+    identifier that is not a keyword (``class``), unchanged by the NFKC
+    normalisation Python applies to identifiers in source (``ﬁle`` would be
+    imported as ``file``), and at most :data:`MAX_NAME` bytes; else
+    ValueError saying which."""
+    shown = repr(name)[:60] + ("..." if len(repr(name)) > 60 else "")
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"module name {shown} is not a valid Python identifier (letters, digits, _; not starting "
+                         "with a digit)")
+    if keyword.iskeyword(name):
+        raise ValueError(f"module name {shown} is a Python keyword: `import {name}` would be a syntax error")
+    if unicodedata.normalize("NFKC", name) != name:
+        raise ValueError(f"module name {shown} changes under NFKC normalisation (Python would import it as "
+                         f"{unicodedata.normalize('NFKC', name)!r}); use plain letters")
+    if len(name.encode()) > MAX_NAME:
+        raise ValueError(f"module name of {len(name.encode())} bytes is too long (at most {MAX_NAME}: numba's cache "
+                         "file names add ~70 bytes, and a file name stops at 255)")
+    return name
 
 
 def target_module(target: str):
@@ -57,6 +89,7 @@ def module_name(net: "Network", r: "Relaxation", target: str) -> str:
     kind = re.sub(r"[^0-9a-zA-Z_]+", "_", kind).strip("_").lower() or "custom"
     if not kind[0].isalpha():
         kind = "net_" + kind
+    kind = kind[:KIND_CHARS].rstrip("_")  # the hash below tells networks apart
     h = hashlib.sha256()
     h.update(net.key().encode())
     h.update(json.dumps(r.to_dict(), sort_keys=True).encode())
@@ -77,9 +110,7 @@ def write_module(
     written."""
     from ..io import atomic_write_text
 
-    name = module_name(net, r, target) if name is None else name
-    if not name.isidentifier():
-        raise ValueError(f"module name {name!r} is not a valid Python identifier")
+    name = check_module_name(module_name(net, r, target) if name is None else name)
     source = emit(target, net, r)
     path = Path(out_dir) / f"{name}.py"
     atomic_write_text(path, source)

@@ -39,29 +39,56 @@ invalidate numba's index for it).
 (generator, network, relaxation, target) key, so a new process imports a
 layer it built before without generating its source (:func:`find_built`).
 
+What is trusted (docs/security.md): the cache folder is, because whoever
+can write it can run code as you (numba's own cache files in it are
+pickles). So the root is created 0700 and used only when it is yours and
+not writable by group or others (:func:`usable_dir`; ``NETGEN_CACHE_INSECURE=1``
+uses such a root anyway). Inside it, every module is checked before it
+runs: a module runs from the bytes whose SHA-256 its name carries
+(:func:`verified_source`), compiled by netgen from those bytes; no bytecode
+(``.pyc``) of a cache module is ever written or read, so nothing runs that
+was not checked. Only names of the form ``_netgen_<name>_<12 hex>`` are
+imported, and only when the file's hash is the one in the name; a file that
+does not match is rewritten when netgen has the source (building a layer)
+and refused otherwise (:class:`CacheDamaged`, naming the path).
+
 Clear with :func:`clear` or ``netgen cache clear``; ``netgen cache info``
 prints where it is and how big.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.abc
 import importlib.util
+import logging
 import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 import types
 from pathlib import Path
 
 __all__ = ["root", "version_dir", "module_file", "import_source", "remember_path", "clear", "info",
-           "install_finder", "qualname_for", "built_key", "find_built", "remember_built"]
+           "install_finder", "qualname_for", "built_key", "find_built", "remember_built", "usable_dir",
+           "root_problem", "verified_source", "exec_source", "file_qualname", "CacheDamaged"]
 
 ENV = "NETGEN_CACHE_DIR"
+#: set to 1 to use a cache root that is not yours or that others can write
+INSECURE_ENV = "NETGEN_CACHE_INSECURE"
 PREFIX = "_netgen_"
+#: the module names netgen produces: ``_netgen_<name>_<12 hex digits of a SHA-256>``
+NAME_RE = re.compile(rf"{PREFIX}(\w+)_([0-9a-f]{{12}})")
+
+log = logging.getLogger("netgen")
+
+
+class CacheDamaged(ImportError):
+    """A cache file is not what its name says (and netgen cannot rebuild it)."""
 
 
 def root() -> Path:
@@ -74,6 +101,23 @@ def root() -> Path:
     except ImportError:  # pragma: no cover - a declared dependency
         return Path.home() / ".cache" / "netgen"
     return Path(platformdirs.user_cache_dir("netgen", appauthor=False))
+
+
+@contextlib.contextmanager
+def using_root(path):
+    """Use ``path`` as the cache root inside the block (None: no change)."""
+    if path is None:
+        yield
+        return
+    old = os.environ.get(ENV)
+    os.environ[ENV] = str(path)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(ENV, None)
+        else:
+            os.environ[ENV] = old
 
 
 def _version(dist: str) -> str:
@@ -101,6 +145,79 @@ def version_dir() -> Path:
     return root() / versions()
 
 
+def root_problem(path: Path | None = None) -> str | None:
+    """Why the cache root (or a folder in it) must not be used, or None:
+    it is not a folder, not owned by this user, or writable by group or
+    others (anyone who can write it could make netgen run their code).
+    ``$NETGEN_CACHE_INSECURE=1`` accepts such a folder."""
+    p = root() if path is None else path
+    try:
+        st = os.stat(p)
+    except OSError as e:
+        return f"cannot be read ({e.strerror or e})"
+    if not stat.S_ISDIR(st.st_mode):
+        return "is not a folder"
+    if os.environ.get(INSECURE_ENV) == "1":
+        return None
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        return f"is owned by another user (uid {st.st_uid})"
+    if st.st_mode & 0o022:
+        return f"is writable by {'others' if st.st_mode & 0o002 else 'its group'} (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
+_WARNED: set = set()
+
+
+def _refuse(path: Path, why: str) -> None:
+    """One line on the ``netgen`` logger (once per folder and process)."""
+    if (str(path), why) not in _WARNED:
+        _WARNED.add((str(path), why))
+        log.warning("netgen: not using the cache folder %s: it %s; layers are built in memory, not cached (chmod 700 it, point "
+                    "%s at a folder of yours, or set %s=1 to use it anyway)", _shown(path), why, ENV, INSECURE_ENV)
+
+
+def _shown(path) -> str:
+    return repr(str(path))[1:-1]  # control characters and lone surrogates escaped
+
+
+def _usable(sub: str, create: bool = False) -> tuple[Path, str | None]:
+    """``(version_dir() / sub, why not)``: why is None when the folder may be
+    used, ``"missing"`` when it does not exist (or could not be created),
+    else the reason it is refused (logged once, naming the folder). Each
+    folder from the root down is checked before anything is created in it;
+    folders netgen creates are 0700."""
+    p = root()
+    for part in (None, versions(), *Path(sub).parts):
+        if part is not None:
+            p = p / part
+        if not p.exists():
+            if not create:
+                return version_dir() / sub, "missing"
+            try:
+                if part is None:
+                    p.parent.mkdir(parents=True, exist_ok=True)
+                p.mkdir(mode=0o700)
+            except FileExistsError:
+                pass
+            except OSError:
+                return version_dir() / sub, "missing"
+        why = root_problem(p)
+        if why is not None:
+            _refuse(p, why)
+            return version_dir() / sub, f"{_shown(p)} {why}"
+    return version_dir() / sub, None
+
+
+def usable_dir(sub: str, *, create: bool = False) -> Path | None:
+    """``version_dir() / sub`` if it may be used (read, written, imported
+    from): the root and every folder down to it yours and writable by you
+    only (:func:`root_problem`); created 0700 when ``create``. None (with
+    one warning naming the folder) when it may not, or does not exist."""
+    d, why = _usable(sub, create)
+    return d if why is None else None
+
+
 def qualname_for(name: str, source: str) -> str:
     """The module name of ``source`` built as ``name``: ``_netgen_<name>_<hash>``."""
     tag = hashlib.sha256(source.encode()).hexdigest()[:12]
@@ -117,7 +234,7 @@ def _write_once(path: Path, data: bytes) -> None:
         replace = True
     except FileNotFoundError:
         replace = False
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)  # callers made it 0700 (_usable)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix + ".part")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -143,34 +260,59 @@ def module_file(qualname: str) -> Path:
     return version_dir() / "modules" / f"{qualname}.py"
 
 
-def _bytecode(path: Path) -> None:
-    """Write the module's bytecode beside it (``__pycache__``) unless it is
-    there: a module of a few thousand lines takes ~0.1 s to compile, in
-    every process that imports it, when bytecode writing is off
-    (``PYTHONDONTWRITEBYTECODE``, read-only installs). These are netgen's
-    cache files, written once, so their bytecode is cached regardless;
-    Python reads it back even where it would not write it. Best effort."""
-    import py_compile
-
+def verified_source(qualname: str, path: Path) -> bytes | None:
+    """The bytes of ``path`` if their SHA-256 starts with the 12 hex digits
+    that end ``qualname`` (a cache module's name), else None (missing or
+    damaged)."""
+    m = NAME_RE.fullmatch(qualname)
+    if m is None:
+        return None
     try:
-        pyc = importlib.util.cache_from_source(str(path))
-        if not os.path.exists(pyc):
-            py_compile.compile(str(path), cfile=pyc, doraise=True)
-    except (OSError, py_compile.PyCompileError, NotImplementedError, ValueError):
-        pass
+        data = path.read_bytes()
+    except OSError:
+        return None
+    return data if hashlib.sha256(data).hexdigest()[:12] == m.group(2) else None
 
 
-def _exec_file(qualname: str, path: Path) -> types.ModuleType:
-    _bytecode(path)
-    return exec_file(qualname, path)
+def file_qualname(path, data: bytes) -> str:
+    """``_netgen_<stem>_<hash of resolved path and content>``: the module
+    name :func:`netgen.load` registers a file with these bytes under."""
+    p = Path(path)
+    tag = hashlib.sha256(str(p.resolve()).encode() + b"\0" + data).hexdigest()[:12]
+    stem = re.sub(r"\W", "_", p.stem) or "module"  # a name the finder accepts (NAME_RE)
+    return f"{PREFIX}{stem}_{tag}"
 
 
-def exec_file(qualname: str, path: Path) -> types.ModuleType:
-    """Import the module file ``path`` as ``qualname`` (registered in
-    ``sys.modules`` while it runs, removed again if it fails)."""
-    spec = importlib.util.spec_from_file_location(qualname, path)
-    if spec is None or spec.loader is None:  # pragma: no cover
-        raise ImportError(f"cannot import {path}")
+class _BytesLoader(importlib.abc.Loader):
+    """Runs a module from bytes already checked, compiled here: no ``.pyc``
+    is read (Python's would be whatever is on disk beside the file) or
+    written. ``co_filename`` is the file's path, so numba's disk cache
+    (keyed on that file) and tracebacks work as for a normal import."""
+
+    def __init__(self, path: Path, data: bytes):
+        self.path, self.data = Path(path), data
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        exec(compile(self.data, str(self.path), "exec", dont_inherit=True), module.__dict__)
+
+    def get_source(self, fullname):
+        return self.data.decode("utf-8")
+
+
+def _spec(qualname: str, path: Path, data: bytes):
+    spec = importlib.util.spec_from_loader(qualname, _BytesLoader(path, data), origin=str(path))
+    spec.has_location = True  # __file__ = path
+    return spec
+
+
+def exec_source(qualname: str, path: Path, data: bytes) -> types.ModuleType:
+    """Import ``data`` (the checked bytes of the file ``path``) as module
+    ``qualname`` (registered in ``sys.modules`` while it runs, removed again
+    if it fails)."""
+    spec = _spec(qualname, path, data)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[qualname] = mod
     try:
@@ -181,28 +323,48 @@ def exec_file(qualname: str, path: Path) -> types.ModuleType:
     return mod
 
 
+def exec_file(qualname: str, path: Path, data: bytes | None = None) -> types.ModuleType:
+    """Import the module file ``path`` as ``qualname`` from the bytes
+    ``data`` (read now if None): the bytes that were hashed are the bytes
+    that run."""
+    return exec_source(qualname, Path(path), Path(path).read_bytes() if data is None else data)
+
+
+def _in_memory(source: str, qualname: str, name: str) -> types.ModuleType:
+    mod = types.ModuleType(qualname)
+    mod.__file__ = f"<netgen generated {name}>"
+    sys.modules[qualname] = mod
+    try:
+        exec(compile(source, mod.__file__, "exec", dont_inherit=True), mod.__dict__)
+    except BaseException:
+        sys.modules.pop(qualname, None)
+        raise
+    return mod
+
+
 def import_source(source: str, name: str) -> types.ModuleType:
     """Import generated ``source`` as module ``_netgen_<name>_<hash>``: from
-    its file in the cache (written now if missing), or, when the cache
-    cannot be written, executed in memory (then nothing is cached and a
+    its file in the cache (written now if missing, rewritten if damaged),
+    or, when the cache cannot be written or may not be used
+    (:func:`usable_dir`), executed in memory (then nothing is cached and a
     pickled layer of it cannot be loaded in another process)."""
     qualname = qualname_for(name, source)
     mod = sys.modules.get(qualname)
     if mod is not None:
         return mod
-    path = module_file(qualname)
+    data = source.encode()
+    folder, why = _usable("modules", create=True)
+    if why is not None:
+        if why == "missing":
+            log.warning("netgen: cache %s not writable; compiling in memory", _shown(folder))
+        return _in_memory(source, qualname, name)
+    path = folder / f"{qualname}.py"
     try:
-        _write_once(path, source.encode())
+        _write_once(path, data)
     except OSError as e:
-        import logging
-
-        logging.getLogger("netgen").warning("netgen: cache %s not writable (%s); compiling in memory", path.parent, e)
-        mod = types.ModuleType(qualname)
-        mod.__file__ = f"<netgen generated {name}>"
-        exec(compile(source, mod.__file__, "exec"), mod.__dict__)
-        sys.modules[qualname] = mod
-        return mod
-    return _exec_file(qualname, path)
+        log.warning("netgen: cache %s not writable (%s); compiling in memory", _shown(path.parent), e)
+        return _in_memory(source, qualname, name)
+    return exec_source(qualname, path, data)  # the bytes netgen generated, not re-read
 
 
 # ------------------------------------------------- built layers, by input
@@ -247,30 +409,40 @@ def built_key(net, r, target: str) -> str:
 
 def find_built(key: str) -> types.ModuleType | None:
     """The module recorded under ``key`` (imported now, or already), or None
-    when there is none or its file is missing or not what its name says."""
+    when there is none or its file is missing or not what its name says
+    (then the caller emits the module again and rewrites the file)."""
+    built = usable_dir("built")
+    if built is None:
+        return None
     try:
-        qualname = (version_dir() / "built" / key).read_text().strip()
+        qualname = (built / key).read_text().strip()
     except (OSError, ValueError):
         return None
-    if not re.fullmatch(rf"{PREFIX}\w+_[0-9a-f]{{12}}", qualname):
+    if not NAME_RE.fullmatch(qualname):
         return None
     mod = sys.modules.get(qualname)
     if mod is not None:
         return mod
-    f = module_file(qualname)
-    try:
-        data = f.read_bytes()
-    except OSError:
+    folder = usable_dir("modules")
+    if folder is None:
         return None
-    if hashlib.sha256(data).hexdigest()[:12] != qualname.rsplit("_", 1)[1]:
-        return None  # damaged: the caller emits and rewrites it
-    return _exec_file(qualname, f)
+    f = folder / f"{qualname}.py"
+    data = verified_source(qualname, f)
+    if data is None:
+        if f.exists():
+            log.warning("netgen: the cache file %s is damaged (its SHA-256 is not the one in its name); "
+                        "rebuilding it", _shown(f))
+        return None
+    return exec_source(qualname, f, data)
 
 
 def remember_built(key: str, qualname: str) -> None:
     """Record that ``key``'s module is ``qualname`` (best effort)."""
+    folder = usable_dir("built", create=True)
+    if folder is None:
+        return
     try:
-        _write_once(version_dir() / "built" / key, qualname.encode())
+        _write_once(folder / key, qualname.encode())
     except OSError:
         pass
 
@@ -279,35 +451,50 @@ def remember_path(qualname: str, path: Path) -> None:
     """Record that module ``qualname`` was imported from ``path`` (by
     :func:`netgen.load`), so the finder can import it in another process.
     Best effort: a read-only cache only loses that."""
+    folder = usable_dir("paths", create=True)
+    if folder is None:
+        return
     try:
-        _write_once(version_dir() / "paths" / qualname, str(Path(path).resolve()).encode())
+        _write_once(folder / qualname, str(Path(path).resolve()).encode())
     except OSError:
         pass
 
 
 class _Finder(importlib.abc.MetaPathFinder):
     """Finds ``_netgen_*`` modules (generated layers) in the cache, so that
-    unpickling a layer in a new process imports its module again."""
+    unpickling a layer in a new process imports its module again. Only
+    names netgen produces (``_netgen_<name>_<12 hex>``) and only files whose
+    hash is the one in the name: anything else is refused
+    (:class:`CacheDamaged`, naming the path)."""
 
     def find_spec(self, fullname, path=None, target=None):
-        if not fullname.startswith(PREFIX) or "." in fullname:
+        if not fullname.startswith(PREFIX) or "." in fullname or not NAME_RE.fullmatch(fullname):
             return None
-        f = module_file(fullname)
-        if f.is_file():
-            return importlib.util.spec_from_file_location(fullname, f)
-        rec = version_dir() / "paths" / fullname
+        modules, why = _usable("modules")
+        if why not in (None, "missing"):
+            raise ImportError(f"netgen: cannot import {fullname}: the cache folder {why}", name=fullname)
+        f = modules / f"{fullname}.py"
+        if why is None and f.is_file():
+            data = verified_source(fullname, f)
+            if data is None:
+                raise CacheDamaged(
+                    f"netgen: the cache is damaged: {_shown(f)} is not the module {fullname} (its SHA-256 is not "
+                    "the one in its name); delete it (or run `netgen cache clear`) and build the layer again",
+                    name=fullname, path=str(f))
+            return _spec(fullname, f, data)
+        paths = usable_dir("paths")
+        if paths is None:
+            return None
         try:
-            where = Path(rec.read_text())
+            where = Path((paths / fullname).read_text())
+            data = where.read_bytes()
         except (OSError, ValueError):
             return None
-        from .loader import qualname_of_file
-
-        try:
-            if qualname_of_file(where) != fullname:  # the file changed since: not that module any more
-                return None
-        except OSError:
-            return None
-        return importlib.util.spec_from_file_location(fullname, where)
+        if file_qualname(where, data) != fullname:
+            raise CacheDamaged(
+                f"netgen: {_shown(where)} changed since it was loaded as {fullname}; netgen.load() it again "
+                "(the cache refuses a module whose bytes are not the ones recorded)", name=fullname, path=str(where))
+        return _spec(fullname, where, data)
 
 
 _FINDER = _Finder()
@@ -336,7 +523,8 @@ def info() -> dict:
     """Where the cache is and how much it holds."""
     r = root()
     files, nbytes = _size(r) if r.exists() else (0, 0)
-    return {"root": str(r), "versions": versions(), "files": files, "bytes": nbytes}
+    problem = root_problem(r) if r.exists() else None
+    return {"root": str(r), "versions": versions(), "files": files, "bytes": nbytes, "refused": problem}
 
 
 def clear() -> int:
@@ -345,6 +533,10 @@ def clear() -> int:
     r = root()
     if not r.exists():
         return 0
+    st = os.stat(r)
+    if hasattr(os, "getuid") and st.st_uid != os.getuid() and os.environ.get(INSECURE_ENV) != "1":
+        raise ValueError(f"not clearing {_shown(r)}: it is owned by another user (uid {st.st_uid}); "
+                         f"set {ENV} to your own cache folder")
     files, _ = _size(r)
     for child in r.iterdir():
         if child.is_dir() and not child.is_symlink():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import sys
 import types
 from pathlib import Path
@@ -15,18 +14,19 @@ def load(path) -> types.ModuleType:
     hash of its resolved path and content (``_netgen_<stem>_<hash>``),
     so loading two different files with the same name never mixes them up,
     and loading the same unchanged file again returns the same module."""
-    from .cache import exec_file, remember_path
+    from .cache import exec_file, file_qualname, remember_path
 
     p = Path(path)
     if p.is_dir() or p.suffix != ".py":
         raise ValueError(f"expected a generated .py file, got {str(path)!r}")
     if not p.is_file():
         raise ValueError(f"no such generated module: {str(path)!r}")
-    qualname = qualname_of_file(p)
+    data = p.read_bytes()
+    qualname = file_qualname(p, data)
     mod = sys.modules.get(qualname)
     if mod is not None:
         return mod
-    mod = exec_file(qualname, p)
+    mod = exec_file(qualname, p, data)  # the bytes hashed into its name are the bytes that run
     names = vars(mod)
     for attr in ("NETWORK", "RELAXATION", "TARGET", "Layer"):
         # NETWORK may be provided lazily by a module-level __getattr__
@@ -41,10 +41,9 @@ def load(path) -> types.ModuleType:
 def qualname_of_file(path) -> str:
     """``_netgen_<stem>_<hash of resolved path and content>``: the module
     name :func:`load` registers ``path`` under."""
-    p = Path(path)
-    data = p.read_bytes()
-    tag = hashlib.sha256(str(p.resolve()).encode() + b"\0" + data).hexdigest()[:12]
-    return f"_netgen_{p.stem}_{tag}"
+    from .cache import file_qualname
+
+    return file_qualname(path, Path(path).read_bytes())
 
 
 def load_source(source: str, name: str) -> types.ModuleType:

@@ -179,7 +179,8 @@ def emit(net: Network, r: Any = None, *, mode: str | None = None, group: int | N
       "from numba.core import cgutils, types", "from numba.core.extending import intrinsic, overload")
     L.blank()
     write_top(L, names, TARGET, net, r, (common.steepness_value, common.refuse_transforms, common.check_input,
-                                           common.check_values, common._SecondOrder, common.refuse_second_order),
+                                           common.check_values, common._SecondOrder, common.refuse_second_order,
+                                           common.numba_disk_cache),
               direction)
     L(f"{names.define('_CA')} = np.ascontiguousarray(_COMPS[:, 0])")
     L(f"{names.define('_CB')} = np.ascontiguousarray(_COMPS[:, 1])")
@@ -187,7 +188,7 @@ def emit(net: Network, r: Any = None, *, mode: str | None = None, group: int | N
     L("# range; ~3x faster to compile, used by netgen's unit tests). Only the")
     L("# kernels of parallel modules are cached on disk, next to this file.")
     L(f'{names.define("_PARALLEL")} = os.environ.get("NETGEN_NUMBA_PARALLEL", "1") != "0"')
-    L(f'{names.define("_CACHE")} = _PARALLEL and os.path.isfile(globals().get("__file__") or "")')
+    L(f'{names.define("_CACHE")} = _PARALLEL and numba_disk_cache(globals().get("__file__"))')
     L(f"{names.define('_W')} = {literal(vec._W)}  # batch rows per block in every kernel")
     L(f"{names.define('_T')} = {literal(vec._T)}  # wires per tile when transposing a block")
     L("# The P engine (build-time choices, docs/targets.md): \"save\" keeps the")

@@ -31,13 +31,19 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+import numpy as np
+
 import torch
 
 __all__ = ["TopKCrossEntropyLoss", "preselect", "check_labels", "check_p_k"]
 
 
 def check_p_k(p_k: Sequence[float]) -> list[float]:
-    """``p_k`` as floats: non-negative weights of k = 1..K summing to 1."""
+    """``p_k`` as floats: non-negative weights of k = 1..K summing to 1
+    (real numbers: a string such as ``"1"`` or a boolean is refused, not
+    converted)."""
+    if isinstance(p_k, (str, bytes)) or any(isinstance(v, (str, bytes, bool, np.bool_)) for v in _items(p_k)):
+        raise ValueError(f"p_k must be a sequence of numbers, got {p_k!r}"[:200])
     try:
         p = [float(v) for v in p_k]
     except (TypeError, ValueError):
@@ -45,6 +51,23 @@ def check_p_k(p_k: Sequence[float]) -> list[float]:
     if not p or any(v < 0 or not math.isfinite(v) for v in p) or abs(sum(p) - 1.0) > 1e-6:
         raise ValueError(f"p_k must be non-negative weights summing to 1, got {list(p_k)}")
     return p
+
+
+def _items(p_k):
+    try:
+        return list(p_k)
+    except TypeError:
+        raise ValueError(f"p_k must be a sequence of numbers, got {p_k!r}"[:200]) from None
+
+
+def check_eps(eps) -> float:
+    """The log guard ``eps``: a real number with 0 <= eps < 0.5 (the guard
+    is ``log(q * (1 - 2 eps) + eps)``)."""
+    if isinstance(eps, (bool, np.bool_)) or not isinstance(eps, (int, float, np.integer, np.floating)):
+        raise ValueError(f"eps must be a number, got {eps!r}"[:200])
+    if not (0 <= float(eps) < 0.5):
+        raise ValueError(f"eps must be in [0, 0.5), got {float(eps)}")
+    return float(eps)
 
 
 def check_labels(labels, num_classes: int, device=None) -> torch.Tensor:
@@ -102,6 +125,7 @@ class TopKCrossEntropyLoss(torch.nn.Module):
                  reduction: str = "mean", eps: float = 1e-7, num_classes: int | None = None):
         super().__init__()
         p = check_p_k(p_k)
+        eps = check_eps(eps)
         if mode not in ("mix", "topk"):
             raise ValueError(f"mode must be 'mix' or 'topk', got {mode!r}")
         if reduction not in ("mean", "sum", "none"):

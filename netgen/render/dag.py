@@ -14,6 +14,7 @@ import shutil
 import subprocess
 
 from ..network import Network
+from ..text import MAX_SHOWN, dot_string, printable
 
 MAX_RENDER_COMPARATORS = 3000  # dot layout time grows quickly beyond this
 INSTALL_HINT = "install graphviz (apt-get install graphviz, or brew install graphviz on macOS)"
@@ -28,9 +29,10 @@ def to_dot(net: Network) -> str:
     n = net.n
     rank_of = {w: r for r, w in enumerate(net.outputs)}
     kind = net.construction.get("kind", "network")
+    label = dot_string(f"{printable(kind, MAX_SHOWN)} n={n} k={net.k} depth={net.depth} size={net.size}", limit=None)
     lines = [
         "digraph comparators {",
-        f'  label="{kind} n={n} k={net.k} depth={net.depth} size={net.size}"; labelloc=t; fontsize=12; fontname="Helvetica";',
+        f'  label={label}; labelloc=t; fontsize=12; fontname="Helvetica";',
         "  rankdir=LR; nodesep=0.12; ranksep=0.35;",
         '  node [fontname="Helvetica", fontsize=9, height=0.25, margin="0.04,0.02"];',
         '  edge [fontname="Helvetica", fontsize=7, arrowsize=0.5, color="#555555"];',

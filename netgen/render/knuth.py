@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..network import Network
+from ..text import plain_text
 
 # geometry in data units (wire spacing = 1)
 COL = 0.55  # between two sub-columns of one layer
@@ -141,9 +142,9 @@ def draw(net: Network, path, fmt: str, *, min_ranks: bool = False, title: str | 
         _draw_min_ranks(ax, net, mr, ext, x_start, y)
 
     # title and a legend line
-    kind = net.construction.get("kind", "network")
-    head = title or f"{kind}  n={n}  k={k}  depth={net.depth}  size={net.size}"
-    ax.text(x_start - 0.6, 1.75, head, ha="left", va="bottom", fontsize=10, fontweight="bold")
+    kind = plain_text(net.construction.get("kind", "network"))
+    head = plain_text(title, None) if title else f"{kind}  n={n}  k={k}  depth={net.depth}  size={net.size}"
+    ax.text(x_start - 0.6, 1.75, head, ha="left", va="bottom", fontsize=10, fontweight="bold", parse_math=False)
     handles = [
         Line2D([], [], color=C_COMP, marker="^", ms=6, lw=1.4, label="comparator (arrow: max side)"),
         Line2D([], [], color=C_OUT, lw=2.2, label="output wire"),

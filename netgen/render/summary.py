@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..network import Network
+from ..text import plain_text
 
 MAX_BINS = 160
 
@@ -70,8 +71,9 @@ def draw(net: Network, path, fmt: str, *, title: str | None = None, dpi: int = 1
 
     fig = Figure(figsize=(max(7.5, 2.5 + 0.28 * depth), 9.0), layout="constrained")
     axs = fig.subplots(3, 1, sharex=True, height_ratios=[1.0, 1.0, 1.6])
-    kind = net.construction.get("kind", "network")
-    fig.suptitle(title or f"{kind}  n={net.n}  k={net.k}  depth={depth}  size={net.size:,}  (summary view)",
+    kind = plain_text(net.construction.get("kind", "network"))
+    fig.suptitle(plain_text(title, None) if title else
+                 f"{kind}  n={net.n}  k={net.k}  depth={depth}  size={net.size:,}  (summary view)", parse_math=False,
                  fontsize=11, fontweight="bold")
 
     ax = axs[0]

@@ -215,7 +215,7 @@ def _mask_to_input(n: int, mask: int) -> list[int]:
 
 def choose(n: int, k: int) -> str | None:
     """Which exhaustive kernel fits (n, k): ``"bitsliced"``, ``"combinations"`` or None."""
-    if n > 64:  # neither kernel; and counting the inputs (big-integer binomials) took 0.9 s at n = 4096
+    if n > max(MAX_BITSLICED_N, 64):  # no kernel: rule it out before counting (a sum of C(n, m) in big integers)
         return None
     combos = input_count(n, k)
     words = (1 << n) // 64 if n <= MAX_BITSLICED_N else None

@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 
 STATUSES = ("proved", "counterexample", "sampled")
+#: values of a counterexample shown in its one line (``to_dict`` has them all)
+SHOWN_VALUES = 64
 
 
 @dataclass(frozen=True)
@@ -55,4 +57,8 @@ class Report:
             return f"proved ({self.method})"
         if self.status == "sampled":
             return f"sampled {self.checked} inputs, not proved"
-        return f"counterexample: {list(self.counterexample or [])}"
+        values = list(self.counterexample or [])
+        if len(values) <= SHOWN_VALUES:
+            return f"counterexample: {values}"
+        shown = ", ".join(map(str, values[:SHOWN_VALUES]))
+        return f"counterexample: [{shown}, ...] ({len(values):,} values; --json gives them all)"

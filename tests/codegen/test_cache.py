@@ -22,6 +22,9 @@ NET = build("splitter", 9, 2)
 @pytest.fixture
 def cache_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("NETGEN_CACHE_DIR", str(tmp_path / "c"))
+    # a module another test imported from its own cache root stays in sys.modules: forget it
+    for name in [m for m in sys.modules if m.startswith("_netgen_")]:
+        monkeypatch.delitem(sys.modules, name)
     return tmp_path / "c"
 
 
@@ -96,7 +99,7 @@ def test_finder_imports_generated_modules_in_a_new_process(cache_dir, tmp_path):
     assert out.returncode == 0 and out.stdout.strip() == "torch", out.stderr[-2000:]
     p.write_text(p.read_text() + "\n# edited\n")  # another file now: the old name must not resolve to it
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
-    assert out.returncode != 0 and "ModuleNotFoundError" in out.stderr
+    assert out.returncode != 0 and "changed since it was loaded" in out.stderr  # refused, naming the file
 
 
 def test_clear_and_info(cache_dir):
@@ -176,10 +179,10 @@ def test_a_built_layer_is_found_again_without_generating_it(cache_dir):
     p = subprocess.run([sys.executable, "-c", _NO_EMIT], env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     assert p.stdout.strip() == type(layer).__module__
-    # its bytecode is cached too, even where Python would not write it (PYTHONDONTWRITEBYTECODE)
+    # no bytecode of a cache module is written (or read): it runs from the bytes its hash was checked on
     import importlib.util
 
-    assert os.path.exists(importlib.util.cache_from_source(str(cache.module_file(type(layer).__module__))))
+    assert not os.path.exists(importlib.util.cache_from_source(str(cache.module_file(type(layer).__module__))))
 
 
 def test_the_index_is_never_trusted_blindly(cache_dir, monkeypatch):

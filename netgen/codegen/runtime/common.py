@@ -16,7 +16,7 @@ import torch
 
 __all__ = [
     "PARTS", "steepness_value", "refuse_transforms", "check_input", "check_labels",
-    "check_values", "refuse_second_order", "hard_network",
+    "check_values", "refuse_second_order", "hard_network", "numba_disk_cache",
 ]
 
 
@@ -68,6 +68,8 @@ def check_labels(y, batch, n, device, checked):
     """Class indices y of shape ``batch``, flattened to int64 on ``device``;
     returns ``(y, outside)``: with ``checked`` an index outside 0..n-1
     raises and ``outside`` is None, else ``outside`` masks those rows."""
+    if isinstance(y, torch.Tensor) and y.device.type == "meta":
+        raise ValueError("y is on the meta device (shapes only, no values); pass labels with values")
     y = torch.as_tensor(y, device=device)
     if y.dtype.is_floating_point or y.dtype == torch.bool or y.is_complex():
         raise ValueError(f"y must hold integer indices, got {y.dtype}")
@@ -152,6 +154,10 @@ def hard_network(x, n, a, b, offsets, outs):
     inequality. Works on a copy: never writes to ``x``."""
     if not isinstance(x, torch.Tensor) or x.dim() < 1 or x.shape[-1] != n:
         raise ValueError(f"input must be a tensor of shape (..., {n})")
+    if x.is_complex() or x.dtype == torch.bool:
+        raise ValueError(f"input must be real numbers (an ordered dtype), got {x.dtype}")
+    if x.device.type == "meta":
+        raise ValueError("input is on the meta device (shapes only, no values); the exact network compares values")
     if x.dtype.is_floating_point and bool(torch.isnan(x).any()):
         raise ValueError("input contains NaN values; the exact network needs ordered inputs")
     batch = tuple(x.shape[:-1])
@@ -170,6 +176,32 @@ def hard_network(x, n, a, b, offsets, outs):
         idx.index_copy_(0, al, torch.where(swap, ib, ia))
         idx.index_copy_(0, bl, torch.where(swap, ia, ib))
     return v[outs].t().reshape(batch + (k,)), idx[outs].t().reshape(batch + (k,))
+
+
+def numba_disk_cache(path):
+    """Whether numba can keep this module's kernels on disk: the module is a
+    file (``path``) and numba finds a writable folder for its cache (a
+    ``__pycache__`` beside the file, ``$NUMBA_CACHE_DIR`` or the user-wide
+    cache dir). Where it cannot (a read-only install with a read-only HOME)
+    ``cache=True`` would refuse every kernel at import ("no locator"), so the
+    kernels are compiled in each process instead, with one warning."""
+    import os
+    import warnings
+
+    if not path or not os.path.isfile(path):
+        return False
+    from numba.core.caching import FunctionCache
+
+    probe = {}
+    exec(compile("def _probe():\n    pass\n", path, "exec"), probe)
+    try:
+        FunctionCache(probe["_probe"])
+    except RuntimeError:  # "cannot cache function ...: no locator available for file ..."
+        warnings.warn(f"netgen: numba has no writable folder to cache the kernels of {path!r} (no writable "
+                      "__pycache__ beside it, NUMBA_CACHE_DIR or user cache dir); they are compiled in every "
+                      "process (set NUMBA_CACHE_DIR to a writable folder to keep them)", RuntimeWarning, stacklevel=2)
+        return False
+    return True
 
 
 #: what a generated module copies from this file, in order

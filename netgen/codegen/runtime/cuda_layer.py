@@ -204,6 +204,7 @@ class Layer(torch.nn.Module):
     def hard(self, x):
         """The exact network: ``(values, indices)`` of shapes (..., k) (torch
         ops on a copy of ``x``; runs on any device)."""
+        refuse_transforms()
         return hard_network(x, _N, _HARD_A, _HARD_B, _OFFSETS, _HARD_OUTS)
 
     def extra_repr(self):

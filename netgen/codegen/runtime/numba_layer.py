@@ -158,12 +158,17 @@ class Layer(torch.nn.Module):
     @torch.compiler.disable
     def forward(self, x):
         x2, lead, dt, stp, s_t = _prepare(x, self.steepness)
+        if x2.shape[0] == 0:  # an empty batch: empty outputs (connected to x for autograd), no kernel
+            return (x2[:, :_K] * 0).reshape(*lead, _K).to(dt), (x2[:, None, :] * 0).expand(0, _K, _N).reshape(
+                *lead, _K, _N).to(dt)
         values, P = _Rows.apply(x2, s_t, stp, self.threads)
         return values.reshape(*lead, _K).to(dt), P.reshape(*lead, _K, _N).to(dt)
 
     @torch.compiler.disable
     def column(self, x, y):
         x2, lead, dt, stp, s_t = _prepare(x, self.steepness)
+        if isinstance(y, torch.Tensor) and y.device.type == "meta":
+            raise ValueError("y is on the meta device (shapes only, no values); pass labels with values")
         y = torch.as_tensor(y)
         if y.dtype.is_floating_point or y.dtype == torch.bool or y.is_complex():
             raise ValueError(f"y must be an integer tensor, got {y.dtype}")
@@ -177,6 +182,7 @@ class Layer(torch.nn.Module):
 
     def hard(self, x):
         """The exact network: ``(values, indices)`` of shapes (..., k) (on a copy of ``x``)."""
+        refuse_transforms()
         return hard_network(x, _N, _HARD_A, _HARD_B, _OFFSETS, _HARD_OUTS)
 
     def extra_repr(self):
