@@ -103,7 +103,7 @@ def main(argv=None) -> int:
     import torch
 
     from netgen.codegen.cuda_target import emit
-    from netgen.codegen.loader import load
+    from netgen.codegen.cache import load
     from netgen.compiler import compile_network
     from netgen.construct import build
     from netgen.relax.distributions import default_relaxation

@@ -38,7 +38,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     numba.set_num_threads(args.threads)
-    from netgen.codegen.loader import load  # registers each module under its own name (numba's cache needs it)
+    from netgen.codegen.cache import load  # registers each module under its own name (numba's cache needs it)
 
     mods = {"old": load(args.old), "new": load(args.new)}
     n, k = mods["old"]._N, mods["old"]._K

@@ -130,7 +130,7 @@ def make_step(method, case, old_ref, threads):
     x = torch.randn(B, n, generator=g).requires_grad_(True)
     W = torch.randn(B, k, n, generator=g)
     if method in ("new", "old"):
-        from netgen.codegen.loader import load
+        from netgen.codegen.cache import load
 
         layer = load(module_path(method, case, old_ref)).Layer()
         fn = lambda: layer(x)[1]  # noqa: E731

@@ -46,7 +46,7 @@ def main() -> None:
     import torch
 
     from netgen.codegen import numba_target
-    from netgen.codegen.loader import load
+    from netgen.codegen.cache import load
     from netgen.construct import build
     from netgen.relax.distributions import Relaxation
 

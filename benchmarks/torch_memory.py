@@ -81,7 +81,7 @@ def run_one(path: str, case: str, threads: int, reps: int) -> dict:
     import _rss
     import torch
 
-    from netgen.codegen.loader import load
+    from netgen.codegen.cache import load
 
     torch.set_num_threads(threads)
     _, n, k, B, _ = CASES[case]

@@ -52,7 +52,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from netgen.codegen.loader import load
+    from netgen.codegen.cache import load
 
     mods = {"old": load(args.old), "new": load(args.new)}
     n, k = mods["old"]._N, mods["old"]._K

@@ -14,10 +14,19 @@ _install_finder()  # pickled generated layers find their modules in netgen's cac
 
 
 def load(path):
-    """Import a generated layer module (see :func:`netgen.codegen.loader.load`)."""
-    from .codegen.loader import load as _load
+    """Import a generated layer module (see :func:`netgen.codegen.cache.load`)."""
+    from .codegen.cache import load as _load
 
     return _load(path)
 
 
-__all__ = ["Network", "load_network", "save_network", "dumps", "loads", "__version__", "load"]
+def __getattr__(name: str):
+    # torch-heavy names are imported on first use: ``import netgen`` stays cheap
+    if name == "topk_loss":
+        from .layers import topk_loss
+
+        return topk_loss
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["Network", "load_network", "save_network", "dumps", "loads", "__version__", "load", "topk_loss"]

@@ -25,7 +25,7 @@ from netgen.relax.distributions import Relaxation
 _SCRIPT = textwrap.dedent('''
     import sys, threading
     import numba, torch
-    from netgen.codegen.loader import load
+    from netgen.codegen.cache import load
     from netgen.construct import build
     from netgen.relax import reference
     from netgen.relax.distributions import Relaxation

@@ -77,7 +77,7 @@ def _netgen(target: str, n: int, k: int, device: str, cache_dir, network=None):
     if target == "numba" and device != "cpu":
         raise Unavailable("the numba target runs on the CPU only")
     codegen = _import("netgen.codegen", "code generation")
-    loader = _import("netgen.codegen.loader", "code generation loader")
+    loader = _import("netgen.codegen.cache", "the module loader")
     dist = _import("netgen.relax.distributions", "relaxation")
     for attr, mod in (("write_module", codegen), ("module_name", codegen),
                       ("load", loader), ("default_relaxation", dist)):

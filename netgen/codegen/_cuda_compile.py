@@ -150,7 +150,7 @@ def compile_module(path: str, out_dir: str, cc: tuple[int, int], part: tuple[int
     # kernels; there is none here, and the target is given explicitly.
     dispatcher.get_current_device = lambda: None  # type: ignore[attr-defined]
 
-    from .loader import load
+    from .cache import load
 
     mod = load(path)
     out = Path(out_dir)

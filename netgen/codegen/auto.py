@@ -1,6 +1,6 @@
 """Pick the fastest target for a device, and build layers in memory.
 
-``target="auto"`` (the default of :func:`netgen.relax.loss.topk_loss` and of
+``target="auto"`` (the default of :func:`netgen.topk_loss` and of
 the difftopk/diffsort drop-ins in :mod:`netgen.compat`) means:
 
 * a CUDA device, with numba-cuda installed and a GPU numba can see: ``cuda``
@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from . import TARGETS, emit, module_name
-from .loader import load_source
+from .cache import import_source
 
 __all__ = ["AutoLayer", "build_layer", "pick_target"]
 
@@ -75,7 +75,7 @@ def build_layer(net, r, target: str = "torch"):
     key = cache.built_key(net, r, target)
     mod = cache.find_built(key)  # built before (this process or another): no emit, no source check
     if mod is None:
-        mod = load_source(emit(target, net, r), module_name(net, r, target))
+        mod = import_source(emit(target, net, r), module_name(net, r, target))
         if not str(getattr(mod, "__file__", "<")).startswith("<"):  # in the cache, not in memory
             cache.remember_built(key, mod.__name__)
     return mod.Layer()

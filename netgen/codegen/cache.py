@@ -1,8 +1,8 @@
 """One on-disk cache for everything netgen compiles.
 
-Layers built in memory (:mod:`netgen.compat`, :func:`netgen.relax.loss.topk_loss`,
-``target="auto"``, :func:`netgen.codegen.loader.load_source`) are written here
-as real module files and imported from them, so that
+Layers built in memory (:mod:`netgen.compat`, :func:`netgen.topk_loss`,
+``target="auto"``: :func:`import_source`) are written here as real module
+files and imported from them, so that
 
 * numba's ``cache=True`` keeps the compiled kernels next to them
   (``__pycache__``): a new process's first call loads machine code instead
@@ -39,6 +39,11 @@ invalidate numba's index for it).
 (generator, network, relaxation, target) key, so a new process imports a
 layer it built before without generating its source (:func:`find_built`).
 
+A generated module file anywhere else is imported with :func:`load`
+(``netgen.load(path)``), under a name made of its stem and a hash of its
+path and content (:func:`qualname_of_file`), which is recorded under
+``paths/`` so that the finder imports it again in another process.
+
 Clear with :func:`clear` or ``netgen cache clear``; ``netgen cache info``
 prints where it is and how big.
 """
@@ -57,8 +62,8 @@ import tempfile
 import types
 from pathlib import Path
 
-__all__ = ["root", "version_dir", "module_file", "import_source", "remember_path", "clear", "info",
-           "install_finder", "qualname_for", "built_key", "find_built", "remember_built"]
+__all__ = ["root", "version_dir", "module_file", "import_source", "load", "qualname_of_file", "remember_path",
+           "clear", "info", "install_finder", "qualname_for", "built_key", "find_built", "remember_built"]
 
 ENV = "NETGEN_CACHE_DIR"
 PREFIX = "_netgen_"
@@ -205,6 +210,45 @@ def import_source(source: str, name: str) -> types.ModuleType:
     return _exec_file(qualname, path)
 
 
+# ------------------------------------------------- a module file anywhere
+def load(path) -> types.ModuleType:
+    """Import the generated module at ``path`` and return it
+    (``netgen.load(path)``).
+
+    The module is registered in ``sys.modules`` under its file stem plus a
+    hash of its resolved path and content (``_netgen_<stem>_<hash>``),
+    so loading two different files with the same name never mixes them up,
+    and loading the same unchanged file again returns the same module."""
+    p = Path(path)
+    if p.is_dir() or p.suffix != ".py":
+        raise ValueError(f"expected a generated .py file, got {str(path)!r}")
+    if not p.is_file():
+        raise ValueError(f"no such generated module: {str(path)!r}")
+    qualname = qualname_of_file(p)
+    mod = sys.modules.get(qualname)
+    if mod is not None:
+        return mod
+    mod = exec_file(qualname, p)
+    names = vars(mod)
+    for attr in ("NETWORK", "RELAXATION", "TARGET", "Layer"):
+        # NETWORK may be provided lazily by a module-level __getattr__
+        present = attr in names or (attr == "NETWORK" and callable(names.get("__getattr__")))
+        if not present:
+            del sys.modules[qualname]
+            raise ValueError(f"{str(path)!r} is not a netgen generated module (missing {attr})")
+    remember_path(qualname, p)  # so that a pickled Layer of it loads in another process
+    return mod
+
+
+def qualname_of_file(path) -> str:
+    """``_netgen_<stem>_<hash of resolved path and content>``: the module
+    name :func:`load` registers ``path`` under."""
+    p = Path(path)
+    data = p.read_bytes()
+    tag = hashlib.sha256(str(p.resolve()).encode() + b"\0" + data).hexdigest()[:12]
+    return f"{PREFIX}{p.stem}_{tag}"
+
+
 # ------------------------------------------------- built layers, by input
 # A new process building a layer for a (network, relaxation, target) it has
 # built before finds the module without generating its source again:
@@ -300,8 +344,6 @@ class _Finder(importlib.abc.MetaPathFinder):
             where = Path(rec.read_text())
         except (OSError, ValueError):
             return None
-        from .loader import qualname_of_file
-
         try:
             if qualname_of_file(where) != fullname:  # the file changed since: not that module any more
                 return None

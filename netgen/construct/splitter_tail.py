@@ -38,6 +38,8 @@ import numpy as np
 
 from ..network import Network
 from ._common import ceil_lg, finish
+from .selection import selection
+from .sorters import sorter
 from .splitter import splitter
 
 
@@ -115,14 +117,12 @@ def best_selection(m: int, t: int) -> Network:
     outputs sorted), after cone pruning and ASAP packing; ties: fewer
     comparators, then the first candidate (standard splitter, this module,
     Wah-Chen kinds). t >= m gives a sorter."""
-    from . import construct  # the package imports this module
-
     t = min(t, m)
     if m == 1:
         return Network.from_layers(1, [], [0])
     candidates = [splitter(m, t)]
     for kind in ("bitonic", "oddeven", "pairwise") if m <= 4096 else ():
-        candidates.append(construct(kind, m, t))
+        candidates.append(sorter(kind, m) if t == m else selection(kind, m, t))  # = construct(kind, m, t)
     if 1 < t < m and m >= 8:
         candidates.append(splitter_tail(m, t))
     return min(candidates, key=lambda net: (net.depth, net.size))

@@ -39,7 +39,7 @@ assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", "run with NUMBA_ENABLE_CUD
 import torch  # noqa: E402
 
 from netgen.codegen.cuda_target import emit  # noqa: E402
-from netgen.codegen.loader import load  # noqa: E402
+from netgen.codegen.cache import load  # noqa: E402
 from netgen.construct import build  # noqa: E402
 from netgen.relax import reference  # noqa: E402
 from netgen.relax.distributions import Relaxation  # noqa: E402

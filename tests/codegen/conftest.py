@@ -8,7 +8,7 @@ from unittest import mock
 import pytest
 
 from netgen.codegen import module_name, numba_target
-from netgen.codegen.loader import load
+from netgen.codegen.cache import load
 from netgen.network import Network
 from netgen.relax.distributions import Relaxation
 

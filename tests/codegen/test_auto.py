@@ -11,7 +11,7 @@ from netgen.codegen.auto import AutoLayer, pick_target
 from netgen.compat import DiffTopkNet
 from netgen.construct import build
 from netgen.relax.distributions import Relaxation
-from netgen.relax.loss import topk_loss
+from netgen import topk_loss
 
 torch.set_num_threads(1)
 

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from netgen.codegen import TARGETS, write_module
-from netgen.codegen.loader import load
+from netgen.codegen.cache import load
 from netgen.construct import build
 from netgen.relax import reference as ref
 from netgen.relax.distributions import Relaxation

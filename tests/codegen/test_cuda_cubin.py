@@ -69,7 +69,7 @@ def fabricate(module: Path, archs=("sm_80", "sm_86", "sm_90"), ptx_cc=(7, 5)) ->
     """A kernels folder as netgen build writes it, with stand-in cubins
     (distinct bytes per kernel and arch) and mangled-looking entry names;
     returns {kernel: {"entry", arch: sha, "ptx": sha}}."""
-    from netgen.codegen.loader import load
+    from netgen.codegen.cache import load
 
     mod = load(module)
     folder, tag, writable = rt.cubin_source(str(module))

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from netgen.codegen import write_module
-from netgen.codegen.loader import load
+from netgen.codegen.cache import load
 from netgen.codegen.cuda_target import compile_check
 from netgen.construct import build
 from netgen.relax.distributions import default_relaxation

@@ -34,7 +34,7 @@ import torch
 from netgen.codegen import write_module
 from netgen.codegen.runtime.tables import plan
 from netgen.codegen.cuda_target import emit
-from netgen.codegen.loader import load
+from netgen.codegen.cache import load
 from netgen.construct import build
 from netgen.relax.distributions import Relaxation, default_relaxation
 
@@ -297,7 +297,7 @@ def test_imports_without_gpu_and_says_a_device_is_needed(tmp_path):
 CHUNKED = r'''
 import json, torch
 from netgen.codegen.cuda_target import emit
-from netgen.codegen.loader import load
+from netgen.codegen.cache import load
 from netgen.construct import build
 from netgen.relax import reference
 from netgen.relax.distributions import Relaxation
@@ -336,7 +336,7 @@ def test_global_scratch_in_chunks_and_recomputed_back_sweep(tmp_path):
 COLUMN_CHUNKS = r'''
 import json, sys, torch
 from netgen.codegen.cuda_target import emit
-from netgen.codegen.loader import load
+from netgen.codegen.cache import load
 from netgen.construct import build
 from netgen.relax import reference
 from netgen.relax.distributions import Relaxation

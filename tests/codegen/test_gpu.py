@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from netgen.codegen import write_module
-from netgen.codegen.loader import load
+from netgen.codegen.cache import load
 from netgen.construct import build
 from netgen.relax import reference
 from netgen.relax.distributions import Relaxation, default_relaxation

@@ -16,7 +16,7 @@ import netgen.codegen as codegen
 from netgen.codegen import TARGETS, GeneratedSourceError, emit, write_module
 from netgen.codegen.lines import literal as lines_literal
 from netgen.codegen.literals import Namespace, check_source, docstring, literal
-from netgen.codegen.loader import load
+from netgen.codegen.cache import load
 from netgen.network import Network
 from netgen.relax.distributions import Relaxation
 
@@ -173,7 +173,7 @@ def test_cuda_target_imports_without_gpu(tmp_path):
     path = write_module("cuda", _network(construction), Relaxation(), tmp_path)
     code = (
         "import json, sys\n"
-        "from netgen.codegen.loader import load\n"
+        "from netgen.codegen.cache import load\n"
         f"m = load({str(path)!r})\n"
         "print(json.dumps(m.NETWORK['construction']))\n"
     )

@@ -338,7 +338,7 @@ def emit_small():
 
 _SAME = """
 import sys, torch, numba
-from netgen.codegen.loader import load
+from netgen.codegen.cache import load
 m = load(sys.argv[1])
 assert m._PARALLEL and numba.config.NUMBA_NUM_THREADS == 2
 L = m.Layer(threads=2)

@@ -14,7 +14,7 @@ import torch
 
 from netgen.codegen import emit, module_name, numba_target, write_module
 from netgen.codegen.runtime.tables import plan
-from netgen.codegen.loader import load
+from netgen.codegen.cache import load
 from netgen.construct import build
 from netgen.network import Network
 from netgen.relax import reference

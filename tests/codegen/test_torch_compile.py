@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from netgen.codegen import emit, module_name
-from netgen.codegen.loader import load_source
+from netgen.codegen.cache import import_source as load_source
 from netgen.construct import build
 from netgen.relax.distributions import Relaxation
 

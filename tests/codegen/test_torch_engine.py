@@ -16,7 +16,7 @@ import torch
 
 from netgen.codegen import module_name, torch_target
 from netgen.codegen.literals import check_source
-from netgen.codegen.loader import load_source
+from netgen.codegen.cache import import_source as load_source
 from netgen.codegen.runtime import torch_engine
 from netgen.construct import build
 from netgen.network import Network

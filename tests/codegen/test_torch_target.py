@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from netgen.codegen import emit, module_name, write_module
-from netgen.codegen.loader import load
+from netgen.codegen.cache import load
 from netgen.io import to_dict
 from netgen.network import Network
 from netgen.relax import reference as ref
