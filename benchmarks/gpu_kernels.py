@@ -102,7 +102,7 @@ def main(argv=None) -> int:
     _gpu_or_exit()
     import torch
 
-    from netgen.codegen.cuda_target import emit
+    from netgen.codegen.cuda.emit import emit
     from netgen.codegen.cache import load
     from netgen.compiler import compile_network
     from netgen.construct import build

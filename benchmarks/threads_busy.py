@@ -45,7 +45,7 @@ def main() -> None:
     import numba
     import torch
 
-    from netgen.codegen import numba_target
+    from netgen.codegen.numba import emit as numba_target
     from netgen.codegen.cache import load
     from netgen.construct import build
     from netgen.relax.distributions import Relaxation

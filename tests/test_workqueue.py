@@ -18,7 +18,7 @@ import subprocess
 import sys
 import textwrap
 
-from netgen.codegen import numba_target
+from netgen.codegen.numba import emit as numba_target
 from netgen.construct import build
 from netgen.relax.distributions import Relaxation
 

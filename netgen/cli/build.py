@@ -15,7 +15,7 @@ from ..construct import ALL_KINDS as KINDS
 from ..construct.best import OBJECTIVES
 from ..estimate import DEFAULT_MAX_SECONDS
 from ..passes.pipeline import DEFAULT_PASSES, PASSES
-from .common import BadInput, check_output, current_bar, handle_errors, log, max_size_option
+from .common import BadInput, check_output, current_bar, escape, handle_errors, log, max_size_option
 
 # the choices come from the registries: a new construction, target or pass appears here by itself
 TARGETS = ("json", *CODE_TARGETS)
@@ -139,9 +139,21 @@ def _write_module(target, net, output, name, distribution, options, no_compile, 
         relax = dataclasses.replace(relax, **changes)
     out_dir = Path(output) if output else Path("generated")
     if target == "cuda" and not no_compile:  # written only after the compile check (interrupt-safe)
-        from .cuda_check import write_checked_cuda
+        from ..codegen import emit, module_name
+        from ..codegen.cuda.build import build
+        from ..codegen.target import BuildError
 
-        path = write_checked_cuda(net, relax, out_dir, name, required=compile_check)
+        name = module_name(net, relax, target) if name is None else name
+        if not name.isidentifier():
+            raise BadInput(f"module name {name!r} is not a valid Python identifier")
+        t = time.perf_counter()
+        source = emit(target, net, relax)
+        log(f"emitted {target} module in {time.perf_counter() - t:.2f} s")
+        try:
+            path = build(source, out_dir / f"{name}.py", required=compile_check, log=lambda line: log(escape(line)))
+        except BuildError as e:
+            click.echo(f"netgen: error: {e} (use --no-compile to keep an unchecked module)", err=True)
+            raise SystemExit(1) from None
     else:
         t = time.perf_counter()
         path = write_module(target, net, relax, out_dir=out_dir, name=name)

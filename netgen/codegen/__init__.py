@@ -22,9 +22,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..relax.distributions import Relaxation
 
 TARGETS = {
-    "torch": "netgen.codegen.torch_target",
-    "numba": "netgen.codegen.numba_target",
-    "cuda": "netgen.codegen.cuda_target",
+    "torch": "netgen.codegen.torch.emit",
+    "numba": "netgen.codegen.numba.emit",
+    "cuda": "netgen.codegen.cuda.emit",
 }
 
 __all__ = ["TARGETS", "emit", "module_name", "write_module", "target_module", "GeneratedSourceError"]

@@ -42,7 +42,7 @@ def _has(module: str) -> bool:
 def _cuda_target_usable() -> bool:
     if not (torch.cuda.is_available() and _has("numba") and _has("numba.cuda")):
         return False
-    from ._cuda_compile import numpy_compat
+    from .cuda.compile import numpy_compat
 
     numpy_compat()
     from numba import cuda

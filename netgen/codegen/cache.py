@@ -9,7 +9,7 @@ files and imported from them, so that
   of compiling for seconds;
 * a cuda module saves the cubin numba-cuda linked for each kernel beside
   itself, so a new process's first call loads it instead of compiling
-  (:mod:`netgen.codegen.runtime.cuda_cubin`; the files are named by the
+  (:mod:`netgen.codegen.cuda.cubin`; the files are named by the
   module's source hash, and the loader checks each entry's parameters
   against the launcher's packing before using it);
 * a pickled layer (``torch.save(model)``) names a module that a new process
@@ -24,7 +24,7 @@ Layout (``root()``: ``$NETGEN_CACHE_DIR`` or the user cache dir of
     <root>/<versions>/modules/_netgen_<name>_<hash>.cubins/
                                                 a cuda module's kernels, saved by the
                                                 module itself after its first compile
-                                                (netgen.codegen.runtime.cuda_cubin)
+                                                (netgen.codegen.cuda.cubin)
     <root>/<versions>/paths/<module name>       path of a file netgen.load() imported
 
 ``<versions>`` names python, netgen, numba and torch versions, so an upgrade

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from netgen.codegen.literals import GeneratedSourceError, Namespace
-from netgen.codegen.runtime import assemble, common, torch_layer
+from netgen.codegen.runtime import assemble, common
+from netgen.codegen.torch import layer as torch_layer
 
 
 def test_steepness_value_accepts_numbers_and_tensors():

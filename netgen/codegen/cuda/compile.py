@@ -1,7 +1,7 @@
 """Compile a generated CUDA module's kernels to PTX and a cubin, no GPU needed.
 
-Run as ``python -m netgen.codegen._cuda_compile MODULE.py OUT_DIR 9.0 [I/J [sm_80,sm_90]]``
-(:func:`netgen.codegen.cuda_target.compile_check` does that in a separate
+Run as ``python -m netgen.codegen.cuda.compile MODULE.py OUT_DIR 9.0 [I/J [sm_80,sm_90]]``
+(:func:`netgen.codegen.cuda.emit.compile_check` does that in a separate
 process: a process is either simulating CUDA or compiling, never both).
 Prints one JSON line: ``{"cc", "assembler", "out_dir", "kernels": [...]}``.
 
@@ -10,7 +10,7 @@ PTX comes from ``numba.cuda.compile_ptx`` (NVVM from the pip package
 system CUDA toolkit (:func:`_ptxas`: ``NETGEN_PTXAS``, the pip wheel
 ``nvidia-cuda-nvcc`` of the ``cuda`` extra, PATH, CUDA_HOME, /usr/local),
 one per requested arch from the one PTX (``netgen build`` asks for
-:data:`netgen.codegen.cuda_cubins.ARCHS` and keeps them beside the module),
+:data:`netgen.codegen.cuda.cubins.ARCHS` and keeps them beside the module),
 else from nvJitLink through ``cuda.core`` where that loads; with neither,
 only the PTX is checked and the result says why (``"skipped"``).
 """
@@ -150,7 +150,7 @@ def compile_module(path: str, out_dir: str, cc: tuple[int, int], part: tuple[int
     # kernels; there is none here, and the target is given explicitly.
     dispatcher.get_current_device = lambda: None  # type: ignore[attr-defined]
 
-    from .cache import load
+    from ..cache import load
 
     mod = load(path)
     out = Path(out_dir)
@@ -234,7 +234,7 @@ def _exit_with_parent() -> None:
 def main(argv: list[str]) -> int:
     _exit_with_parent()
     if len(argv) not in (3, 4, 5):
-        print("usage: python -m netgen.codegen._cuda_compile MODULE.py OUT_DIR CC [I/J [ARCHS]]  "
+        print("usage: python -m netgen.codegen.cuda.compile MODULE.py OUT_DIR CC [I/J [ARCHS]]  "
               "(e.g. 7.5 0/2 sm_80,sm_90)", file=sys.stderr)
         return 2
     major, minor = (int(v) for v in argv[2].split("."))

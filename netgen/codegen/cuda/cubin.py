@@ -21,7 +21,7 @@ None; after such a compile it calls :func:`cubin_save`.
 bytes, so files of another build (a module rebuilt in place, e.g. with
 ``--no-compile``) are never loaded. ``netgen build --target cuda`` writes
 the folder next to the module it writes (cubins for
-:data:`netgen.codegen.cuda_cubins.ARCHS` and PTX for compute 7.5).
+:data:`netgen.codegen.cuda.cubins.ARCHS` and PTX for compute 7.5).
 Modules built in memory (compat, ``topk_loss``, ``target="auto"``) live in
 netgen's cache as content-addressed files ``_netgen_<name>_<sha[:12]>.py``;
 for those (and only those: the loader never writes into a user's folder)

@@ -1,9 +1,9 @@
 """Build side of a cuda module's ahead-of-time kernels (the run-time side,
-pasted into every module, is :mod:`netgen.codegen.runtime.cuda_cubin`).
+pasted into every module, is :mod:`netgen.codegen.cuda.cubin`).
 
 ``netgen build --target cuda`` compiles each kernel once to PTX for compute
 capability :data:`PTX_CC` (NVVM, in the compile workers of
-:func:`netgen.codegen.cuda_target.compile_check`), assembles that PTX with
+:func:`netgen.codegen.cuda.emit.compile_check`), assembles that PTX with
 ptxas for every arch of :data:`ARCHS` this ptxas knows, and installs the
 files in ``<stem>.cubins/`` beside the module (:func:`write_folder`,
 :func:`install`). A first call then loads the kernels through ``cuda.core``
@@ -21,7 +21,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from .runtime import cuda_cubin as _rt
+from . import cubin as _rt
 
 __all__ = ["ARCHS", "REQUIRED_ARCHS", "PTX_CC", "build_archs", "write_folder", "install", "folder_of"]
 

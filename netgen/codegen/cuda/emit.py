@@ -1,10 +1,10 @@
 """``--target cuda``: emit a module of Numba CUDA kernels.
 
 Same semantics and module contract as the numba CPU target
-(:mod:`netgen.codegen.numba_target`), laid out for a GPU. The generated
+(:mod:`netgen.codegen.numba.emit`), laid out for a GPU. The generated
 module is assembled from:
 
-* :mod:`netgen.codegen._cuda_kernels`: the kernel sources (one thread block
+* :mod:`netgen.codegen.cuda.kernels`: the kernel sources (one thread block
   per batch row; all lanes of the row's P sweep in that block -- the k
   ranks of the back-sweep, or for sorters the n input columns of the
   forward sweep, the numba target's rule; the
@@ -14,11 +14,11 @@ module is assembled from:
   the GPU);
 * real, tested modules copied by source extraction
   (:func:`netgen.codegen.runtime.assemble`, :func:`~netgen.codegen.runtime.statements`):
-  :mod:`netgen.codegen.runtime.cuda_launch` (host tables, cached
+  :mod:`netgen.codegen.cuda.launch` (host tables, cached
   ``cuda.core`` kernel handles, Numba's kernel ABI packed from torch
   tensors and cached per shape, torch's current stream, batch chunks),
-  :mod:`~netgen.codegen.runtime.cuda_ops` (the ``torch.library`` custom ops
-  and their autograd), :mod:`~netgen.codegen.runtime.cuda_layer` (the
+  :mod:`~netgen.codegen.cuda.ops` (the ``torch.library`` custom ops
+  and their autograd), :mod:`~netgen.codegen.cuda.layer` (the
   once-per-process self-check of the launch packing against Numba's
   dispatcher, ``Layer``) and :mod:`~netgen.codegen.runtime.common` (checks,
   the steepness rule, the second-order and torch.func refusals, ``hard``);
@@ -59,9 +59,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..network import Network
-from ._cuda_kernels import KERNEL_ARGS, kernels_source
-from ._numba_common import (
+from ...network import Network
+from .kernels import KERNEL_ARGS, kernels_source
+from ..header import (
     FLOAT_TYPES,
     network_literal,
     relaxation_literal,
@@ -70,8 +70,8 @@ from ._numba_common import (
     sweep_direction,
     write_top,
 )
-from .lines import Lines
-from .literals import Namespace, literal, top_level_definitions
+from ..lines import Lines
+from ..literals import Namespace, literal, top_level_definitions
 
 TARGET = "cuda"
 
@@ -101,7 +101,7 @@ def emit(net: Network, r: Any = None, *, shared_limit: int = SHARED_LIMIT, threa
     1024 threads per SM). ``save_d_ratio``: keep D from the forward where nnz <= this * k * n,
     else recompute the P sweep in the backward (0: always recompute).
     ``direction``: the P sweep, "back" over the ranks or "forward" over the
-    input columns (default: :func:`~netgen.codegen._numba_common.sweep_direction`,
+    input columns (default: :func:`~netgen.codegen.header.sweep_direction`,
     the numba target's rule)."""
     if not isinstance(net, Network):
         raise ValueError(f"expected a Network, got {type(net).__name__}")
@@ -113,7 +113,7 @@ def emit(net: Network, r: Any = None, *, shared_limit: int = SHARED_LIMIT, threa
     if shared_limit < 0:
         raise ValueError(f"shared_limit must be >= 0, got {shared_limit}")
     r = relaxation_of(net, r)
-    from .runtime.tables import plan  # imports torch: only when building
+    from ..runtime.tables import plan  # imports torch: only when building
 
     direction = sweep_direction(net) if direction is None else direction
     if direction not in ("back", "forward"):
@@ -122,7 +122,7 @@ def emit(net: Network, r: Any = None, *, shared_limit: int = SHARED_LIMIT, threa
     if int(doff[-1]) >= 2**32 or net.size >= 2**32:
         raise ValueError(f"network too large for the cuda target: {int(doff[-1])} (comparator, lane) pairs "
                          "(32-bit offsets)")
-    from .runtime import common
+    from ..runtime import common
 
     kernel_args, kernels, table = kernels_source(
         net.n, net.k, shared_limit, {ft: swap_code(r, 0, ft, steepness="s") for ft in FLOAT_TYPES},
@@ -181,16 +181,16 @@ def _runtime_parts():
     """The runtime modules a cuda module copies, as (module, state names,
     functions): the launcher, the ahead-of-time kernel loader, the ops, the
     layer."""
-    from .runtime import cuda_cubin, cuda_launch, cuda_layer, cuda_ops
+    from . import cubin, launch, layer, ops
 
-    return ((cuda_launch, cuda_launch.STATE, cuda_launch.PARTS), (cuda_cubin, cuda_cubin.STATE, cuda_cubin.PARTS),
-            (cuda_ops, (), cuda_ops.PARTS), (cuda_layer, cuda_layer.STATE, cuda_layer.PARTS))
+    return ((launch, launch.STATE, launch.PARTS), (cubin, cubin.STATE, cubin.PARTS),
+            (ops, (), ops.PARTS), (layer, layer.STATE, layer.PARTS))
 
 
 def _runtime_code(names: Namespace) -> str:
     """The copied runtime: every part's functions, then the module-level
     state (which may call them), then the ops' registration."""
-    from .runtime import assemble, statements
+    from ..runtime import assemble, statements
 
     parts = _runtime_parts()
     L = Lines()
@@ -257,7 +257,7 @@ def _doc(net: Network, r) -> str:
 def compile_check(path_or_source, cc=(9, 0), out_dir=None, timeout=600, jobs=None, archs=None) -> dict:
     """Compile every kernel of a generated CUDA module to PTX for compute
     capability ``cc`` and assemble it to a cubin (``ptxas -arch=sm_XY``, found
-    without a system toolkit: see :func:`netgen.codegen._cuda_compile._ptxas`;
+    without a system toolkit: see :func:`netgen.codegen.cuda.compile._ptxas`;
     or nvJitLink via cuda.core where that loads), in separate processes (a
     process is either simulating CUDA or compiling, never both; ``jobs``
     processes, default min(2, CPUs), share the kernels). No GPU is needed.
@@ -277,7 +277,7 @@ def compile_check(path_or_source, cc=(9, 0), out_dir=None, timeout=600, jobs=Non
     and waited for, and the ``netgen_cuda_*`` scratch folder is removed
     before the exception propagates; workers exit on their own when this
     process dies."""
-    from ._cuda_compile import _ptxas, terminate_raises
+    from .compile import _ptxas, terminate_raises
 
     cc = tuple(int(c) for c in cc)
     if len(cc) != 2:
@@ -302,7 +302,7 @@ def compile_check(path_or_source, cc=(9, 0), out_dir=None, timeout=600, jobs=Non
     ptx = f"{len(kernels)} kernels -> PTX for sm_{cc[0]}{cc[1]} ({sum(k['ptx_bytes'] for k in kernels) / 1024:.0f} KB)"
     on = "" if archs == [f"sm_{cc[0]}{cc[1]}"] else f" for {', '.join(archs)}"
     if skipped:
-        from ._cuda_compile import HINT
+        from .compile import HINT
 
         summary = f"{ptx} in {seconds} s; cubin assembly skipped: {skipped}; to get it: {HINT}"
     else:
@@ -323,19 +323,19 @@ def compile_check(path_or_source, cc=(9, 0), out_dir=None, timeout=600, jobs=Non
 
 
 def _compile_all(p: Path, out: Path, cc, jobs, timeout, ptxas=None, archs=None) -> tuple[list, float]:
-    """Run the compile worker (netgen.codegen._cuda_compile, or the module
+    """Run the compile worker (netgen.codegen.cuda.compile, or the module
     named by NETGEN_CUDA_COMPILE_WORKER) in ``jobs`` processes sharing the
     kernels; RuntimeError with the compiler's message on failure. Whatever
     ends this call (failure, timeout, KeyboardInterrupt, SystemExit), no
     worker is left running."""
     import time
 
-    from ._cuda_compile import ENV_PTXAS, ENV_WORKER
+    from .compile import ENV_PTXAS, ENV_WORKER
 
     env = dict(os.environ)
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     env[ENV_PTXAS] = ptxas or "none"
-    worker = os.environ.get(ENV_WORKER) or "netgen.codegen._cuda_compile"
+    worker = os.environ.get(ENV_WORKER) or "netgen.codegen.cuda.compile"
     jobs = max(1, int(jobs if jobs is not None else min(2, os.cpu_count() or 1)))
     t0 = time.perf_counter()
     deadline = t0 + timeout

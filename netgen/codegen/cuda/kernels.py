@@ -5,7 +5,7 @@ A :class:`Kernel` is a name, its arguments (name and kind each, in order;
 the wire-array scratch is always last), the smallest wire-array use (rows
 of n floats), and a body writer: a function that states the kernel's
 statements into a ``Lines`` builder, made of the shared pieces in
-:mod:`netgen.codegen._cuda_sweeps`. The statements are trusted text of
+:mod:`netgen.codegen.cuda.sweeps`. The statements are trusted text of
 this file; nothing from a network or a user reaches them (the tables are
 kernel arguments, the swap code comes from :mod:`netgen.codegen.render`,
 float constants from :func:`netgen.codegen.render.scalar_literal`), and no
@@ -74,7 +74,7 @@ with Numba's ``fastmath`` (:data:`FASTMATH`: approximate division and
 square root, flush-to-zero, fused multiply-adds, the fast ``expf``), which
 the model says the issue-bound kernels need (docs/cuda-kernels.md); the
 finiteness tests of the bad-row check stay comparisons against infinity,
-which fast math keeps (tests/codegen/test_cuda_ptx.py checks the PTX).
+which fast math keeps (tests/codegen/cuda/test_cuda_ptx.py checks the PTX).
 
 Bad rows without a host synchronisation: a row of ``x`` with a NaN or inf,
 a steepness that is not finite and > 0, a ``steepness * (max(x) - min(x))``
@@ -88,7 +88,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from ._cuda_sweeps import (
+from .sweeps import (
     UNROLL_RANKS,
     WARP,
     WIRES,
@@ -108,7 +108,7 @@ from ._cuda_sweeps import (
     swap_at,
     sweep,
 )
-from .lines import Lines, literal
+from ..lines import Lines, literal
 
 __all__ = ["Kernel", "KERNELS", "KERNEL_ARGS", "MIN_ROWS", "FASTMATH", "UNROLL_RANKS", "VARIANTS", "kernels_source"]
 
@@ -154,7 +154,7 @@ class Kernel:
         ``ft``, ``variant`` ("shared" or "global") and a network of ``k``
         outputs of ``n`` wires whose P sweep runs forward over the input
         columns (``fwd``) or back over the ranks; ``swap``: the swap code
-        (:func:`netgen.codegen._swap_code.swap_code` with ``steepness="s"``,
+        (:func:`netgen.codegen.swap_code.swap_code` with ``steepness="s"``,
         indent 0)."""
         if ft not in FASTMATH or variant not in VARIANTS or int(k) < 1 or (fwd and int(n) < 1):
             raise ValueError(f"unknown float type or variant {ft!r} {variant!r}")

@@ -39,7 +39,7 @@ import numba
 import numpy as np
 import torch
 
-from .cuda_cubin import cubin_kernel, cubin_save
+from .cubin import cubin_kernel, cubin_save
 
 # ---- stand-ins for what the generated module defines (not copied) ----
 cuda = None  # the generated module: ``from numba import cuda``

@@ -26,10 +26,10 @@ import os
 
 import torch
 
-from .common import check_input, hard_network, refuse_transforms, steepness_value
-from .cuda_cubin import cubin_ready
-from .cuda_launch import _PATH, LOG, SIMULATED, VIA_NUMBA, _np_dtype, _require_cuda
-from .cuda_ops import _column_backward, _column_forward, _op, _rows_backward, _rows_forward
+from ..runtime.common import check_input, hard_network, refuse_transforms, steepness_value
+from .cubin import cubin_ready
+from .launch import _PATH, LOG, SIMULATED, VIA_NUMBA, _np_dtype, _require_cuda
+from .ops import _column_backward, _column_forward, _op, _rows_backward, _rows_forward
 
 # ---- stand-ins for what the generated module defines (not copied) ----
 _N = _K = 0

@@ -1,6 +1,6 @@
 """The ``torch.library`` custom ops of a generated ``cuda`` module: forward
 and backward of the rows (values and P, or values only) and of the column,
-each one launch per direction (:func:`netgen.codegen.runtime.cuda_launch._launch`),
+each one launch per direction (:func:`netgen.codegen.cuda.launch._launch`),
 with fake implementations and registered autograd.
 
 ``torch.compile(fullgraph=True)`` sees one op each; CUDA graphs can
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import torch
 
-from .common import refuse_second_order
-from .cuda_launch import INDEX_LIMIT, _chunks, _launch, _np_dtype, _tables, _variant
+from ..runtime.common import refuse_second_order
+from .launch import INDEX_LIMIT, _chunks, _launch, _np_dtype, _tables, _variant
 
 # ---- stand-ins for what the generated module defines (not copied) ----
 OPS_NAMESPACE = "netgen_cuda_runtime"

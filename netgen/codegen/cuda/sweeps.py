@@ -1,5 +1,5 @@
 """Statement writers of the ``cuda`` target's kernels: the pieces the
-kernel bodies of :mod:`netgen.codegen._cuda_kernels` are made of (the
+kernel bodies of :mod:`netgen.codegen.cuda.kernels` are made of (the
 prologue, the layer loop with its warp/block barriers, the rank sweeps, the
 comparator update, the row load with the bad-row check, dL/dx out), each
 written once. Each states trusted statements into a
@@ -13,8 +13,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from .lines import Lines, literal
-from .render import scalar_literal
+from ..lines import Lines, literal
+from ..render import scalar_literal
 
 #: rank sweeps of networks with k <= UNROLL_RANKS get one guarded copy of
 #: the update per rank instead of a rank loop (docs/cuda-kernels.md)

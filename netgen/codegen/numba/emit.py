@@ -10,19 +10,19 @@ holds:
   zeros) and the P engine's build-time choices (:func:`engine`: the
   backward mode and the rank-group size);
 * ``_swap_f32`` / ``_swap_f64``: the swap code of the chosen distribution
-  per float type (:func:`netgen.codegen._swap_code.swap_code`, rendered from
+  per float type (:func:`netgen.codegen.swap_code.swap_code`, rendered from
   :mod:`netgen.relax.formulas`), reading the steepness as a run-time
   argument; ``_swap`` picks one by the argument's type, inlined;
 * the fixed code, copied from real modules by source extraction
   (:func:`netgen.codegen.runtime.assemble` for functions and classes,
   :func:`netgen.codegen.runtime.statements` for module-level state):
-  :mod:`~netgen.codegen.runtime.numba_vector` (flush-to-zero, block
+  :mod:`~netgen.codegen.numba.vector` (flush-to-zero, block
   transposes, 16-lane vector updates),
-  :mod:`~netgen.codegen.runtime.numba_engine` (the P engine: P and its
-  adjoint), :mod:`~netgen.codegen.runtime.numba_kernels` (five
+  :mod:`~netgen.codegen.numba.engine` (the P engine: P and its
+  adjoint), :mod:`~netgen.codegen.numba.kernels` (five
   dtype-generic kernels, each compiled parallel and serial),
-  :mod:`~netgen.codegen.runtime.numba_host` (pool, threads, numpy-level
-  wrappers), :mod:`~netgen.codegen.runtime.numba_layer` (autograd, checks,
+  :mod:`~netgen.codegen.numba.host` (pool, threads, numpy-level
+  wrappers), :mod:`~netgen.codegen.numba.layer` (autograd, checks,
   ``Layer``) and :mod:`~netgen.codegen.runtime.common` (shared checks and
   ``hard``).
 
@@ -38,8 +38,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..network import Network
-from ._numba_common import (
+from ...network import Network
+from ..header import (
     DIRECTIONS,
     FLOAT_TYPES,
     relaxation_of,
@@ -47,8 +47,8 @@ from ._numba_common import (
     sweep_direction,
     write_top,
 )
-from .lines import Lines
-from .literals import Namespace, literal
+from ..lines import Lines
+from ..literals import Namespace, literal
 
 TARGET = "numba"
 
@@ -108,10 +108,10 @@ class Engine(NamedTuple):
 def engine(net: Network, mode: str | None = None, group: int | None = None,
            direction: str | None = None) -> Engine:
     """The P engine's build-time choices for ``net``: the sweep direction
-    (:func:`~netgen.codegen._numba_common.sweep_direction`), the
+    (:func:`~netgen.codegen.header.sweep_direction`), the
     backward mode and the lane-group size (``direction``/``mode``/``group``
     force them, e.g. in tests)."""
-    from .runtime.tables import plan  # imports torch: only when building
+    from ..runtime.tables import plan  # imports torch: only when building
 
     k, n = net.k, net.n
     if direction is None:
@@ -162,12 +162,12 @@ def emit(net: Network, r: Any = None, *, mode: str | None = None, group: int | N
         raise ValueError(f"expected a Network, got {type(net).__name__}")
     r = relaxation_of(net, r)
     # the runtime modules import torch and numba: only when emitting
-    from .runtime import assemble, common, statements
-    from .runtime import numba_host as host
-    from .runtime import numba_engine as eng
-    from .runtime import numba_kernels as kern
-    from .runtime import numba_layer as layer
-    from .runtime import numba_vector as vec
+    from ..runtime import assemble, common, statements
+    from . import engine as eng
+    from . import host
+    from . import kernels as kern
+    from . import layer
+    from . import vector as vec
 
     direction, mode, group = engine(net, mode, group, direction)
     names = Namespace()

@@ -30,7 +30,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .numba_vector import (
+from .vector import (
     _W,
     _ftz_off,
     _ftz_on,

@@ -28,8 +28,8 @@ import numba
 import numpy as np
 import torch
 
-from .numba_kernels import _KERNELS, _KERNELS_SERIAL
-from .numba_vector import _W
+from .kernels import _KERNELS, _KERNELS_SERIAL
+from .vector import _W
 
 # ---- stand-ins for what the emitter writes (not copied into modules) ----
 RELAXATION: dict = {"steepness": 1.0}

@@ -31,8 +31,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .numba_engine import _bwd_rows_py, _fwd_P_py
-from .numba_vector import _W, _ftz_off, _ftz_on, _load_block, _one_like, _store_block, _vmix, _vq
+from .engine import _bwd_rows_py, _fwd_P_py
+from .vector import _W, _ftz_off, _ftz_on, _load_block, _one_like, _store_block, _vmix, _vq
 
 __all__ = ["PARTS", "STATE"]
 

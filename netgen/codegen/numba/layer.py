@@ -22,8 +22,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .common import check_input, check_values, hard_network, refuse_second_order, refuse_transforms, steepness_value
-from .numba_host import column_backward_numpy, column_numpy, rows_backward_numpy, rows_numpy
+from ..runtime.common import check_input, check_values, hard_network, refuse_second_order, refuse_transforms, steepness_value
+from .host import column_backward_numpy, column_numpy, rows_backward_numpy, rows_numpy
 
 # ---- stand-ins for what the emitter writes (not copied into modules) ----
 RELAXATION: dict = {"steepness": 1.0, "distribution": ""}

@@ -5,7 +5,7 @@ float-type dispatch of the rendered swap code.
 Real code, copied into generated modules by source extraction (:data:`PARTS`,
 :func:`netgen.codegen.runtime.assemble`); the kernels of
 :mod:`.numba_kernels` call these by name. Importable and tested on its own
-(tests/codegen/test_numba_runtime.py).
+(tests/codegen/numba/test_numba_runtime.py).
 
 * Subnormal floats (below 1.2e-38 in float32) cost x86 cores a microcode
   assist per operation, and relaxations with fast-decaying tails make many

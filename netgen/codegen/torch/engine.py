@@ -4,7 +4,7 @@ backward keeps.
 
 Real code, copied into generated torch modules by source extraction
 (:data:`PARTS`); the stand-ins below only let this file import and lint on
-its own. The emitter (:func:`netgen.codegen.torch_target.engine`) writes the
+its own. The emitter (:func:`netgen.codegen.torch.emit.engine`) writes the
 build-time constants read here:
 
 * ``_MODE``: ``"save"`` keeps the back-sweep's differences

@@ -26,7 +26,7 @@ import zlib
 
 import torch
 
-from .common import (
+from ..runtime.common import (
     check_input,
     check_labels,
     check_values,
@@ -35,7 +35,7 @@ from .common import (
     refuse_transforms,
     steepness_value,
 )
-from .torch_engine import _rows, _rows_adjoint
+from .engine import _rows, _rows_adjoint
 
 # ---- stand-ins for what the emitter writes (not copied into modules) ----
 _N = _K = _DEPTH = _SIZE = 0

@@ -1,5 +1,5 @@
 """A cuda layer's first call in a fresh process, without a GPU, for
-tests/codegen/test_cuda_cubin.py.
+tests/codegen/cuda/test_cuda_cubin.py.
 
 ``python _cuda_cubin_driver.py MODULE.py MAJOR.MINOR OUT.json [numba]``
 

@@ -1,5 +1,5 @@
 """Run a generated CUDA module's Layer in Numba's CUDA simulator and compare
-it with the reference executor. Run by tests/codegen/test_cuda_sim.py in a
+it with the reference executor. Run by tests/codegen/cuda/test_cuda_sim.py in a
 subprocess with NUMBA_ENABLE_CUDASIM=1 (it must be set before numba is
 imported). ``NETGEN_SIM_CASES=0,2`` runs only those cases. Under the
 simulator the module's launcher runs the kernels on CPU tensors' memory
@@ -38,7 +38,7 @@ assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", "run with NUMBA_ENABLE_CUD
 
 import torch  # noqa: E402
 
-from netgen.codegen.cuda_target import emit  # noqa: E402
+from netgen.codegen.cuda.emit import emit  # noqa: E402
 from netgen.codegen.cache import load  # noqa: E402
 from netgen.construct import build  # noqa: E402
 from netgen.relax import reference  # noqa: E402

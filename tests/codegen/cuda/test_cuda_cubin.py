@@ -3,7 +3,7 @@ nothing with numba-cuda; its kernels come from cubins (or PTX) beside the
 module through ``cuda.core``.
 
 No GPU here: the first call runs in a fresh process
-(tests/codegen/_cuda_cubin_driver.py) with numba-cuda's compile entry
+(tests/codegen/cuda/_cuda_cubin_driver.py) with numba-cuda's compile entry
 points patched to raise, ``cuda.core`` faked to record what it is asked to
 load, and torch.cuda claiming one device of a given compute capability.
 The build test needs ptxas (the ``cuda`` extra's nvidia-cuda-nvcc wheel)
@@ -24,12 +24,12 @@ import pytest
 pytest.importorskip("numba_cuda")
 
 from netgen.codegen import write_module  # noqa: E402
-from netgen.codegen.cuda_cubins import ARCHS, REQUIRED_ARCHS, folder_of  # noqa: E402
-from netgen.codegen.runtime import cuda_cubin as rt  # noqa: E402
+from netgen.codegen.cuda.cubins import ARCHS, REQUIRED_ARCHS, folder_of  # noqa: E402
+from netgen.codegen.cuda import cubin as rt  # noqa: E402
 from netgen.construct import build  # noqa: E402
 from netgen.relax.distributions import default_relaxation  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DRIVER = Path(__file__).with_name("_cuda_cubin_driver.py")
 FAMILIES = {"fwd": "rows_forward", "bwd": "rows_backward", "fwd_col": "column_forward", "bwd_col": "column_backward"}
 
@@ -184,7 +184,7 @@ def test_module_in_the_cache_saves_numba_cubin_for_the_next_process(tmp_path):
     linked; a second process loads those cubins and compiles nothing. A
     module outside the cache never gets files written beside it."""
     from netgen.codegen import cache
-    from netgen.codegen.cuda_target import emit
+    from netgen.codegen.cuda.emit import emit
 
     net = build("oddeven", 6, 2)
     source = emit(net, default_relaxation(net))
@@ -250,7 +250,7 @@ def _elf_sm(data: bytes) -> int:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    from netgen.codegen._cuda_compile import _ptxas
+    from netgen.codegen.cuda.compile import _ptxas
 
     if _ptxas() is None:
         pytest.skip("no ptxas (pip install 'netgen[cuda]' brings the nvidia-cuda-nvcc wheel)")
@@ -303,7 +303,7 @@ def test_concurrent_first_processes_share_the_cache(tmp_path):
     each compiles (fake) and saves; the files are complete, written once,
     no temporary file is left, and a fourth process loads them all."""
     from netgen.codegen import cache
-    from netgen.codegen.cuda_target import emit
+    from netgen.codegen.cuda.emit import emit
 
     net = build("oddeven", 5, 2)
     source = emit(net, default_relaxation(net))

@@ -1,4 +1,4 @@
-"""The cuda target's kernels as objects (netgen/codegen/_cuda_kernels.py),
+"""The cuda target's kernels as objects (netgen/codegen/cuda/kernels.py),
 without a GPU or the simulator: what a generated module says about its
 kernels (``KERNEL_ARGS``, function names and signatures, the ``KERNELS``
 table) is derived from the objects; rendering is deterministic, complete
@@ -13,9 +13,9 @@ import ast
 
 import pytest
 
-from netgen.codegen._cuda_kernels import FASTMATH, KERNEL_ARGS, KERNELS, MIN_ROWS, UNROLL_RANKS, kernels_source
-from netgen.codegen._swap_code import swap_code
-from netgen.codegen.cuda_target import emit
+from netgen.codegen.cuda.kernels import FASTMATH, KERNEL_ARGS, KERNELS, MIN_ROWS, UNROLL_RANKS, kernels_source
+from netgen.codegen.swap_code import swap_code
+from netgen.codegen.cuda.emit import emit
 from netgen.construct import build
 from netgen.relax.distributions import default_relaxation
 

@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("numba_cuda")
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def hidden_env(**extra) -> dict:
@@ -33,7 +33,7 @@ def run(args, env, **kw):
 
 
 def test_ptxas_from_the_wheel_with_the_toolkit_hidden():
-    r = run(["-c", "from netgen.codegen._cuda_compile import _ptxas; print(_ptxas())"], hidden_env())
+    r = run(["-c", "from netgen.codegen.cuda.compile import _ptxas; print(_ptxas())"], hidden_env())
     assert r.returncode == 0, r.stderr
     found = r.stdout.strip()
     if found == "None" or not found.startswith(sysconfig.get_paths()["purelib"]):
@@ -44,7 +44,7 @@ def test_ptxas_from_the_wheel_with_the_toolkit_hidden():
 
 
 def test_netgen_ptxas_override():
-    code = "from netgen.codegen._cuda_compile import _ptxas; print(_ptxas())"
+    code = "from netgen.codegen.cuda.compile import _ptxas; print(_ptxas())"
     assert run(["-c", code], hidden_env(NETGEN_PTXAS="none")).stdout.strip() == "None"
     r = run(["-c", code], hidden_env(NETGEN_PTXAS="/nonexistent/ptxas"))
     assert r.returncode != 0 and "NETGEN_PTXAS" in r.stderr
@@ -61,7 +61,7 @@ def test_build_and_ptx_test_with_the_toolkit_hidden(tmp_path):
     assert len(lines) == 1, r.stderr
     assert "passed" in lines[0] or "skipped" in lines[0]
     assert "/usr/local" not in lines[0], lines[0]
-    r = run(["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/codegen/test_cuda_ptx.py"], env, timeout=900)
+    r = run(["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/codegen/cuda/test_cuda_ptx.py"], env, timeout=900)
     assert r.returncode == 0, r.stdout[-3000:]
     assert "passed" in r.stdout or "skipped" in r.stdout
 

@@ -1,7 +1,7 @@
 """The CUDA kernels generated for the (5, 10450) splitter network compile to
 PTX for sm_90 (numba.cuda.compile_ptx with NVVM from pip) and assemble to a
 cubin (ptxas -arch=sm_90, or nvJitLink), without a GPU, in separate
-processes (netgen.codegen.cuda_target.compile_check). What was compiled is
+processes (netgen.codegen.cuda.emit.compile_check). What was compiled is
 reported in the run's warnings summary, so it is visible in the CI log.
 
 The launcher fills Numba's kernel ABI itself (no dispatcher): the parameter
@@ -19,7 +19,7 @@ import torch
 
 from netgen.codegen import write_module
 from netgen.codegen.cache import load
-from netgen.codegen.cuda_target import compile_check
+from netgen.codegen.cuda.emit import compile_check
 from netgen.construct import build
 from netgen.relax.distributions import default_relaxation
 

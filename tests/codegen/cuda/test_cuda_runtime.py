@@ -1,4 +1,4 @@
-"""The cuda target's host runtime (netgen.codegen.runtime.cuda_launch,
+"""The cuda target's host runtime (netgen.codegen.cuda.launch,
 cuda_ops, cuda_layer) tested as the ordinary code it is, without a GPU and
 without the simulator: the kernel-argument packing against every kernel's
 argument kinds, its cache, block sizing, batch chunks, variants, the
@@ -11,10 +11,13 @@ import numpy as np
 import pytest
 import torch
 
-from netgen.codegen._cuda_kernels import KERNEL_ARGS
-from netgen.codegen.cuda_target import emit, runtime_source
+from netgen.codegen.cuda.kernels import KERNEL_ARGS
+from netgen.codegen.cuda.emit import emit, runtime_source
 from netgen.codegen.literals import GeneratedSourceError, Namespace, top_level_definitions
-from netgen.codegen.runtime import cuda_launch, cuda_layer, cuda_ops, statements
+from netgen.codegen.cuda import launch as cuda_launch
+from netgen.codegen.cuda import layer as cuda_layer
+from netgen.codegen.cuda import ops as cuda_ops
+from netgen.codegen.runtime import statements
 from netgen.construct import build
 
 TORCH_OF = {"w1": torch.uint16, "u1": torch.uint32, "i1": torch.int64, "b1": torch.int32}

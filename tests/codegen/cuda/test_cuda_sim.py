@@ -13,7 +13,7 @@ of range) NaN in exactly those rows; inputs never written; second order and
 torch.func refused; the launch self-check passes, logs once, catches wrong
 packings and can be skipped; torch.compile(fullgraph=True) equals eager.
 The simulator must be enabled before numba is imported, so the layer runs
-in a subprocess (tests/codegen/_cuda_sim_driver.py); a summary goes to the
+in a subprocess (tests/codegen/cuda/_cuda_sim_driver.py); a summary goes to the
 CI log. Also, without the simulator: the (5, 10450) module's compact tables
 against the plan, the module's docstring and strings as literals, and the
 Layer saying clearly that a CUDA device is needed."""
@@ -33,7 +33,7 @@ import torch
 
 from netgen.codegen import write_module
 from netgen.codegen.runtime.tables import plan
-from netgen.codegen.cuda_target import emit
+from netgen.codegen.cuda.emit import emit
 from netgen.codegen.cache import load
 from netgen.construct import build
 from netgen.relax.distributions import Relaxation, default_relaxation
@@ -296,7 +296,7 @@ def test_imports_without_gpu_and_says_a_device_is_needed(tmp_path):
 
 CHUNKED = r'''
 import json, torch
-from netgen.codegen.cuda_target import emit
+from netgen.codegen.cuda.emit import emit
 from netgen.codegen.cache import load
 from netgen.construct import build
 from netgen.relax import reference
@@ -335,7 +335,7 @@ def test_global_scratch_in_chunks_and_recomputed_back_sweep(tmp_path):
 
 COLUMN_CHUNKS = r'''
 import json, sys, torch
-from netgen.codegen.cuda_target import emit
+from netgen.codegen.cuda.emit import emit
 from netgen.codegen.cache import load
 from netgen.construct import build
 from netgen.relax import reference

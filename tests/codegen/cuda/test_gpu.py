@@ -160,7 +160,7 @@ def test_gpu_bad_rows_are_nan(tmp_path, target):
 
 
 def test_gpu_shared_and_global_variants_agree(tmp_path):
-    from netgen.codegen.cuda_target import emit
+    from netgen.codegen.cuda.emit import emit
 
     net = build("splitter", 10450, 5)
     r = default_relaxation(net)

@@ -45,7 +45,7 @@ cuda.compile_ptx(kernel.py_func, (types.Array(types.float32, 1, "C"),), cc=(9, 0
 def numpy25_env(tmp_path_factory):
     site = tmp_path_factory.mktemp("numpy25")
     (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    path = os.pathsep.join([str(site), str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")])
+    path = os.pathsep.join([str(site), str(Path(__file__).resolve().parents[3]), os.environ.get("PYTHONPATH", "")])
     env = dict(os.environ, PYTHONPATH=path)
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     return env

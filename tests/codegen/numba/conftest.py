@@ -7,7 +7,9 @@ from unittest import mock
 
 import pytest
 
-from netgen.codegen import module_name, numba_target
+from netgen.codegen import module_name
+
+from netgen.codegen.numba import emit as numba_target
 from netgen.codegen.cache import load
 from netgen.network import Network
 from netgen.relax.distributions import Relaxation

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from netgen.codegen import numba_target
+from netgen.codegen.numba import emit as numba_target
 from netgen.construct import build
 from netgen.relax import reference
 from netgen.relax.distributions import Relaxation

@@ -11,7 +11,7 @@ import threading
 import pytest
 import torch
 
-from netgen.codegen import numba_target
+from netgen.codegen.numba import emit as numba_target
 from netgen.construct import build
 from netgen.network import Network
 from netgen.relax import reference

@@ -19,8 +19,10 @@ import pytest
 from netgen.codegen import write_module
 from netgen.codegen.runtime import statements
 from netgen.codegen.literals import GeneratedSourceError, Namespace
-from netgen.codegen.runtime import numba_engine, numba_host, numba_kernels
-from netgen.codegen.runtime import numba_vector as V
+from netgen.codegen.numba import engine as numba_engine
+from netgen.codegen.numba import host as numba_host
+from netgen.codegen.numba import kernels as numba_kernels
+from netgen.codegen.numba import vector as V
 from netgen.construct import build
 from netgen.relax.distributions import Relaxation
 
@@ -313,7 +315,8 @@ def test_generated_module_imports_what_the_runtime_imports():
     import ast
     import inspect
 
-    from netgen.codegen.runtime import common, numba_layer
+    from netgen.codegen.numba import layer as numba_layer
+    from netgen.codegen.runtime import common
 
     src = emit_small()
     have = {ast.unparse(n) for n in ast.parse(src).body if isinstance(n, (ast.Import, ast.ImportFrom))}

@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from netgen.codegen import emit, module_name, numba_target, write_module
+from netgen.codegen import emit, module_name, write_module
+
+from netgen.codegen.numba import emit as numba_target
 from netgen.codegen.runtime.tables import plan
 from netgen.codegen.cache import load
 from netgen.construct import build
@@ -170,7 +172,7 @@ def test_subnormals_flush_to_zero_and_the_mode_is_restored(make, parallel):
     import math
     import platform
 
-    from netgen.codegen._swap_code import swap_code
+    from netgen.codegen.swap_code import swap_code
 
     tiny = np.finfo(np.float32).tiny
     r = Relaxation("gaussian", steepness=1.0)

@@ -14,10 +14,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from netgen.codegen import module_name, torch_target
+from netgen.codegen import module_name
+
+from netgen.codegen.torch import emit as torch_target
 from netgen.codegen.literals import check_source
 from netgen.codegen.cache import import_source as load_source
-from netgen.codegen.runtime import torch_engine
+from netgen.codegen.torch import engine as torch_engine
 from netgen.construct import build
 from netgen.network import Network
 from netgen.relax import reference as ref
