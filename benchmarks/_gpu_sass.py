@@ -28,12 +28,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 _EMIT = r'''
 import sys
-from netgen.codegen.cuda.emit import emit
+from netgen.codegen import emit
 from netgen.compiler import compile_network
 from netgen.construct import build
 from netgen.relax.distributions import default_relaxation
 net = compile_network(build("splitter", int(sys.argv[2]), int(sys.argv[3]))).network
-open(sys.argv[1], "w").write(emit(net, default_relaxation(net)))
+open(sys.argv[1], "w").write(emit("cuda", net, default_relaxation(net)))
 # divisions per comparator in the swap code as that tree's kernels paste it
 # (MUFU.RCP counts comparators in the SASS loops)
 from netgen.codegen.swap_code import swap_code

@@ -45,7 +45,7 @@ def main() -> None:
     import numba
     import torch
 
-    from netgen.codegen.numba import emit as numba_target
+    from netgen.codegen import emit
     from netgen.codegen.cache import load
     from netgen.construct import build
     from netgen.relax.distributions import Relaxation
@@ -54,7 +54,7 @@ def main() -> None:
     net = build("splitter", args.n, k)
     path = Path(tempfile.gettempdir()) / "netgen_bench_threads" / f"splitter_{args.n}_{k}.py"
     path.parent.mkdir(parents=True, exist_ok=True)
-    src = numba_target.emit(net, Relaxation("cauchy", steepness=10.0))
+    src = emit("numba", net, Relaxation("cauchy", steepness=10.0))
     if not path.exists() or path.read_text() != src:
         path.write_text(src)
     mod = load(path)

@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from ..codegen import TARGETS as CODE_TARGETS
+from ..codegen import BuildError
 from ..construct import ALL_KINDS as KINDS
 from ..construct.best import OBJECTIVES
 from ..estimate import DEFAULT_MAX_SECONDS
@@ -19,6 +20,8 @@ from .common import BadInput, check_output, current_bar, escape, handle_errors, 
 
 # the choices come from the registries: a new construction, target or pass appears here by itself
 TARGETS = ("json", *CODE_TARGETS)
+#: the code targets with a build step, and what it does (for --help)
+_BUILDS = "; ".join(f"{t.name}: {t.build.summary}" for t in CODE_TARGETS.values() if t.build is not None)
 
 
 @click.command("build")
@@ -37,8 +40,8 @@ TARGETS = ("json", *CODE_TARGETS)
 @click.option("--steepness", type=float, help="Relaxation steepness (default tied to depth).")
 @click.option("--art-lambda", "art_lambda", type=float, help="ART lambda for logistic_phi.")
 @click.option("--art-epsilon", "art_epsilon", type=float, help="ART tie epsilon; 1e-10 reproduces difftopk/diffsort (default 0: netgen's formula).")
-@click.option("--no-compile", "no_compile", is_flag=True, help="cuda: skip the PTX/cubin compile check.")
-@click.option("--compile-check", "compile_check", is_flag=True, help="cuda: require the full check (exit 2, nothing written, when no ptxas is found to assemble cubins).")
+@click.option("--no-compile", "no_compile", is_flag=True, help=f"Skip the target's build step ({_BUILDS}).")
+@click.option("--compile-check", "compile_check", is_flag=True, help="Require the target's build step in full (exit 2, nothing written, when it cannot run completely, e.g. no ptxas to assemble cubins).")
 @click.option("--max-seconds", "max_seconds", type=click.FloatRange(min=0, min_open=True), default=None,
               help=f"Refuse builds estimated above this many CPU seconds (default {DEFAULT_MAX_SECONDS:.0f}); "
                    "see docs/security.md.")
@@ -56,12 +59,8 @@ def command(n, k, kind, objective, from_file, target, output, name, passes, only
     from ..portfolio import PortfolioError
 
     check_output(output, folder=target != "json")
-    if target in ("torch", "cuda"):  # before the (possibly long) build
-        from ..extras import require
-
-        require("torch", f"--target {target}")
-        if target == "cuda":
-            require("numba_cuda", "--target cuda")
+    if target != "json":  # before the (possibly long) build
+        CODE_TARGETS[target].require(f"--target {target}")
     options = dict(steepness=steepness, art_lambda=art_lambda, art_epsilon=art_epsilon)
     if target != "json":  # check relaxation options before the (possibly long) build
         from ..relax.distributions import Relaxation
@@ -138,26 +137,12 @@ def _write_module(target, net, output, name, distribution, options, no_compile, 
     if changes:
         relax = dataclasses.replace(relax, **changes)
     out_dir = Path(output) if output else Path("generated")
-    if target == "cuda" and not no_compile:  # written only after the compile check (interrupt-safe)
-        from ..codegen import emit, module_name
-        from ..codegen.cuda.build import build
-        from ..codegen.target import BuildError
-
-        name = module_name(net, relax, target) if name is None else name
-        if not name.isidentifier():
-            raise BadInput(f"module name {name!r} is not a valid Python identifier")
-        t = time.perf_counter()
-        source = emit(target, net, relax)
-        log(f"emitted {target} module in {time.perf_counter() - t:.2f} s")
-        try:
-            path = build(source, out_dir / f"{name}.py", required=compile_check, log=lambda line: log(escape(line)))
-        except BuildError as e:
-            click.echo(f"netgen: error: {e} (use --no-compile to keep an unchecked module)", err=True)
-            raise SystemExit(1) from None
-    else:
-        t = time.perf_counter()
-        path = write_module(target, net, relax, out_dir=out_dir, name=name)
-        log(f"emitted {target} module in {time.perf_counter() - t:.2f} s")
+    try:  # the target's build step runs too (cuda: the module is written only after its kernels compiled)
+        path = write_module(target, net, relax, out_dir=out_dir, name=name, build=not no_compile,
+                            required=compile_check, log=lambda line: log(escape(line)))
+    except BuildError as e:
+        click.echo(f"netgen: error: {e} (use --no-compile to keep an unchecked module)", err=True)
+        raise SystemExit(1) from None
     click.echo(f"wrote {path}")
     if out_dir.resolve() == (Path.cwd() / "generated").resolve():
         click.echo(f"from generated.{path.stem} import Layer")

@@ -1,7 +1,11 @@
 """Pick the fastest target for a device, and build layers in memory.
 
-``target="auto"`` (the default of :func:`netgen.topk_loss` and of
-the difftopk/diffsort drop-ins in :mod:`netgen.compat`) means:
+``target="auto"`` (the default of :func:`netgen.topk_loss` and of the
+difftopk/diffsort drop-ins in :mod:`netgen.compat`) means: among the targets
+whose layers run on the device (:attr:`Target.devices
+<netgen.codegen.target.Target>`) and are usable here
+(:attr:`~netgen.codegen.target.Target.available`), the one of highest
+:attr:`~netgen.codegen.target.Target.preference`:
 
 * a CUDA device, with numba-cuda installed and a GPU numba can see: ``cuda``
   (the generated kernels: the fastest layer on a GPU);
@@ -16,7 +20,6 @@ device.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import numbers
 
@@ -24,7 +27,7 @@ import numpy as np
 
 import torch
 
-from . import TARGETS, emit, module_name
+from . import TARGETS, emit, get, module_name
 from .cache import import_source
 
 __all__ = ["AutoLayer", "build_layer", "pick_target"]
@@ -32,44 +35,30 @@ __all__ = ["AutoLayer", "build_layer", "pick_target"]
 log = logging.getLogger("netgen")
 
 
-def _has(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):  # a parent package is missing
-        return False
-
-
-def _cuda_target_usable() -> bool:
-    if not (torch.cuda.is_available() and _has("numba") and _has("numba.cuda")):
-        return False
-    from .cuda.compile import numpy_compat
-
-    numpy_compat()
-    from numba import cuda
-
-    return bool(cuda.is_available())
-
-
 def pick_target(device) -> tuple[str, str]:
     """(target, why) for tensors on ``device`` (see the module docstring)."""
     dev = torch.device(device)
-    if dev.type == "cuda":
-        if _cuda_target_usable():
-            return "cuda", "a CUDA device with numba-cuda"
-        return "torch", 'a CUDA device without a usable numba-cuda (pip install "netgen[cuda]" for the cuda target)'
-    if dev.type == "cpu":
-        if _has("numba"):
-            return "numba", "a CPU device with numba"
-        return "torch", 'a CPU device without numba (pip install "netgen[numba]" for the numba target)'
-    return "torch", f"a {dev.type} device (only the torch target runs there)"
+    where = f"a {dev.type.upper() if dev.type in ('cpu', 'cuda') else dev.type} device"
+    missed = []
+    for t in sorted(TARGETS.values(), key=lambda t: -t.preference):
+        if not t.runs_on(dev.type):
+            continue
+        why_not = t.available()
+        if why_not is None:
+            if t.devices is None and not missed:
+                return t.name, f"{where} (only the {t.name} target runs there)"
+            if t.devices is None:
+                return t.name, f"{where} without a usable {missed[0][0]} target ({missed[0][1]})"
+            return t.name, f"{where} with {t.needs}"
+        missed.append((t.name, why_not))
+    raise ValueError(f"no netgen target runs on {where}")  # pragma: no cover - torch runs anywhere
 
 
 def build_layer(net, r, target: str = "torch"):
     """A ``Layer()`` of the generated ``target`` module for ``net`` relaxed
     by ``r``, imported from netgen's on-disk cache (written there on first
     use; nothing goes to ``generated/``; see :mod:`netgen.codegen.cache`)."""
-    if target not in TARGETS:
-        raise ValueError(f"unknown target {target!r}; choose 'auto' or one of {', '.join(TARGETS)}")
+    target = get(target).name
     from . import cache
 
     key = cache.built_key(net, r, target)
@@ -82,7 +71,7 @@ def build_layer(net, r, target: str = "torch"):
 
 
 def check_target(target: str) -> str:
-    if target != "auto" and target not in TARGETS:
+    if target != "auto" and (not isinstance(target, str) or target not in TARGETS):
         raise ValueError(f"unknown target {target!r}; choose 'auto' or one of {', '.join(TARGETS)}")
     return target
 

@@ -27,7 +27,8 @@ Layout (``root()``: ``$NETGEN_CACHE_DIR`` or the user cache dir of
                                                 (netgen.codegen.cuda.cubin)
     <root>/<versions>/paths/<module name>       path of a file netgen.load() imported
 
-``<versions>`` names python, netgen, numba and torch versions, so an upgrade
+``<versions>`` names python, netgen and the targets' toolchains (numba,
+numba-cuda, torch) with their versions, so an upgrade
 never reads another version's compiled code. The module file name carries a
 hash of its source, so equal names mean equal bytes. Files are written once,
 to a temporary file first and then linked into place (``os.link`` fails if
@@ -94,11 +95,14 @@ def _version(dist: str) -> str:
 
 @functools.lru_cache(maxsize=None)
 def versions() -> str:
-    """The version tag of this interpreter and these libraries."""
+    """The version tag of this interpreter, netgen and the toolchains of
+    every target (:attr:`netgen.codegen.target.Target.toolchain`)."""
     from .. import __version__
+    from . import TARGETS
 
+    dists = sorted({d for t in TARGETS.values() for d in t.toolchain})
     parts = [f"py{sys.version_info[0]}.{sys.version_info[1]}", f"netgen{__version__}",
-             f"numba{_version('numba')}", f"torch{_version('torch')}"]
+             *(f"{d}{_version(d)}" for d in dists)]
     return re.sub(r"[^0-9A-Za-z.+-]+", "_", "-".join(parts))
 
 

@@ -1,6 +1,8 @@
-"""Pieces shared by the Numba CPU and Numba CUDA emitters.
+"""The top of a generated module, shared by the emitters.
 
-* :func:`swap_code` (in :mod:`._swap_code`, re-exported here) turns a
+* :func:`relaxation_of`: the relaxation an emitter is given (a Relaxation,
+  its dict, or None for the network's default).
+* :func:`swap_code` (in :mod:`.swap_code`, re-exported here) turns a
   relaxation into the straight-line scalar code pasted into every kernel.
 * :func:`plan_source`: the network's tables of a generated module, copied
   from :mod:`netgen.codegen.runtime.tables` (whose
@@ -31,37 +33,6 @@ def relaxation_of(net: Network, r: Any):
     if isinstance(r, Relaxation):
         return r
     raise ValueError(f"relaxation must be a Relaxation, a dict or None, got {type(r).__name__}")
-
-
-# ----------------------------------------------------------------- the plan
-DIRECTIONS = ("back", "forward")
-# The sweep that computes P runs over *lanes* (runtime/tables.plan): back
-# over the k output ranks (R <- R M_l, last comparator first: P's rows) or
-# forward over the n input columns (A <- M_l A, first comparator first: P's
-# columns). Each comparator touches the lanes of its plan range: its output
-# cone going back, its input cone going forward. Sorters have far smaller
-# input cones in their early layers than output cones: the odd-even merge
-# sorter needs 0.75 (n = 32), 0.52 (256), 0.43 (1024) and 0.36 (4096) times
-# the back-sweep's (comparator, lane) pairs going forward, while a top-5
-# network's forward sweep would carry all n columns (2,100x the pairs at
-# (5, 10450)). The forward direction is chosen where k > n / 2 (its state
-# is n x n per row instead of k x n) and it needs at most
-# FORWARD_MAX_RATIO times the back-sweep's pairs.
-FORWARD_MAX_RATIO = 0.8
-
-
-def sweep_direction(net: Network) -> str:
-    """The P sweep's direction for ``net``: "forward" or "back" (see
-    :data:`FORWARD_MAX_RATIO`)."""
-    from .runtime.tables import plan  # imports torch: only when building
-
-    if net.k * 2 <= net.n:
-        return "back"
-
-    def pairs(d):
-        return int(plan(net.n, net.comparators, net.layer_offsets, net.outputs, d)[2][-1])
-
-    return "forward" if pairs("forward") <= FORWARD_MAX_RATIO * pairs("back") else "back"
 
 
 def write_top(L, names, target: str, net: Network, r, shared=(), direction: str = "back") -> None:

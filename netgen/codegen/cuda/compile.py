@@ -150,9 +150,7 @@ def compile_module(path: str, out_dir: str, cc: tuple[int, int], part: tuple[int
     # kernels; there is none here, and the target is given explicitly.
     dispatcher.get_current_device = lambda: None  # type: ignore[attr-defined]
 
-    from ..cache import load
-
-    mod = load(path)
+    mod = _import_file(path)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     archs = list(archs) if archs else [f"sm_{cc[0]}{cc[1]}"]
@@ -213,6 +211,19 @@ def compile_module(path: str, out_dir: str, cc: tuple[int, int], part: tuple[int
         "out_dir": str(out),
         "kernels": kernels,
     }
+
+
+def _import_file(path: str):
+    """The generated module at ``path``, imported in this (worker) process
+    under its own name; nothing of netgen's cache is needed here."""
+    import importlib.util
+
+    name = f"_netgen_compile_{Path(path).stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def _exit_with_parent() -> None:

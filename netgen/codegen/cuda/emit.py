@@ -23,19 +23,18 @@ module is assembled from:
   dispatcher, ``Layer``) and :mod:`~netgen.codegen.runtime.common` (checks,
   the steepness rule, the second-order and torch.func refusals, ``hard``);
 * this file: the header (network, relaxation, the plan, the numpy-2.5
-  shim), the constants of a build (block sizes, shared-memory limit, the
-  D rule, the op namespace) written as literals, and :func:`emit`, plus
+  shim), the constants of a build (block sizes, shared-memory limit,
+  whether D is kept, the op namespace) written as literals, and :func:`emit`, plus
   :func:`compile_check`, which compiles every kernel to PTX for a given
   compute capability and assembles it to a cubin in a separate process (no
   GPU needed).
 
 What the rows path keeps for its backward: the comparators' differences d
-and swap probabilities p (B x size each) and, where the plan's nnz is at
-most ``SAVE_D_RATIO`` k n (top-k networks: 2.6 k n for the (5, 10450)
-splitter as built, 2.2 k n after compile_network), the back-sweep's row
-differences D (B x nnz); otherwise (sorting) nothing more: the backward
-recomputes the P sweep into a scratch D, the batch processed in chunks
-that fit a working budget. The backward reads p; dp/dd and dp/ds are
+and swap probabilities p (B x size each) and, in the plan's mode ``save``
+(:mod:`netgen.codegen.plan`; this target's budget in
+:mod:`netgen.codegen.cuda`), the P sweep's row differences D (B x nnz);
+otherwise (sorting) nothing more: the backward recomputes the P sweep into
+a scratch D, the batch processed in chunks that fit a working budget. The backward reads p; dp/dd and dp/ds are
 recomputed from d (one division, no arctangent).
 
 The module imports without a GPU; using the Layer there raises a
@@ -57,75 +56,31 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from ...network import Network
-from .kernels import KERNEL_ARGS, kernels_source
-from ..header import (
-    FLOAT_TYPES,
-    network_literal,
-    relaxation_literal,
-    relaxation_of,
-    swap_code,
-    sweep_direction,
-    write_top,
-)
+from ..header import FLOAT_TYPES, network_literal, relaxation_literal, swap_code, write_top
 from ..lines import Lines
 from ..literals import Namespace, literal, top_level_definitions
+from ..plan import Plan
+from .kernels import KERNEL_ARGS, kernels_source
 
 TARGET = "cuda"
 
-#: the most dynamic shared memory a block may ask for: 227 KB, Hopper's
-#: opt-in limit (the launcher also caps it by the device's own limit)
-SHARED_LIMIT = 227 * 1024
-THREADS = 256
-#: threads per block where a block's shared memory leaves one block per SM
-#: (the rows with P at k n floats): 32 warps hide the latencies of one row
-BIG_THREADS = 1024
-#: keep D (B x nnz) from the forward where nnz <= SAVE_D_RATIO * k * n;
-#: above it the backward recomputes the back-sweep (docs/cuda-kernels.md)
-SAVE_D_RATIO = 4
 
-
-def emit(net: Network, r: Any = None, *, shared_limit: int = SHARED_LIMIT, threads: int = THREADS,
-         save_d_ratio: float = SAVE_D_RATIO, big_threads: int = BIG_THREADS, direction: str | None = None) -> str:
-    """Full source of the generated CUDA module; deterministic.
-    ``shared_limit``: the most dynamic shared memory (bytes) a block may ask
-    for; a kernel whose smallest wire-array use (n floats, 2 n for the
-    column) fits gets a shared-memory variant besides its global-scratch
-    one (the launcher picks per launch from what that launch needs and the
-    device's limit). ``threads``: the block size, a multiple of 32 from 32
-    to 1024 (tests use 32 or 64 so that layers are wider than the block).
-    ``big_threads``: the largest block size of launches whose shared memory
-    leaves few blocks per SM (default 1024: the rows with P run one block of
-    1024 threads per SM). ``save_d_ratio``: keep D from the forward where nnz <= this * k * n,
-    else recompute the P sweep in the backward (0: always recompute).
-    ``direction``: the P sweep, "back" over the ranks or "forward" over the
-    input columns (default: :func:`~netgen.codegen.header.sweep_direction`,
-    the numba target's rule)."""
-    if not isinstance(net, Network):
-        raise ValueError(f"expected a Network, got {type(net).__name__}")
-    threads, big_threads = int(threads), int(big_threads)
-    for name, v in (("threads", threads), ("big_threads", big_threads)):
-        if v % 32 or not 32 <= v <= 1024:
-            raise ValueError(f"{name} must be a multiple of 32 from 32 to 1024, got {v}")
-    shared_limit = int(shared_limit)
-    if shared_limit < 0:
-        raise ValueError(f"shared_limit must be >= 0, got {shared_limit}")
-    r = relaxation_of(net, r)
-    from ..runtime.tables import plan  # imports torch: only when building
-
-    direction = sweep_direction(net) if direction is None else direction
-    if direction not in ("back", "forward"):
-        raise ValueError(f"direction must be 'back' or 'forward', got {direction!r}")
-    _, _, doff = plan(net.n, net.comparators, net.layer_offsets, list(net.outputs), direction)
-    if int(doff[-1]) >= 2**32 or net.size >= 2**32:
-        raise ValueError(f"network too large for the cuda target: {int(doff[-1])} (comparator, lane) pairs "
+def emit(net: Network, r, plan: Plan, options) -> str:
+    """Full source of the generated CUDA module for ``net`` relaxed by
+    ``r``, with the P engine's plan (its direction; mode ``save`` keeps D
+    from the forward, written as ``SAVE_D``) and ``options``
+    (:class:`netgen.codegen.cuda.CudaOptions`: block sizes, the
+    shared-memory limit); deterministic."""
+    direction = plan.direction
+    if plan.nnz >= 2**32 or net.size >= 2**32:
+        raise ValueError(f"network too large for the cuda target: {plan.nnz} (comparator, lane) pairs "
                          "(32-bit offsets)")
     from ..runtime import common
 
     kernel_args, kernels, table = kernels_source(
-        net.n, net.k, shared_limit, {ft: swap_code(r, 0, ft, steepness="s") for ft in FLOAT_TYPES},
+        net.n, net.k, options.shared_limit, {ft: swap_code(r, 0, ft, steepness="s") for ft in FLOAT_TYPES},
         direction == "forward")
     names = Namespace()
     L = Lines()
@@ -158,8 +113,8 @@ def emit(net: Network, r: Any = None, *, shared_limit: int = SHARED_LIMIT, threa
     names.define("KERNELS")
     L(table)
     L.blank(2)
-    constants = {"THREADS": threads, "BIG_THREADS": big_threads, "SHARED_LIMIT": shared_limit,
-                 "SAVE_D_RATIO": float(save_d_ratio)}
+    constants = {"THREADS": int(options.threads), "BIG_THREADS": int(options.big_threads),
+                 "SHARED_LIMIT": int(options.shared_limit), "SAVE_D": plan.mode == "save"}
     constants["OPS_NAMESPACE"] = _ops_namespace(net, r, kernels, direction, constants)
     L(runtime_source(constants, names))
     return L.render()
@@ -172,7 +127,8 @@ _CONSTANT_DOCS = {
     "BIG_THREADS": "the most threads per block of a launch whose shared memory leaves few blocks per SM "
                    "(see _block), capped by the kernel's limit",
     "SHARED_LIMIT": "dynamic shared memory a block may ask for (bytes; also capped by the device)",
-    "SAVE_D_RATIO": "the forward keeps D (B x nnz) where nnz <= SAVE_D_RATIO k n (SAVE_D)",
+    "SAVE_D": "the forward keeps D (B x nnz) for the backward (the plan's mode save), else the backward "
+              "recomputes the P sweep",
     "OPS_NAMESPACE": "the torch.library namespace of this module's ops",
 }
 

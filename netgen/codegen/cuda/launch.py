@@ -6,7 +6,7 @@ Real code, copied into generated modules by source extraction
 (:data:`STATE` with :func:`netgen.codegen.runtime.statements`, :data:`PARTS`
 with :func:`netgen.codegen.runtime.assemble`). It reads what the cuda
 emitter writes (network tables from the plan, ``THREADS``,
-``BIG_THREADS``, ``SHARED_LIMIT``, ``SAVE_D_RATIO``, ``KERNEL_ARGS``,
+``BIG_THREADS``, ``SHARED_LIMIT``, ``KERNEL_ARGS``,
 ``KERNELS``) and the ``cuda`` module the generated file imports; the
 stand-ins below only let this file import, lint and be tested on its own.
 
@@ -52,7 +52,6 @@ _DOFF = np.zeros(1, dtype=np.int64)
 THREADS = 256
 BIG_THREADS = 1024
 SHARED_LIMIT = 227 * 1024
-SAVE_D_RATIO = 4.0
 KERNEL_ARGS: dict = {}
 KERNELS: dict = {}
 
@@ -84,9 +83,6 @@ TABLES = {
 }
 #: shared memory per SM (bytes; Hopper): how many blocks of a launch fit an SM (see _block)
 SM_SHARED = 228 * 1024
-#: the forward keeps D (B x nnz) for the backward where nnz <= SAVE_D_RATIO k n;
-#: otherwise the backward recomputes the P sweep (chunks of the batch)
-SAVE_D = _NNZ <= SAVE_D_RATIO * _K * _N
 #: lanes of the P sweep per wire (rows of n floats of a row's sweep state):
 #: k ranks going back, n input columns going forward
 LANES = _N if _DIRECTION == "forward" else _K
@@ -443,7 +439,7 @@ def _np_dtype(t):
 _install_syncwarp()
 
 #: the module-level statements a generated module copies (after PARTS; in file order)
-STATE = ("SIMULATED", "VIA_NUMBA", "WORKSPACE", "INDEX_LIMIT", "LOG", "WIRE_DTYPE", "TABLES", "SM_SHARED", "SAVE_D",
+STATE = ("SIMULATED", "VIA_NUMBA", "WORKSPACE", "INDEX_LIMIT", "LOG", "WIRE_DTYPE", "TABLES", "SM_SHARED",
          "LANES", "_PATH", "_HANDLES", "_CONFIGS", "_STREAMS", "_PACKS", "_VARIANTS", "_LIMITS", "_TABLES",
          "_CHECKED", "MIN_DRIVER", "_install_syncwarp")
 #: the functions a generated module copies, in order

@@ -7,8 +7,9 @@ holds:
   (rebuilt from ``NETWORK`` at import), with the build-time plan
   (:func:`netgen.codegen.runtime.tables.plan`: for each comparator, the range
   of P rows it can touch, so the back-sweep and its adjoint skip structural
-  zeros) and the P engine's build-time choices (:func:`engine`: the
-  backward mode and the rank-group size);
+  zeros) and the P engine's build-time choices (the plan of
+  :mod:`netgen.codegen.plan`: the sweep direction, the backward mode and
+  the lane-group size);
 * ``_swap_f32`` / ``_swap_f64``: the swap code of the chosen distribution
   per float type (:func:`netgen.codegen.swap_code.swap_code`, rendered from
   :mod:`netgen.relax.formulas`), reading the steepness as a run-time
@@ -34,56 +35,14 @@ module is checked to define each top-level name once.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
-
-import numpy as np
-
 from ...network import Network
-from ..header import (
-    DIRECTIONS,
-    FLOAT_TYPES,
-    relaxation_of,
-    swap_code,
-    sweep_direction,
-    write_top,
-)
+from ..header import FLOAT_TYPES, swap_code, write_top
 from ..lines import Lines
 from ..literals import Namespace, literal
+from ..plan import Plan
 
 TARGET = "numba"
 
-# The sweep that computes P runs over *lanes*: back over the k output ranks
-# or forward over the n input columns, chosen by
-# _numba_common.sweep_direction (the same rule for the cuda target).
-MODES = ("save", "recompute")
-# Mode ``save`` keeps the sweep's differences D (one float per
-# (comparator, lane) pair of the plan: nnz per batch row) from the forward
-# for the backward; ``recompute`` keeps O(size) per row and re-runs each lane
-# group's sweep in the backward. ``save`` is chosen when D is at most
-# SAVE_MAX_NNZ_PER_KN times the output (k n per row; top-5 of 10450: 2.6) or
-# small in absolute terms (SAVE_MAX_NNZ per row): then writing and reading D
-# costs less than the second sweep. Sorters have nnz = 4.3 k n (n = 32)
-# to 28 k n (n = 4096) going back, 3.2 to 10 k n going forward.
-SAVE_MAX_NNZ_PER_KN = 4.0
-SAVE_MAX_NNZ = 16384
-# Lane groups: the sweep's scratch of one (row block, lane group) pair is
-# R = n x g x 16 floats. g is the largest count whose R stays under
-# GROUP_BYTES (float32; L2-sized: the recompute mode streams each group's
-# differences through it), at least MIN_GROUP (fewer ranks per pass leave
-# the per-comparator overhead and the re-reads of p dominant) and at most the
-# lanes (k ranks, or n columns).
-# Measured (oddeven sorters, B = 64, 2 threads, CPU seconds per fwd+bwd):
-# n = 256 best at g = 16..32; n = 1024: g = 1: 4.5, 2: 2.9, 4: 2.1, 8: 2.0,
-# 16: 2.5 (its differences no longer stay in cache). Mode save keeps all k ranks in one
-# group while R fits SAVE_GROUP_BYTES (top-5 of 10450: 3.3 MB).
-GROUP_BYTES = 512 << 10
-MIN_GROUP = 4
-# Forward-sweep groups write P[b, r, g0:g1] and read dL/dP the same way:
-# at least 16 columns, a 64-byte cache line of float32, so no line is
-# written piecewise by several groups (sort n = 1024, B = 64, one thread,
-# CPU seconds per fwd+bwd, loaded machine: g = 8: 1.71, 16: 1.52, 32: 1.83).
-MIN_GROUP_FORWARD = 16
-SAVE_GROUP_BYTES = 4 << 20
 # Below this many (row, comparator-or-pair) updates per call a kernel runs
 # on the calling thread (the serial copies): a parallel region costs tens of
 # microseconds on an idle machine. Measured (kernels only, fwd+bwd, sort
@@ -92,48 +51,9 @@ SAVE_GROUP_BYTES = 4 << 20
 # B = 64 (293k) 0.53 / 0.39. The old threshold, 2^21, kept sort n = 32 at
 # B = 64 serial: 1.3 vs 0.7 ms fwd+bwd against the always-parallel kernels
 # before issue 18. Above it, up to 2^21, the host times both copies and runs
-# the faster on average (runtime/numba_host.py, _CHOICE): on a busy machine
+# the faster on average (numba/host.py, _CHOICE): on a busy machine
 # a parallel region waits for a thread without a core.
 SERIAL_WORK = 1 << 17
-
-
-class Engine(NamedTuple):
-    """The P engine's build-time choices (see the constants above)."""
-
-    direction: str  # "back" (lanes = output ranks) or "forward" (lanes = input columns)
-    mode: str  # "save" or "recompute"
-    group: int  # lanes per group
-
-
-def engine(net: Network, mode: str | None = None, group: int | None = None,
-           direction: str | None = None) -> Engine:
-    """The P engine's build-time choices for ``net``: the sweep direction
-    (:func:`~netgen.codegen.header.sweep_direction`), the
-    backward mode and the lane-group size (``direction``/``mode``/``group``
-    force them, e.g. in tests)."""
-    from ..runtime.tables import plan  # imports torch: only when building
-
-    k, n = net.k, net.n
-    if direction is None:
-        direction = sweep_direction(net)
-    if direction not in DIRECTIONS:
-        raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
-    nnz = int(plan(n, net.comparators, net.layer_offsets, net.outputs, direction)[2][-1])
-    if mode is None:
-        mode = "save" if (nnz <= SAVE_MAX_NNZ_PER_KN * k * n or nnz <= SAVE_MAX_NNZ) else "recompute"
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-    lanes = n if direction == "forward" else k
-    if group is None:
-        per_lane = n * 16 * 4
-        if mode == "save":
-            group = max(SAVE_GROUP_BYTES // per_lane, 1)
-        else:
-            group = max(GROUP_BYTES // per_lane, MIN_GROUP if direction == "back" else MIN_GROUP_FORWARD)
-    if isinstance(group, bool) or not isinstance(group, (int, np.integer)):
-        raise ValueError(f"group must be an integer, got {group!r}")
-    group = int(min(max(int(group), 1), max(lanes, 1)))
-    return Engine(direction, mode, group)
 
 
 def _swap_lines(r, ft: str) -> list[str]:
@@ -150,17 +70,12 @@ def _swap_lines(r, ft: str) -> list[str]:
     ]
 
 
-def emit(net: Network, r: Any = None, *, mode: str | None = None, group: int | None = None,
-         direction: str | None = None) -> str:
+def emit(net: Network, r, plan: Plan, options=None) -> str:
     """Full source of the generated numba module for ``net`` relaxed by
-    ``r`` (a :class:`~netgen.relax.distributions.Relaxation`; None = the
-    default for ``net``). ``direction`` ('back' / 'forward'), ``mode``
-    ('save' / 'recompute') and ``group`` (lanes per group) override the
-    build-time choices of :func:`engine`.
-    Deterministic: same inputs, same bytes."""
-    if not isinstance(net, Network):
-        raise ValueError(f"expected a Network, got {type(net).__name__}")
-    r = relaxation_of(net, r)
+    ``r`` (a :class:`~netgen.relax.distributions.Relaxation`), with the P
+    engine's build-time choices of ``plan`` (direction, mode, lane group);
+    ``options`` (:class:`netgen.codegen.numba.NumbaOptions`) holds nothing
+    more for this target. Deterministic: same inputs, same bytes."""
     # the runtime modules import torch and numba: only when emitting
     from ..runtime import assemble, common, statements
     from . import engine as eng
@@ -169,7 +84,7 @@ def emit(net: Network, r: Any = None, *, mode: str | None = None, group: int | N
     from . import layer
     from . import vector as vec
 
-    direction, mode, group = engine(net, mode, group, direction)
+    direction, mode, group = plan.direction, plan.mode, plan.group
     names = Namespace()
     L = Lines()
     L(repr(_doc(net, r, direction, mode, group)))

@@ -16,12 +16,12 @@ semantics of :mod:`netgen.relax.reference`, but written out:
   comparator differences, swap probabilities and their slopes (O(size) per
   sample); the backward sweeps the P adjoint forwards and the value adjoint
   backwards;
-* the P engine (issue 18, :func:`engine`): the P adjoint needs the
-  back-sweep's differences, which the forward keeps (mode ``save``, size x k
-  per sample, when that is at most 4 k n or small) or the backward computes
-  again by rank groups (mode ``recompute``: one group's differences at a
-  time); a build-time constant of the module, forced by ``emit(...,
-  mode=, group=)``.
+* the P engine (issue 18): the P adjoint needs the back-sweep's
+  differences, which the forward keeps (mode ``save``) or the backward
+  computes again by rank groups (mode ``recompute``: one group's differences
+  at a time): the plan's choice (:mod:`netgen.codegen.plan`, this target's
+  budget in :mod:`netgen.codegen.torch`), a build-time constant of the
+  module.
 
 The fixed code (sweeps, checks, ``hard``, ``Layer``) is copied from
 :mod:`netgen.codegen.torch.layer`, :mod:`netgen.codegen.torch.engine`
@@ -45,28 +45,15 @@ from ...relax.expr import var
 from ...relax.formulas import swap_exprs
 from ..lines import Lines, blob_lines, pack_comparators
 from ..literals import Namespace, literal
+from ..plan import Plan
 from ..render import TorchSource
 from ..runtime import assemble
 from ..runtime import common as _common
 from . import engine as _engine
 from . import layer as _rt
 
-__all__ = ["emit", "engine"]
+__all__ = ["emit"]
 
-MODES = ("save", "recompute")
-# The P engine (runtime/torch_engine.py; docs/targets.md, "torch: the P
-# engine"). Mode ``save`` keeps the back-sweep's differences D (size x k
-# floats per batch row) from the forward for the backward, as before issue
-# 18; ``recompute`` keeps O(size) per row and re-runs the back-sweep in the
-# backward, one rank group at a time. ``save`` is chosen when D is at most
-# SAVE_MAX_PER_KN times P (size <= 4 n; top-5 of 10450: size = 3.0 n) or
-# small in absolute terms (size x k <= SAVE_MAX_FLOATS per row, 256 KB in
-# float32): then writing and reading D costs less than a second back-sweep.
-# Sorters have size = 6 n (n = 32) to 23.5 n (n = 1024). Measured (odd-even,
-# B = 64, float32, one thread, fwd+bwd, save / recompute): n = 64 (size x k
-# = 34,752) 12.4 / 19.7 ms, n = 128 (188,288) 77.8 / 67.2 ms.
-SAVE_MAX_PER_KN = 4
-SAVE_MAX_FLOATS = 65536
 # Rank groups in mode recompute (chosen per call unless forced): on a CPU
 # the largest g whose back-sweep state R (n x g x B floats) stays within
 # GROUP_BYTES (it and the layer's temporaries stay in cache; n = 1024, B =
@@ -98,31 +85,14 @@ def _swap_lines(r: Relaxation) -> list[str]:
     return L.render().rstrip("\n").split("\n")
 
 
-def engine(net: Network, mode: str | None = None, group: int | None = None) -> tuple[str, int | None]:
-    """The P engine's build-time choices for ``net``: ``(mode, group)``,
-    group None = chosen per call (see the constants above); ``mode`` /
-    ``group`` force them (tests)."""
-    if mode is None:
-        small = net.size <= SAVE_MAX_PER_KN * net.n or net.size * net.k <= SAVE_MAX_FLOATS
-        mode = "save" if small else "recompute"
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-    if group is not None:
-        if isinstance(group, bool) or not isinstance(group, int) or group < 1:
-            raise ValueError(f"group must be a positive integer, got {group!r}")
-        group = min(group, max(net.k, 1))
-    return mode, group
-
-
-def emit(net: Network, r: Relaxation, *, mode: str | None = None, group: int | None = None) -> str:
-    """Source of a torch module for ``net`` relaxed by ``r`` (byte-stable).
-    ``mode`` ('save' / 'recompute') and ``group`` (ranks per group) override
-    the P engine's build-time choices (:func:`engine`)."""
-    if not isinstance(net, Network):
-        raise ValueError(f"expected a Network, got {type(net).__name__}")
+def emit(net: Network, r: Relaxation, plan: Plan, options=None) -> str:
+    """Source of a torch module for ``net`` relaxed by ``r`` (byte-stable),
+    with the P engine's build-time choices of ``plan`` (mode, group);
+    ``options`` (:class:`netgen.codegen.torch.TorchOptions`) holds nothing
+    more for this target."""
     if not isinstance(r, Relaxation):
         raise ValueError(f"expected a Relaxation, got {type(r).__name__}")
-    mode, group = engine(net, mode, group)
+    mode, group = plan.mode, plan.group
     kind = net.construction.get("kind", "custom")
     rd = r.to_dict()
     names = Namespace()
@@ -169,7 +139,7 @@ def emit(net: Network, r: Relaxation, *, mode: str | None = None, group: int | N
     for name, value in (("_N", net.n), ("_K", net.k), ("_DEPTH", net.depth), ("_SIZE", net.size)):
         L(f"{names.define(name)} = {literal(value)}")
     L(f"{names.define('_S')} = {literal(r.steepness)}  # default steepness (Layer(steepness=None))")
-    L("# The P engine (build-time choices, netgen.codegen.torch.emit.engine, docs/targets.md):")
+    L("# The P engine (build-time choices, netgen.codegen.plan, docs/targets.md):")
     L("# \"save\" keeps the back-sweep's differences (size x k per row) for the backward,")
     L("# \"recompute\" re-runs the back-sweep there, one rank group at a time. _GROUP ranks")
     L("# per group, or None: per call, a group's R (n x g x B) within _GROUP_BYTES on a CPU,")

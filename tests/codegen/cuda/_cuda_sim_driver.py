@@ -38,7 +38,7 @@ assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", "run with NUMBA_ENABLE_CUD
 
 import torch  # noqa: E402
 
-from netgen.codegen.cuda.emit import emit  # noqa: E402
+from netgen.codegen import emit  # noqa: E402
 from netgen.codegen.cache import load  # noqa: E402
 from netgen.construct import build  # noqa: E402
 from netgen.relax import reference  # noqa: E402
@@ -46,24 +46,24 @@ from netgen.relax.distributions import Relaxation  # noqa: E402
 
 K48 = 48 * 1024
 CASES = [
-    # (kind, n, k, distribution, shared_limit, threads, B, dtype, save_d_ratio[, direction: None = the rule])
-    ("splitter", 16, 5, "logistic_phi", K48, 32, 3, "float64", 4),  # wires in shared memory, D kept
-    ("bitonic", 8, 8, "cauchy", 0, 32, 2, "float64", 0),  # sorting k = n, global scratch, back-sweep recomputed
-    ("oddeven", 13, 13, "optimal", K48, 32, 2, "float64", 4),  # odd n, sorting, shared
-    ("splitter", 100, 5, "cauchy", K48, 32, 2, "float64", 4),  # layers of 48 comparators > 32 threads
-    ("splitter", 101, 1, "gaussian", 0, 64, 1, "float64", 0),  # odd n, k = 1, B = 1, 2 warps, global
-    ("splitter", 40, 5, "reciprocal", 600, 64, 2, "float32", 4),  # float32; fwd values shared, fwd P global
-    ("splitter", 16, 5, "logistic", K48, 32, 2, "float16", 4),  # half-precision inputs (float32 kernels)
-    ("splitter", 16, 5, "cauchy", K48, 32, 2, "bfloat16", 4),  # bfloat16 inputs
+    # (kind, n, k, distribution, shared_limit, threads, B, dtype, mode[, direction]; None = the plan's rule)
+    ("splitter", 16, 5, "logistic_phi", K48, 32, 3, "float64", None),  # wires in shared memory, D kept
+    ("bitonic", 8, 8, "cauchy", 0, 32, 2, "float64", "recompute"),  # sorting k = n, global scratch, back-sweep recomputed
+    ("oddeven", 13, 13, "optimal", K48, 32, 2, "float64", None),  # odd n, sorting, shared
+    ("splitter", 100, 5, "cauchy", K48, 32, 2, "float64", None),  # layers of 48 comparators > 32 threads
+    ("splitter", 101, 1, "gaussian", 0, 64, 1, "float64", "recompute"),  # odd n, k = 1, B = 1, 2 warps, global
+    ("splitter", 40, 5, "reciprocal", 600, 64, 2, "float32", None),  # float32; fwd values shared, fwd P global
+    ("splitter", 16, 5, "logistic", K48, 32, 2, "float16", None),  # half-precision inputs (float32 kernels)
+    ("splitter", 16, 5, "cauchy", K48, 32, 2, "bfloat16", None),  # bfloat16 inputs
     # float32 (prefetching layer loops) with layers wider than the block (two iterations: the peeled first
     # and the loop) and narrow layers on warp 0 while warp 1 idles, then works again
-    ("splitter", 200, 5, "cauchy", K48, 64, 2, "float32", 4),
+    ("splitter", 200, 5, "cauchy", K48, 64, 2, "float32", None),
     # the P sweep forward over the input columns (sorters): global scratch, the sweep recomputed
-    ("oddeven", 24, 24, "cauchy", 0, 32, 2, "float64", 0),
+    ("oddeven", 24, 24, "cauchy", 0, 32, 2, "float64", "recompute"),
     # forward, float32, shared (100 x 100 floats), layers of 50 comparators on 32 threads, B = 1, recomputed
-    ("oddeven", 100, 100, "logistic", K48, 32, 1, "float32", 4),
+    ("oddeven", 100, 100, "logistic", K48, 32, 1, "float32", None),
     # forward forced on a selection network (k < n: P's rows are 5 of the 16 wires), D kept
-    ("splitter", 16, 5, "cauchy", K48, 32, 2, "float64", 8, "forward"),
+    ("splitter", 16, 5, "cauchy", K48, 32, 2, "float64", "save", "forward"),
 ]
 
 SYNC_METHODS = ("item", "__bool__", "__int__", "__float__", "tolist")
@@ -142,13 +142,13 @@ def _steepness_grad(net, m, r, x, y, gv, gP, gc, dtype):
     return {"rows": [float(gs), fd], "column": [float(gsc), fdc]}
 
 
-def run_case(kind, n, k, dist, shared_limit, threads, B, dtype, save_d_ratio, direction=None, out_dir=None, big=None):
+def run_case(kind, n, k, dist, shared_limit, threads, B, dtype, mode, direction=None, out_dir=None, big=None):
     net = build(kind, n, k)
     r = Relaxation(dist, steepness=5.0)
     path = os.path.join(out_dir, f"sim_{kind}_{n}_{k}_{dist}_{shared_limit}_{threads}_{dtype}.py")
     with open(path, "w") as f:
-        f.write(emit(net, r, shared_limit=shared_limit, threads=threads, save_d_ratio=save_d_ratio,
-                     direction=direction))
+        f.write(emit("cuda", net, r, {"shared_limit": shared_limit, "threads": threads, "mode": mode,
+                                      "direction": direction}))
     m = load(path)
     if big is not None:  # launches with more shared memory than big[0] bytes run big[1] threads
         m.SM_SHARED, m.BIG_THREADS = big

@@ -184,10 +184,10 @@ def test_module_in_the_cache_saves_numba_cubin_for_the_next_process(tmp_path):
     linked; a second process loads those cubins and compiles nothing. A
     module outside the cache never gets files written beside it."""
     from netgen.codegen import cache
-    from netgen.codegen.cuda.emit import emit
+    from netgen.codegen import emit
 
     net = build("oddeven", 6, 2)
-    source = emit(net, default_relaxation(net))
+    source = emit("cuda", net, default_relaxation(net))
     env = {"NETGEN_CACHE_DIR": str(tmp_path / "cache")}
     os.environ["NETGEN_CACHE_DIR"] = env["NETGEN_CACHE_DIR"]
     try:
@@ -303,10 +303,10 @@ def test_concurrent_first_processes_share_the_cache(tmp_path):
     each compiles (fake) and saves; the files are complete, written once,
     no temporary file is left, and a fourth process loads them all."""
     from netgen.codegen import cache
-    from netgen.codegen.cuda.emit import emit
+    from netgen.codegen import emit
 
     net = build("oddeven", 5, 2)
-    source = emit(net, default_relaxation(net))
+    source = emit("cuda", net, default_relaxation(net))
     env = dict(os.environ, PYTHONPATH=str(ROOT), NETGEN_CACHE_DIR=str(tmp_path / "cache"), NETGEN_CUDA_SELFCHECK="0")
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     os.environ["NETGEN_CACHE_DIR"] = env["NETGEN_CACHE_DIR"]

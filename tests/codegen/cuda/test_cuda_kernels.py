@@ -13,11 +13,16 @@ import ast
 
 import pytest
 
+from netgen.codegen import TARGETS
 from netgen.codegen.cuda.kernels import FASTMATH, KERNEL_ARGS, KERNELS, MIN_ROWS, UNROLL_RANKS, kernels_source
 from netgen.codegen.swap_code import swap_code
-from netgen.codegen.cuda.emit import emit
 from netgen.construct import build
 from netgen.relax.distributions import default_relaxation
+
+
+def emit(net, r=None, **options):
+    """The cuda module's source for these emit options (CudaOptions fields)."""
+    return TARGETS["cuda"].emit(net, r, options)
 
 
 def _functions(source: str) -> dict[str, ast.FunctionDef]:

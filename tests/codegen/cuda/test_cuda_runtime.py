@@ -12,13 +12,19 @@ import pytest
 import torch
 
 from netgen.codegen.cuda.kernels import KERNEL_ARGS
-from netgen.codegen.cuda.emit import emit, runtime_source
+from netgen.codegen import TARGETS
+from netgen.codegen.cuda.emit import runtime_source
 from netgen.codegen.literals import GeneratedSourceError, Namespace, top_level_definitions
 from netgen.codegen.cuda import launch as cuda_launch
 from netgen.codegen.cuda import layer as cuda_layer
 from netgen.codegen.cuda import ops as cuda_ops
 from netgen.codegen.runtime import statements
 from netgen.construct import build
+
+def emit(net, r=None, **options):
+    """The cuda module's source for these emit options (CudaOptions fields)."""
+    return TARGETS["cuda"].emit(net, r, options)
+
 
 TORCH_OF = {"w1": torch.uint16, "u1": torch.uint32, "i1": torch.int64, "b1": torch.int32}
 

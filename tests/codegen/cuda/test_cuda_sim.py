@@ -33,10 +33,15 @@ import torch
 
 from netgen.codegen import write_module
 from netgen.codegen.runtime.tables import plan
-from netgen.codegen.cuda.emit import emit
+from netgen.codegen import TARGETS
 from netgen.codegen.cache import load
 from netgen.construct import build
 from netgen.relax.distributions import Relaxation, default_relaxation
+
+
+def emit(net, r=None, **options):
+    """The cuda module's source for these emit options (CudaOptions fields)."""
+    return TARGETS["cuda"].emit(net, r, options)
 
 DRIVER = Path(__file__).with_name("_cuda_sim_driver.py")
 TOL = {"float64": 1e-12, "float32": 1e-5, "float16": 2e-3, "bfloat16": 1.6e-2}
@@ -237,14 +242,14 @@ def test_splitter_10450_tables_against_plan(tmp_path):
 
 def test_build_options_get_their_own_ops():
     """torch.library ops are global to a process: modules of one network and
-    relaxation built with other options (sweep direction, D rule, block
+    relaxation built with other options (sweep direction, plan's mode, block
     size, shared-memory limit) register ops of their own, else the second
     module's Layer would run the first one's launcher."""
     import re
 
     net, r = build("splitter", 16, 5), Relaxation("cauchy", 5.0)
     spaces = {re.search(r"OPS_NAMESPACE = '(netgen_cuda_[0-9a-f]+)'", emit(net, r, **opts)).group(1)
-              for opts in ({}, {"direction": "forward"}, {"save_d_ratio": 8}, {"threads": 64},
+              for opts in ({}, {"direction": "forward"}, {"mode": "recompute"}, {"threads": 64},
                            {"shared_limit": 0})}
     assert len(spaces) == 5, spaces
     assert emit(net, r) == emit(net, r)  # and one build is one namespace (deterministic)
@@ -296,14 +301,14 @@ def test_imports_without_gpu_and_says_a_device_is_needed(tmp_path):
 
 CHUNKED = r'''
 import json, torch
-from netgen.codegen.cuda.emit import emit
+from netgen.codegen import emit
 from netgen.codegen.cache import load
 from netgen.construct import build
 from netgen.relax import reference
 from netgen.relax.distributions import Relaxation
 import sys
 net, r = build("bitonic", 8, 8), Relaxation("cauchy", 5.0)
-open(sys.argv[1], "w").write(emit(net, r, threads=32, shared_limit=0, save_d_ratio=0))
+open(sys.argv[1], "w").write(emit("cuda", net, r, {"threads": 32, "shared_limit": 0, "mode": "recompute"}))
 m = load(sys.argv[1])
 calls = []
 orig = m._launch
@@ -335,14 +340,14 @@ def test_global_scratch_in_chunks_and_recomputed_back_sweep(tmp_path):
 
 COLUMN_CHUNKS = r'''
 import json, sys, torch
-from netgen.codegen.cuda.emit import emit
+from netgen.codegen import emit
 from netgen.codegen.cache import load
 from netgen.construct import build
 from netgen.relax import reference
 from netgen.relax.distributions import Relaxation
 kind, n, k = sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 net, r = build(kind, n, k), Relaxation("cauchy", 5.0)
-open(sys.argv[1], "w").write(emit(net, r, threads=32, shared_limit=int(sys.argv[2])))
+open(sys.argv[1], "w").write(emit("cuda", net, r, {"threads": 32, "shared_limit": int(sys.argv[2])}))
 m = load(sys.argv[1])
 gen = torch.Generator().manual_seed(0)
 x = torch.randn(5, n, generator=gen, dtype=torch.float64)

@@ -160,14 +160,14 @@ def test_gpu_bad_rows_are_nan(tmp_path, target):
 
 
 def test_gpu_shared_and_global_variants_agree(tmp_path):
-    from netgen.codegen.cuda.emit import emit
+    from netgen.codegen import emit
 
     net = build("splitter", 10450, 5)
     r = default_relaxation(net)
     mods = []
     for limit in (None, 0):
         p = tmp_path / f"m{limit}.py"
-        p.write_text(emit(net, r) if limit is None else emit(net, r, shared_limit=limit))
+        p.write_text(emit("cuda", net, r) if limit is None else emit("cuda", net, r, {"shared_limit": limit}))
         mods.append(load(p))
     x = torch.randn(6, 10450, device="cuda", requires_grad=True)
     W = torch.randn(6, 5, 10450, device="cuda")

@@ -9,7 +9,7 @@ import pytest
 
 from netgen.codegen import module_name
 
-from netgen.codegen.numba import emit as numba_target
+from netgen.codegen import TARGETS
 from netgen.codegen.cache import load
 from netgen.network import Network
 from netgen.relax.distributions import Relaxation
@@ -26,7 +26,7 @@ def make_engine(tmp_path_factory):
         key = (net.key(), tuple(sorted(r.to_dict().items())), mode, group, direction)
         if key not in cache:
             path = root / f"{module_name(net, r, 'numba')}_{mode}_{group}_{direction}.py"
-            path.write_text(numba_target.emit(net, r, mode=mode, group=group, direction=direction))
+            path.write_text(TARGETS["numba"].emit(net, r, {"mode": mode, "group": group, "direction": direction}))
             with mock.patch.dict(os.environ, {"NETGEN_NUMBA_PARALLEL": "0"}):  # read at import
                 mod = load(path)
             cache[key] = mod

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 import torch
 
-from netgen.codegen.numba import emit as numba_target
+from netgen.codegen import TARGETS
+from netgen.codegen.plan import choose
 from netgen.construct import build
 from netgen.relax import reference
 from netgen.relax.distributions import Relaxation
@@ -53,25 +54,32 @@ def _check(layer, net, r, x, steepness=None):
     torch.testing.assert_close(g, g0, atol=TOL * max(1.0, float(g0.abs().max())), rtol=0)
 
 
+def _plan(net, **force):
+    p = choose(net, TARGETS["numba"].budget, **force)
+    return p.direction, p.mode, p.group
+
+
 def test_emit_options_choose_the_engine():
     net = build("oddeven", 12, 12)
-    src = numba_target.emit(net, Relaxation("logistic", 4.0), mode="recompute", group=5, direction="forward")
+    src = TARGETS["numba"].emit(net, Relaxation("logistic", 4.0), {"mode": "recompute", "group": 5, "direction": "forward"})
     assert "_MODE = 'recompute'\n_GROUP = 5\n" in src
     assert "_DIRECTION = 'forward'\n" in src
-    assert numba_target.engine(net, "save", 100, "back") == ("back", "save", 12)  # clipped to k
-    assert numba_target.engine(build("splitter", 16, 5), "save", 100, "forward") == ("forward", "save", 16)  # to n
+    assert _plan(net, mode="save", group=100, direction="back") == ("back", "save", 12)  # clipped to k
+    assert _plan(build("splitter", 16, 5), mode="save", group=100, direction="forward") == ("forward", "save", 16)  # to n
     with pytest.raises(ValueError, match="mode"):
-        numba_target.emit(net, Relaxation("logistic", 4.0), mode="fast")
+        TARGETS["numba"].emit(net, Relaxation("logistic", 4.0), {"mode": "fast"})
     with pytest.raises(ValueError, match="direction"):
-        numba_target.emit(net, Relaxation("logistic", 4.0), direction="sideways")
+        TARGETS["numba"].emit(net, Relaxation("logistic", 4.0), {"direction": "sideways"})
     with pytest.raises(ValueError, match="group"):
-        numba_target.engine(net, None, 2.5)
+        _plan(net, group=2.5)
+    with pytest.raises(ValueError, match="no option 'threads'"):
+        TARGETS["numba"].emit(net, Relaxation("logistic", 4.0), {"threads": 2})
     # the build-time choice: top-5 keeps the differences of the back-sweep,
     # large sorters sweep forward (fewer pairs) and recompute
-    assert numba_target.engine(build("splitter", 200, 5))[:2] == ("back", "save")
-    assert numba_target.engine(build("splitter", 10450, 5))[:2] == ("back", "save")
-    assert numba_target.engine(build("oddeven", 256, 256))[:2] == ("forward", "recompute")
-    assert numba_target.engine(build("oddeven", 1024, 1024)) == ("forward", "recompute", 16)
+    assert _plan(build("splitter", 200, 5))[:2] == ("back", "save")
+    assert _plan(build("splitter", 10450, 5))[:2] == ("back", "save")
+    assert _plan(build("oddeven", 256, 256))[:2] == ("forward", "recompute")
+    assert _plan(build("oddeven", 1024, 1024)) == ("forward", "recompute", 16)
 
 
 def test_forward_plan_is_the_input_cone():

@@ -11,7 +11,7 @@ import threading
 import pytest
 import torch
 
-from netgen.codegen.numba import emit as numba_target
+from netgen.codegen import TARGETS
 from netgen.construct import build
 from netgen.network import Network
 from netgen.relax import reference
@@ -133,7 +133,7 @@ def test_network_strings_never_reach_the_source_unescaped():
     evil = 'x"""; __import__("os").system("false"); """ \\x @@KERNELS@@ \\N{ \0 \n'
     net = Network.from_layers(net.n, [list(map(tuple, net.layer(l))) for l in range(net.depth)],
                               outputs=list(net.outputs), construction={"kind": evil, "note": "@@DOC@@"})
-    src = numba_target.emit(net, Relaxation("logistic", 4.0))
+    src = TARGETS["numba"].emit(net, Relaxation("logistic", 4.0))
     compile(src, "<numba module>", "exec")
     assert src.count("def _fwd_P_py(") == 1 and src.count("def _bwd_rows_py(") == 1
     assert src.count("def _swap_f32(") == 1 and src.count("def _swap_f64(") == 1

@@ -14,7 +14,7 @@ import torch
 
 from netgen.codegen import emit, module_name, write_module
 
-from netgen.codegen.numba import emit as numba_target
+from netgen.codegen import TARGETS
 from netgen.codegen.runtime.tables import plan
 from netgen.codegen.cache import load
 from netgen.construct import build
@@ -39,7 +39,7 @@ def make(tmp_path_factory):
             else:
                 out.mkdir(parents=True, exist_ok=True)
                 path = out / f"{module_name(net, r, 'numba')}_{mode}_{group}.py"
-                path.write_text(numba_target.emit(net, r, mode=mode, group=group))
+                path.write_text(TARGETS["numba"].emit(net, r, {"mode": mode, "group": group}))
             with mock.patch.dict(os.environ, {"NETGEN_NUMBA_PARALLEL": "1" if parallel else "0"}):  # read at import
                 mod = load(path)
             assert mod._PARALLEL is parallel

@@ -6,7 +6,7 @@ sizes against the reference executor in float64 (1e-12), gradcheck
 choice and what the forward keeps for the backward.
 
 The mode and group size are build-time constants of a module
-(``torch_target.emit(..., mode=, group=)``); the runtime reads ``_MODE`` /
+(the emit options ``mode`` and ``group``); the runtime reads ``_MODE`` /
 ``_GROUP`` at call time, so one module is also run with other values here."""
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from netgen.codegen import module_name
-
-from netgen.codegen.torch import emit as torch_target
+from netgen.codegen import TARGETS, module_name
 from netgen.codegen.literals import check_source
 from netgen.codegen.cache import import_source as load_source
+from netgen.codegen.plan import choose
+from netgen.codegen.torch import emit as torch_emit
 from netgen.codegen.torch import engine as torch_engine
 from netgen.construct import build
 from netgen.network import Network
@@ -34,7 +34,7 @@ _cache: dict = {}
 def module(net: Network, r: Relaxation, mode=None, group=None):
     key = (net.key(), tuple(r.to_dict().values()), mode, group)
     if key not in _cache:
-        src = torch_target.emit(net, r, mode=mode, group=group)
+        src = TARGETS["torch"].emit(net, r, {"mode": mode, "group": group})
         check_source(src, "generated torch module")
         _cache[key] = load_source(src, f"{module_name(net, r, 'torch')}_{mode}_{group}")
     return _cache[key]
@@ -66,38 +66,58 @@ def check(layer, net, r, x):
         _close(g, g0, f"gradient of {name}")
 
 
+def _plan(net, **force):
+    p = choose(net, TARGETS["torch"].budget, **force)
+    return p.mode, p.group
+
+
 def test_build_time_choice():
     # top-5 of 10450 keeps its differences: size x k = 3.0 k n
     top5 = build("splitter", 10450, 5)
-    assert top5.size * top5.k <= torch_target.SAVE_MAX_PER_KN * top5.k * top5.n
-    assert torch_target.engine(top5) == ("save", None)
+    assert top5.size * top5.k <= TARGETS["torch"].budget.save_per_kn * top5.k * top5.n
+    assert _plan(top5) == ("save", None)
     # sorters: small ones save (D small in absolute terms), larger ones recompute
-    assert torch_target.engine(build("oddeven", 32, 32))[0] == "save"
-    assert torch_target.engine(build("oddeven", 64, 64))[0] == "save"
-    assert torch_target.engine(build("oddeven", 128, 128))[0] == "recompute"
-    assert torch_target.engine(build("oddeven", 1024, 1024)) == ("recompute", None)
+    assert _plan(build("oddeven", 32, 32))[0] == "save"
+    assert _plan(build("oddeven", 64, 64))[0] == "save"
+    assert _plan(build("oddeven", 128, 128))[0] == "recompute"
+    assert _plan(build("oddeven", 1024, 1024)) == ("recompute", None)
     # overrides (tests), clipped to k; bad ones refused
     net = build("oddeven", 12, 12)
-    assert torch_target.engine(net, "save", 100) == ("save", 12)
-    assert torch_target.engine(net, "recompute", 5) == ("recompute", 5)
+    assert _plan(net, mode="save", group=100) == ("save", 12)
+    assert _plan(net, mode="recompute", group=5) == ("recompute", 5)
     for bad in (0, -1, 2.5, True, "3"):
         with pytest.raises(ValueError, match="group"):
-            torch_target.engine(net, None, bad)
+            _plan(net, group=bad)
+        with pytest.raises(ValueError, match="group"):
+            TARGETS["torch"].emit(net, Relaxation(), {"group": bad})
     with pytest.raises(ValueError, match="mode"):
-        torch_target.emit(net, Relaxation(), mode="fast")
+        TARGETS["torch"].emit(net, Relaxation(), {"mode": "fast"})
+
+
+def test_the_torch_engine_sweeps_back_only():
+    """The plan never sweeps the torch target forward (its engine computes
+    P's rows by rank groups), not even for the sorters the numba and cuda
+    targets sweep forward; forcing it is refused."""
+    net = build("oddeven", 64, 64)
+    assert choose(net, TARGETS["numba"].budget).direction == "forward"
+    p = choose(net, TARGETS["torch"].budget)
+    assert p.direction == "back" and p.lanes == net.k and p.stored == net.size * net.k
+    with pytest.raises(ValueError, match="sweeps back only"):
+        TARGETS["torch"].emit(net, Relaxation(), {"direction": "forward"})
+    assert "_MODE = " in TARGETS["torch"].emit(net, Relaxation(), {"direction": "back"})
 
 
 def test_module_constants():
     net = build("oddeven", 12, 12)
-    src = torch_target.emit(net, Relaxation("logistic", 4.0), mode="recompute", group=5)
+    src = TARGETS["torch"].emit(net, Relaxation("logistic", 4.0), {"mode": "recompute", "group": 5})
     assert "\n_MODE = 'recompute'\n_GROUP = 5\n" in src
-    assert f"\n_GROUP_BYTES = {torch_target.GROUP_BYTES}\n" in src
-    assert f"\n_D_ROW_MAX = {max(net.size, torch_target.D_PER_KN * 12 * 12)}\n" in src
-    assert "\n_MODE = 'save'\n_GROUP = None\n" in torch_target.emit(build("splitter", 40, 5), Relaxation())
+    assert f"\n_GROUP_BYTES = {torch_emit.GROUP_BYTES}\n" in src
+    assert f"\n_D_ROW_MAX = {max(net.size, torch_emit.D_PER_KN * 12 * 12)}\n" in src
+    assert "\n_MODE = 'save'\n_GROUP = None\n" in TARGETS["torch"].emit(build("splitter", 40, 5), Relaxation())
     # the default emission is what the public path writes
     from netgen.codegen import emit
 
-    assert emit("torch", net, Relaxation()) == torch_target.emit(net, Relaxation())
+    assert emit("torch", net, Relaxation()) == TARGETS["torch"].emit(net, Relaxation(), None)
 
 
 def test_group_size_rule(monkeypatch):
