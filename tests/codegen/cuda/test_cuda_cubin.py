@@ -62,7 +62,7 @@ def sha(data: bytes) -> str:
 def module(tmp_path_factory):
     d = tmp_path_factory.mktemp("cubin_mod")
     net = build("oddeven", 8, 3)
-    return write_module("cuda", net, default_relaxation(net), d)
+    return write_module("cuda", net, default_relaxation(net), d, build=False)  # these tests build by hand
 
 
 def fabricate(module: Path, archs=("sm_80", "sm_86", "sm_90"), ptx_cc=(7, 5)) -> dict:
@@ -282,6 +282,30 @@ def test_build_writes_cubins_for_the_listed_architectures(built):
         (entry,) = [line.split()[-1].rstrip("(") for line in ptx.splitlines() if ".entry" in line]
         assert meta["entry"] == entry and entry.startswith("_ZN") and name in entry
     assert "kernels for sm_80, sm_86, sm_89, sm_90" in log
+
+
+def test_write_module_gives_what_netgen_build_gives(built, tmp_path):
+    """The Python API runs the target's build step too: write_module of the
+    built module's network and relaxation writes the same module (same
+    bytes) and the same kernels beside it (same files, same PTX)."""
+    from netgen.codegen.cache import load
+    from netgen.io import from_dict
+    from netgen.relax.distributions import Relaxation
+
+    module, _ = built
+    mod = load(module)
+    net, r = from_dict(mod.NETWORK), Relaxation.from_dict(mod.RELAXATION)
+    lines = []
+    path = write_module("cuda", net, r, tmp_path, name=module.stem, log=lines.append)
+    assert path.read_bytes() == module.read_bytes()
+    ours, theirs = folder_of(path), folder_of(module)
+    assert sorted(p.name for p in ours.iterdir()) == sorted(p.name for p in theirs.iterdir())
+    for p in theirs.glob("*.ptx"):
+        assert (ours / p.name).read_bytes() == p.read_bytes(), p.name
+    assert any(line.startswith("compile check passed") for line in lines), lines
+    # build=False: the module alone, as before the build step was the target's
+    bare = write_module("cuda", net, r, tmp_path / "bare", name=module.stem, build=False)
+    assert bare.read_bytes() == module.read_bytes() and not folder_of(bare).exists()
 
 
 def test_built_module_first_call_loads_its_cubins(built, tmp_path):

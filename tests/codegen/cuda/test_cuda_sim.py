@@ -221,7 +221,7 @@ def test_splitter_10450_tables_against_plan(tmp_path):
     (nnz <= 4 k n) and what the rows backward keeps per row is well under
     1.5 MB; k n float32 fit Hopper's 227 KB of shared memory."""
     net = build("splitter", 10450, 5)
-    m = load(write_module("cuda", net, default_relaxation(net), tmp_path))
+    m = load(write_module("cuda", net, default_relaxation(net), tmp_path, build=False))
     clo, chi, doff = plan(net.n, net.comparators, net.layer_offsets, list(net.outputs))
     T = m.TABLES
     assert T["wa"].dtype == T["wb"].dtype == T["outs"].dtype == T["clo"].dtype == np.uint16
@@ -281,7 +281,7 @@ def test_strings_reach_the_module_as_literals(tmp_path):
 
 def test_imports_without_gpu_and_says_a_device_is_needed(tmp_path):
     net = build("splitter", 16, 5)
-    mod = load(write_module("cuda", net, Relaxation("cauchy", 5.0), tmp_path))
+    mod = load(write_module("cuda", net, Relaxation("cauchy", 5.0), tmp_path, build=False))
     assert mod.TARGET == "cuda" and mod.NETWORK["n"] == 16 and mod.RELAXATION["distribution"] == "cauchy"
     layer = mod.Layer()
     assert layer.steepness == 5.0 and mod.Layer(steepness=2.0).steepness == 2.0

@@ -240,7 +240,9 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="identifier"):
         write_module("torch", net, Relaxation(), "/tmp", name="not-a-name")
     with pytest.raises(ValueError, match="Relaxation"):
-        emit("torch", net, {"distribution": "cauchy"})
+        emit("torch", net, "cauchy")
+    # every target takes a Relaxation, its dict, or None (the network's default)
+    assert emit("torch", net, {"distribution": "cauchy", "steepness": 4.0}) == emit("torch", net, Relaxation("cauchy", 4.0))
 
 
 @pytest.mark.gpu
