@@ -21,16 +21,14 @@ device.
 from __future__ import annotations
 
 import logging
-import numbers
-
-import numpy as np
 
 import torch
 
 from . import TARGETS, emit, get, module_name
 from .cache import import_source
+from .runtime.layer import LayerBase
 
-__all__ = ["AutoLayer", "build_layer", "pick_target"]
+__all__ = ["AutoLayer", "build_layer", "pick_target", "check_target", "runtime_steepness"]
 
 log = logging.getLogger("netgen")
 
@@ -83,30 +81,15 @@ def runtime_steepness(layer) -> bool:
         getattr(type(layer), "steepness", None), property)
 
 
-def check_steepness(s) -> None:
-    """ValueError unless ``s`` is a finite number > 0 (tensors: checked only
-    on the CPU, where it costs no device synchronisation)."""
-    if isinstance(s, torch.Tensor):
-        if s.numel() != 1 or s.dim() != 0:
-            raise ValueError(f"steepness must be a number or a 0-d tensor, got a tensor of shape {tuple(s.shape)}")
-        if s.device.type != "cpu":
-            return
-        v = float(s.detach())
-    else:
-        if isinstance(s, (bool, np.bool_)) or not isinstance(s, (numbers.Real, np.floating, np.integer)):
-            raise ValueError(f"steepness must be a number, got {s!r}")
-        v = float(s)
-    if not (v > 0 and v != float("inf")):
-        raise ValueError(f"steepness must be finite and > 0, got {v}")
-
-
 _OWN = object()
 
 
-class AutoLayer(torch.nn.Module):
+class AutoLayer(LayerBase):
     """A netgen layer whose target follows the scores' device (``target=
-    "auto"``) or is fixed. Same interface as a generated ``Layer``:
-    ``layer(x) -> (values, P)``, ``layer.column(x, y)``, ``layer.hard(x)``.
+    "auto"``) or is fixed. Same interface as a generated ``Layer`` (the same
+    Layer base: argument checks, steepness rule, torch.func refused):
+    ``layer(x) -> (values, P)``, ``layer.values(x)``, ``layer.column(x, y)``,
+    ``layer.hard(x)``.
 
     ``steepness`` (attribute, read at every call; None: the relaxation's):
     a number, numpy scalar, 0-d tensor or ``nn.Parameter`` (then it learns).
@@ -124,10 +107,9 @@ class AutoLayer(torch.nn.Module):
     AutoLayer rebuilds its layers from netgen's cache on its first call."""
 
     def __init__(self, net, r, target: str = "auto", device=None, steepness=None):
-        super().__init__()
+        super().__init__(steepness)
         self.net, self.relaxation, self.target = net, r, check_target(target)
         self.n, self.k = net.n, net.k
-        self.steepness = steepness
         self._built: dict = {}  # (device type, relaxation) -> generated Layer
         self.targets: dict[str, str] = {}
         if device is not None:
@@ -159,17 +141,13 @@ class AutoLayer(torch.nn.Module):
         """The generated layer serving ``device``, with this layer's
         steepness (or ``steepness``, which the caller owns) handed over;
         built on first use."""
-        if torch._C._are_functorch_transforms_active():
-            raise ValueError(
-                "netgen: torch.func transforms (vmap, grad, jacrev, jvp, ...) are not supported by generated "
-                "layers; use netgen.relax.reference (plain autograd) for them")
         s = self.steepness if steepness is _OWN else steepness
         layer = self._get(device, self.relaxation)
         if s is None:
             if runtime_steepness(layer):
                 _hand_over(layer, self.relaxation.steepness)
             return layer
-        check_steepness(s)
+        self.steepness_value(s)
         if runtime_steepness(layer):
             _hand_over(layer, s)
             return layer
@@ -181,13 +159,20 @@ class AutoLayer(torch.nn.Module):
 
         return self._get(device, replace(self.relaxation, steepness=float(s)))
 
-    def forward(self, x):
+    def _default_steepness(self):
+        return self.relaxation.steepness
+
+    # the base has checked x and the steepness; the generated layer for x's device runs the call
+    def _forward(self, x, s):
         return self.layer_for(x.device)(x)
 
-    def column(self, x, y):
+    def _values(self, x, s):
+        return self.layer_for(x.device).values(x)
+
+    def _column(self, x, y, s):
         return self.layer_for(x.device).column(x, y)
 
-    def hard(self, x):
+    def _hard(self, x):
         return self.layer_for(x.device).hard(x)
 
     def __getstate__(self):

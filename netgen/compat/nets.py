@@ -55,7 +55,7 @@ def relaxation_for(distribution, art_lambda, art_epsilon, steepness=CANONICAL_ST
 class _Base(torch.nn.Module):
     def _setup(self, sorting_network_type, size, k, device, steepness, art_lambda, interpolation_type,
                distribution, art_epsilon, network, target):
-        from ..codegen.auto import AutoLayer, check_steepness, check_target
+        from ..codegen.auto import AutoLayer, check_target
 
         check_target(target)
         if network == "difftopk":
@@ -64,7 +64,7 @@ class _Base(torch.nn.Module):
             net = netgen_network(sorting_network_type, size, k)
         else:
             raise ValueError(f"network must be 'difftopk' or 'netgen', got {network!r}")
-        check_steepness(steepness)
+        AutoLayer.steepness_value(steepness)  # the Layer base's rule
         self.sorting_network_type = sorting_network_type
         self.size = int(size)
         self.device = device

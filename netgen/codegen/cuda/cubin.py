@@ -56,7 +56,12 @@ import tempfile
 import numpy as np
 import torch
 
-# ---- stand-ins for what the generated module defines (not copied) ----
+# ---- what the generated module defines (stand-ins here, not copied) ----
+#: the module globals the copied code reads and neither defines nor imports:
+#: the emitter's kernel tables and the launcher's pieces (the launcher
+#: imports this file, so this file cannot import it)
+READS = ("KERNELS", "KERNEL_ARGS", "WIRE_DTYPE", "LOG", "_abi", "_shared_limit", "_dynamic_limit", "_opt_in",
+         "LaunchConfigError")
 KERNELS: dict = {}
 KERNEL_ARGS: dict = {}
 WIRE_DTYPE = np.dtype(np.uint16)

@@ -95,7 +95,7 @@ def emit(net: Network, r, plan: Plan, options) -> str:
     L.blank()
     L("import numba  # noqa: E402", "import torch  # noqa: E402", "from numba import cuda  # noqa: E402")
     L.blank()
-    write_top(L, names, TARGET, net, r, (common.steepness_value, common.refuse_transforms, common.check_input,
+    write_top(L, names, TARGET, net, r, (common.refuse_transforms, common.check_input, common.check_labels,
                                            common._SecondOrder, common.refuse_second_order), direction)
     L.blank(2)
     L("#: argument kinds of each kernel: f1/f2 float arrays, w1 wire vector",
@@ -117,7 +117,11 @@ def emit(net: Network, r, plan: Plan, options) -> str:
                  "SHARED_LIMIT": int(options.shared_limit), "SAVE_D": plan.mode == "save"}
     constants["OPS_NAMESPACE"] = _ops_namespace(net, r, kernels, direction, constants)
     L(runtime_source(constants, names))
-    return L.render()
+    source = L.render()
+    from ..runtime import check_interface, tables
+
+    check_interface(source, names, (common, tables, *(m for m, _, _ in _runtime_parts())), "generated cuda module")
+    return source
 
 
 # ---------------------------------------------------------------- runtime assembly
@@ -136,11 +140,12 @@ _CONSTANT_DOCS = {
 def _runtime_parts():
     """The runtime modules a cuda module copies, as (module, state names,
     functions): the launcher, the ahead-of-time kernel loader, the ops, the
-    layer."""
+    Layer base, the layer."""
+    from ..runtime import layer as base
     from . import cubin, launch, layer, ops
 
     return ((launch, launch.STATE, launch.PARTS), (cubin, cubin.STATE, cubin.PARTS),
-            (ops, (), ops.PARTS), (layer, layer.STATE, layer.PARTS))
+            (ops, (), ops.PARTS), (base, (), base.PARTS), (layer, layer.STATE, layer.PARTS))
 
 
 def _runtime_code(names: Namespace) -> str:

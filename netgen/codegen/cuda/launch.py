@@ -5,10 +5,11 @@ torch tensors, the launch on torch's current stream, batch chunks.
 Real code, copied into generated modules by source extraction
 (:data:`STATE` with :func:`netgen.codegen.runtime.statements`, :data:`PARTS`
 with :func:`netgen.codegen.runtime.assemble`). It reads what the cuda
-emitter writes (network tables from the plan, ``THREADS``,
-``BIG_THREADS``, ``SHARED_LIMIT``, ``KERNEL_ARGS``,
-``KERNELS``) and the ``cuda`` module the generated file imports; the
-stand-ins below only let this file import, lint and be tested on its own.
+emitter writes (:data:`READS`: ``THREADS``, ``BIG_THREADS``,
+``SHARED_LIMIT``, ``KERNEL_ARGS``, ``KERNELS``, the sweep's direction and
+the ``cuda`` module the generated file imports) and the network's tables
+(:mod:`netgen.codegen.runtime.tables`); the stand-ins below only let this
+file import, lint and be tested on its own.
 
 * **Variants.** A launch runs a kernel's ``shared`` variant (its wire arrays
   in dynamic shared memory) when what *that launch* needs -- k n floats for
@@ -39,16 +40,14 @@ import numba
 import numpy as np
 import torch
 
+from ..runtime.tables import _CHI, _CLO, _COMPS, _DOFF, _K, _N, _OFFSETS, _OUTPUTS
 from .cubin import cubin_kernel, cubin_save
 
-# ---- stand-ins for what the generated module defines (not copied) ----
+# ---- what the emitter writes (stand-ins here, not copied into modules) ----
+#: the module globals the copied code reads and neither defines nor imports
+READS = ("cuda", "_DIRECTION", "THREADS", "BIG_THREADS", "SHARED_LIMIT", "KERNEL_ARGS", "KERNELS")
 cuda = None  # the generated module: ``from numba import cuda``
-_N = _K = _NNZ = 0
 _DIRECTION = "back"
-_COMPS = np.zeros((0, 2), dtype=np.int64)
-_OFFSETS = np.zeros(1, dtype=np.int64)
-_OUTPUTS = _CLO = _CHI = np.zeros(0, dtype=np.int64)
-_DOFF = np.zeros(1, dtype=np.int64)
 THREADS = 256
 BIG_THREADS = 1024
 SHARED_LIMIT = 227 * 1024

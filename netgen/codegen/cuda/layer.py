@@ -2,13 +2,15 @@
 ``cuda`` module (the ops are :mod:`.cuda_ops`, the launcher
 :mod:`.cuda_launch`).
 
-* **Checks** are :mod:`.common`'s where they cost no host synchronisation
-  (torch.func refused, x's type, shape and dtype, the steepness rule);
-  NaN/inf values, an overflowing ``steepness * (max - min)`` and y out of
-  range are found on the GPU and give NaN rows instead of a ValueError.
-* **Steepness**: :func:`.common.steepness_value`'s rule; a number becomes
-  a 1-element tensor on the device, cached per (device, dtype), so a call
-  uploads nothing while the value stays the same.
+* **Checks** are the Layer base's (:mod:`netgen.codegen.runtime.layer`:
+  torch.func refused, x's type, shape and dtype, the steepness rule) and
+  :mod:`netgen.codegen.runtime.common`'s label check, where they cost no
+  host synchronisation; NaN/inf values, an overflowing
+  ``steepness * (max - min)`` and y out of range are found on the GPU and
+  give NaN rows instead of a ValueError.
+* **Steepness**: the base's value; a number becomes a 1-element tensor on
+  the device, cached per (device, dtype), so a call uploads nothing while
+  the value stays the same.
 * **Self-check.** The cuda.core launch packing never ran on a GPU when it
   was written, so on first use per (device, dtype) the layer runs one small
   fixed case (rows with P, values only, column; forward and backward)
@@ -26,16 +28,17 @@ import os
 
 import torch
 
-from ..runtime.common import check_input, hard_network, refuse_transforms, steepness_value
+from ..runtime.common import check_labels, hard_network
+from ..runtime.layer import LayerBase
+from ..runtime.tables import _A, _B, _K, _N, _OFFSETS, _OUTS
 from .cubin import cubin_ready
 from .launch import _PATH, LOG, SIMULATED, VIA_NUMBA, _np_dtype, _require_cuda
 from .ops import _column_backward, _column_forward, _op, _rows_backward, _rows_forward
 
-# ---- stand-ins for what the generated module defines (not copied) ----
-_N = _K = 0
+# ---- what the emitter writes (stand-ins here, not copied into modules) ----
+#: the module globals the copied code reads and neither defines nor imports
+READS = ("RELAXATION",)
 RELAXATION: dict = {"steepness": 1.0, "distribution": "logistic"}
-_OFFSETS: tuple = (0,)
-_HARD_A = _HARD_B = _HARD_OUTS = torch.zeros(0, dtype=torch.int64)
 
 # ---------------------------------------------------------------- state (copied)
 _SELF_CHECKED: set = set()  # (device, dtype) pairs the self-check has run (or was skipped) for
@@ -112,10 +115,9 @@ def _first_use(x):
 
 
 def _prepare(x):
-    """Checks without a host synchronisation; x as (B, n), contiguous, in
-    the compute dtype (float32 for half types), its batch shape and dtype."""
-    refuse_transforms()
-    check_input(x, _N)
+    """x (checked by the Layer base) on a CUDA device, as (B, n),
+    contiguous, in the compute dtype (float32 for half types), its batch
+    shape and dtype."""
     _require_cuda(x)
     cdt = x.dtype if x.dtype in (torch.float32, torch.float64) else torch.float32
     x2 = x.reshape(-1, _N).to(cdt).contiguous()
@@ -123,28 +125,14 @@ def _prepare(x):
     return x2, x.shape[:-1], x.dtype
 
 
-def _labels(y, lead, device):
-    """Class indices y of shape ``lead`` on ``device``, flattened to int64
-    (their range is checked on the GPU: a NaN row)."""
-    if not isinstance(y, torch.Tensor):
-        y = torch.as_tensor(y, device=device)
-    if y.dtype.is_floating_point or y.dtype == torch.bool or y.is_complex():
-        raise ValueError(f"y must hold integer indices, got {y.dtype}")
-    if y.device != device:
-        raise ValueError(f"y must be on the device of x ({device}), got {y.device}")
-    if tuple(y.shape) != tuple(lead):
-        raise ValueError(f"y must have shape {tuple(lead)} (the batch shape of x), got {tuple(y.shape)}")
-    return y.reshape(-1).to(torch.int64).contiguous()
-
-
-def _steepness(v, like):
-    """The steepness (:func:`steepness_value`'s rule) as a 1-element tensor
-    of like's dtype on its device. A CUDA tensor is not read (no
-    synchronisation): the kernels give NaN rows for a steepness that is not
-    finite and > 0. A number's tensor is cached per (device, dtype)."""
-    s = steepness_value(v)
+def _steepness(s, like):
+    """The steepness ``s`` (the Layer base's value: a float or a 0-d tensor)
+    as a 1-element tensor of like's dtype on its device. A CUDA tensor is
+    not read (no synchronisation): the kernels give NaN rows for a
+    steepness that is not finite and > 0. A number's tensor is cached per
+    (device, dtype)."""
     if isinstance(s, torch.Tensor):
-        return v.reshape(1).to(device=like.device, dtype=like.dtype)  # v: one view op fewer than s
+        return s.reshape(1).to(device=like.device, dtype=like.dtype)
     if torch.compiler.is_compiling():
         return torch.full((1,), s, dtype=like.dtype, device=like.device)
     key = (like.device, like.dtype)
@@ -154,7 +142,7 @@ def _steepness(v, like):
     return hit[1]
 
 
-class Layer(torch.nn.Module):
+class Layer(LayerBase):
     """Relaxed top-k / sorting layer for the network in ``NETWORK`` (CUDA).
 
     ``Layer(steepness=None)``: None takes ``RELAXATION["steepness"]``; a
@@ -171,44 +159,42 @@ class Layer(torch.nn.Module):
     k = _K
 
     def __init__(self, steepness=None):
-        super().__init__()
-        self.steepness = RELAXATION["steepness"] if steepness is None else steepness
-        steepness_value(self.steepness)  # a bad steepness fails here already (a GPU tensor is not read)
+        super().__init__(RELAXATION["steepness"] if steepness is None else steepness)
 
-    def forward(self, x):
+    def _default_steepness(self):
+        return RELAXATION["steepness"]
+
+    def _forward(self, x, s):
         x2, lead, dt = _prepare(x)
-        s = _steepness(self.steepness, x2)
+        s = _steepness(s, x2)
         save = torch.is_grad_enabled() and (x2.requires_grad or s.requires_grad)
         out = _op("rows_forward")(x2, s, True, save)
         return out[0].reshape(*lead, _K).to(dt), out[1].reshape(*lead, _K, _N).to(dt)
 
-    def values(self, x):
-        """The relaxed values only, shape (..., k): the fast path when P is
-        not needed (no back-sweep, n floats of shared memory per block)."""
+    def _values(self, x, s):
+        # the fast path when P is not needed: no P sweep, n floats of shared memory per block
         x2, lead, dt = _prepare(x)
-        s = _steepness(self.steepness, x2)
+        s = _steepness(s, x2)
         save = torch.is_grad_enabled() and (x2.requires_grad or s.requires_grad)
         out = _op("rows_forward")(x2, s, False, save)
         return out[0].reshape(*lead, _K).to(dt)
 
-    def column(self, x, y):
-        """P[..., :, y] of shape (..., k) for integer class indices y (...);
-        a y outside 0..n-1 gives a NaN row (checked on the GPU)."""
+    def _column(self, x, y, s):
+        # a y outside 0..n-1 gives a NaN row (checked on the GPU)
         x2, lead, dt = _prepare(x)
-        y = _labels(y, lead, x.device)
-        s = _steepness(self.steepness, x2)
+        y, _ = check_labels(y, lead, _N, x.device, None)
+        s = _steepness(s, x2)
         save = torch.is_grad_enabled() and (x2.requires_grad or s.requires_grad)
-        out = _op("column_forward")(x2, y, s, save)
+        out = _op("column_forward")(x2, y.contiguous(), s, save)
         return out[0].reshape(*lead, _K).to(dt)
 
-    def hard(self, x):
-        """The exact network: ``(values, indices)`` of shapes (..., k) (torch
-        ops on a copy of ``x``; runs on any device)."""
-        return hard_network(x, _N, _HARD_A, _HARD_B, _OFFSETS, _HARD_OUTS)
+    def _hard(self, x):
+        # torch ops on a copy of x: runs on any device
+        return hard_network(x, _N, _A, _B, _OFFSETS, _OUTS)
 
     def extra_repr(self):
         return f"n={_N}, k={_K}, target=cuda, {RELAXATION['distribution']}"
 
 
 #: what a generated module copies from this file, in order
-PARTS = (self_check, _first_use, _prepare, _labels, _steepness, Layer)
+PARTS = (self_check, _first_use, _prepare, _steepness, Layer)

@@ -20,13 +20,14 @@ from __future__ import annotations
 import torch
 
 from ..runtime.common import refuse_second_order
-from .launch import INDEX_LIMIT, _chunks, _launch, _np_dtype, _tables, _variant
+from ..runtime.tables import _K, _N, _NNZ, _SIZE
+from .launch import INDEX_LIMIT, LANES, _chunks, _launch, _np_dtype, _tables, _variant
 
-# ---- stand-ins for what the generated module defines (not copied) ----
+# ---- what the emitter writes (stand-ins here, not copied into modules) ----
+#: the module globals the copied code reads and neither defines nor imports
+READS = ("OPS_NAMESPACE", "SAVE_D")
 OPS_NAMESPACE = "netgen_cuda_runtime"
-_N = _K = _SIZE = _NNZ = 0
 SAVE_D = True
-LANES = 0
 
 
 # ---------------------------------------------------------------- copied parts

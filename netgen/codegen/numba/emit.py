@@ -77,7 +77,8 @@ def emit(net: Network, r, plan: Plan, options=None) -> str:
     ``options`` (:class:`netgen.codegen.numba.NumbaOptions`) holds nothing
     more for this target. Deterministic: same inputs, same bytes."""
     # the runtime modules import torch and numba: only when emitting
-    from ..runtime import assemble, common, statements
+    from ..runtime import assemble, check_interface, common, statements, tables
+    from ..runtime import layer as base
     from . import engine as eng
     from . import host
     from . import kernels as kern
@@ -93,11 +94,9 @@ def emit(net: Network, r, plan: Plan, options=None) -> str:
     L("import numba", "import numpy as np", "import torch", "from llvmlite import ir",
       "from numba.core import cgutils, types", "from numba.core.extending import intrinsic, overload")
     L.blank()
-    write_top(L, names, TARGET, net, r, (common.steepness_value, common.refuse_transforms, common.check_input,
+    write_top(L, names, TARGET, net, r, (common.refuse_transforms, common.check_input, common.check_labels,
                                            common.check_values, common._SecondOrder, common.refuse_second_order),
               direction)
-    L(f"{names.define('_CA')} = np.ascontiguousarray(_COMPS[:, 0])")
-    L(f"{names.define('_CB')} = np.ascontiguousarray(_COMPS[:, 1])")
     L("# NETGEN_NUMBA_PARALLEL=0 compiles serial kernels (same code, prange runs as")
     L("# range; ~3x faster to compile, used by netgen's unit tests). Only the")
     L("# kernels of parallel modules are cached on disk, next to this file.")
@@ -132,10 +131,14 @@ def emit(net: Network, r, plan: Plan, options=None) -> str:
     L.blank(2)
     L(assemble(host.PARTS, names))
     L.blank(2)
+    L(assemble(base.PARTS, names))
+    L.blank(2)
     L(statements(layer, layer.STATE, names))
     L.blank(2)
     L(assemble(layer.PARTS, names))
-    return L.render()
+    source = L.render()
+    check_interface(source, names, (common, tables, base, vec, eng, kern, host, layer), "generated numba module")
+    return source
 
 
 def _doc(net: Network, r, direction: str, mode: str, group: int) -> str:

@@ -47,7 +47,9 @@ from .vector import (
 
 __all__ = ["PARTS"]
 
-# ---- stand-in for what the emitter writes (not copied into modules) ----
+# ---- what the emitter writes (stand-ins here, not copied into modules) ----
+#: the module globals the copied code reads and neither defines nor imports
+READS = ("_CACHE",)
 _CACHE = False
 
 

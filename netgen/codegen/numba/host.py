@@ -5,8 +5,9 @@ saved-state pool, the thread choice per call and the numpy-level wrappers
 
 Real code, copied into generated modules by source extraction (functions
 and classes: :data:`PARTS`; module-level state: :data:`STATE`, copied by
-name); it reads the module constants the numba emitter writes (stand-ins
-below let this file import and lint on its own).
+name); it reads the module constants the numba emitter writes (:data:`READS`;
+stand-ins below let this file import and lint on its own) and the network's
+tables (:mod:`netgen.codegen.runtime.tables`).
 
 * Threads: kernels run with ``torch.get_num_threads()`` threads (or the
   layer's ``threads``), capped by numba's maximum, and on the calling thread
@@ -28,14 +29,15 @@ import numba
 import numpy as np
 import torch
 
+from ..runtime.tables import _CHI, _CLO, _DOFF, _K, _N, _NNZ, _OUTPUTS, _SIZE, _WA, _WB
 from .kernels import _KERNELS, _KERNELS_SERIAL
 from .vector import _W
 
-# ---- stand-ins for what the emitter writes (not copied into modules) ----
+# ---- what the emitter writes (stand-ins here, not copied into modules) ----
+#: the module globals the copied code reads and neither defines nor imports
+READS = ("RELAXATION", "_MODE", "_GROUP", "_SERIAL_WORK", "_PARALLEL", "_DIRECTION")
 RELAXATION: dict = {"steepness": 1.0}
-_N = _K = _SIZE = _NNZ = 0
 _MODE, _GROUP, _SERIAL_WORK, _PARALLEL, _DIRECTION = "save", 1, 0, True, "back"
-_CA = _CB = _CLO = _CHI = _DOFF = _OUTPUTS = np.zeros(0, dtype=np.int64)
 
 # ------------------------------------------------------- copied by name (STATE)
 _NNZ_PER_ROW = _NNZ + _SIZE  # updates of one batch row through the back-sweep and the values
@@ -227,8 +229,8 @@ def rows_numpy(x, steepness=None, save=True, sgrad=False, threads=None, mode=Non
     D = _take((nblk, _NNZ, _W), dt) if keep_D else np.empty((nblk, 0, _W), dtype=dt)
     with _Threads(threads, B * _NNZ_PER_ROW, ("rows", dt)) as th:
         kv, kP = th.kernels[:2]
-        kv(x, stp, _CA, _CB, _OUTPUTS, values, ps, sv, ss, save, sgrad)
-        kP(_CA, _CB, _CLO, _CHI, _DOFF, _OUTPUTS, ps, P, D, keep_D, grp, _DIRECTION == "forward")
+        kv(x, stp, _WA, _WB, _OUTPUTS, values, ps, sv, ss, save, sgrad)
+        kP(_WA, _WB, _CLO, _CHI, _DOFF, _OUTPUTS, ps, P, D, keep_D, grp, _DIRECTION == "forward")
     if not save:
         _give(ps)
         return values, P, None
@@ -252,7 +254,7 @@ def rows_backward_numpy(saved, gv, gP, threads=None):
         nt = th.workers()
         gxt = np.zeros((nt, nblk, _N, _W), dtype=dt)
         gst = np.zeros((nt, nblk, _W), dtype=dt)
-        th.kernels[2](gv, gP, has_gP, _CA, _CB, _CLO, _CHI, _DOFF, _OUTPUTS, ps, saved.sv, saved.ss,
+        th.kernels[2](gv, gP, has_gP, _WA, _WB, _CLO, _CHI, _DOFF, _OUTPUTS, ps, saved.sv, saved.ss,
                       saved.sgrad, saved.D, saved.keep_D, saved.grp, _DIRECTION == "forward", gxt, gst)
     gx = gxt.sum(axis=0) if nt > 1 else gxt[0]
     gx = np.ascontiguousarray(gx.transpose(0, 2, 1).reshape(nblk * _W, _N)[:B])
@@ -273,7 +275,7 @@ def column_numpy(x, y, steepness=None, save=True, sgrad=False, threads=None):
     cs = _take((nblk, _SIZE, 3, _W), dt) if save else np.empty((nblk, 1, 3, _W), dtype=dt)
     css = _take((nblk, _SIZE, 2, _W), dt) if sgrad else np.empty((nblk, 1, 2, _W), dtype=dt)
     with _Threads(threads, 2 * B * _SIZE, ("column", dt)) as th:
-        th.kernels[3](x, y, stp, _CA, _CB, _OUTPUTS, col, cs, css, save, sgrad)
+        th.kernels[3](x, y, stp, _WA, _WB, _OUTPUTS, col, cs, css, save, sgrad)
     if not save:
         return col, None
     arrays = (cs, css) if sgrad else (cs,)
@@ -287,7 +289,7 @@ def column_backward_numpy(saved, gcol, threads=None):
     gx = np.empty((B, _N), dtype=cs.dtype)
     gsr = np.zeros(B, dtype=cs.dtype)
     with _Threads(threads, 2 * B * _SIZE, ("column_bwd", cs.dtype)) as th:
-        th.kernels[4](gcol, _CA, _CB, _OUTPUTS, cs, saved.css, saved.sgrad, gx, gsr)
+        th.kernels[4](gcol, _WA, _WB, _OUTPUTS, cs, saved.css, saved.sgrad, gx, gsr)
     return gx, (float(gsr.sum(dtype=np.float64)) if saved.sgrad else 0.0)
 
 

@@ -36,7 +36,9 @@ from .vector import _W, _ftz_off, _ftz_on, _load_block, _one_like, _store_block,
 
 __all__ = ["PARTS", "STATE"]
 
-# ---- stand-ins for what the emitter writes (not copied into modules) ----
+# ---- what the emitter writes (stand-ins here, not copied into modules) ----
+#: the module globals the copied code reads and neither defines nor imports
+READS = ("_CACHE", "_PARALLEL", "_swap")
 _CACHE = False
 _PARALLEL = True
 

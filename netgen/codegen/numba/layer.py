@@ -1,9 +1,12 @@
 """The torch-facing part of the generated numba module: the autograd
-Functions around the numpy-level wrappers of :mod:`.numba_host`, the
-argument checks and ``Layer``.
+Functions around the numpy-level wrappers of :mod:`.host`, input
+preparation and ``Layer`` (on the one Layer base,
+:mod:`netgen.codegen.runtime.layer`, which checks the arguments and the
+steepness).
 
 Real code, copied into generated modules by source extraction (:data:`PARTS`
-and, by name, :data:`STATE`); stand-ins below let it import and lint alone.
+and, by name, :data:`STATE`); it reads :data:`READS` from the emitter
+(stand-ins below let it import and lint alone).
 
 * Steepness: ``Layer(steepness=None)`` (None: ``RELAXATION["steepness"]``);
   ``layer.steepness`` is read at every call and passed to the kernels as a
@@ -22,15 +25,16 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..runtime.common import check_input, check_values, hard_network, refuse_second_order, refuse_transforms, steepness_value
+from ..runtime.common import check_labels, check_values, hard_network, refuse_second_order
+from ..runtime.layer import LayerBase
+from ..runtime.tables import _A, _B, _K, _N, _OFFSETS, _OUTS
 from .host import column_backward_numpy, column_numpy, rows_backward_numpy, rows_numpy
 
-# ---- stand-ins for what the emitter writes (not copied into modules) ----
+# ---- what the emitter writes (stand-ins here, not copied into modules) ----
+#: the module globals the copied code reads and neither defines nor imports
+READS = ("RELAXATION", "_MODE", "_GROUP", "_DIRECTION")
 RELAXATION: dict = {"steepness": 1.0, "distribution": ""}
-_N = _K = 0
 _MODE, _GROUP, _DIRECTION = "save", 1, "back"
-_OFFSETS = np.zeros(1, dtype=np.int64)
-_HARD_A = _HARD_B = _HARD_OUTS = torch.zeros(0, dtype=torch.int64)
 
 # ------------------------------------------------------- copied by name (STATE)
 _TORCH = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64}
@@ -101,15 +105,12 @@ class _Column(torch.autograd.Function):
 
 
 
-def _prepare(x, steepness):
-    """Checks (the shared runtime's: transforms, shape and dtype, steepness,
-    NaN/inf and overflow) and x as (B, n) in the compute dtype, with the
-    steepness as (float, tensor or None)."""
-    refuse_transforms()
-    check_input(x, _N)
+def _prepare(x, s):
+    """x (checked by the Layer base) on the CPU, NaN/inf and an overflowing
+    steepness refused, as (B, n) in the compute dtype, with the steepness
+    ``s`` (the base's value) as (float, tensor or None)."""
     if x.device.type != "cpu":
         raise ValueError(f"the numba target runs on CPU tensors; got a tensor on {x.device} (use the cuda target)")
-    s = steepness_value(steepness)
     stp = float(s.detach()) if isinstance(s, torch.Tensor) else s
     # the steepness as a tensor only where its gradient is asked for
     learn = isinstance(s, torch.Tensor) and s.dtype.is_floating_point and s.requires_grad and torch.is_grad_enabled()
@@ -127,7 +128,7 @@ def _check_threads(threads):
     return int(threads)
 
 
-class Layer(torch.nn.Module):
+class Layer(LayerBase):
     """Relaxed top-k / sorting layer for the network in ``NETWORK``.
 
     ``steepness`` (None: ``RELAXATION["steepness"]``) is read at every call:
@@ -139,43 +140,30 @@ class Layer(torch.nn.Module):
     k = _K
 
     def __init__(self, steepness=None, threads=None):
-        super().__init__()
-        self.steepness = RELAXATION["steepness"] if steepness is None else steepness
+        super().__init__(RELAXATION["steepness"] if steepness is None else steepness)
         self.threads = threads
 
     def __setattr__(self, name, value):
-        if name == "steepness":
-            steepness_value(value)
-            if not isinstance(value, torch.nn.Parameter):
-                self._parameters.pop("steepness", None)
-                object.__setattr__(self, name, value)
-                return
-            self.__dict__.pop("steepness", None)
-        elif name == "threads":
+        if name == "threads":
             value = _check_threads(value)
         super().__setattr__(name, value)
 
-    def forward(self, x):
-        x2, lead, dt, stp, s_t = _prepare(x, self.steepness)
+    def _default_steepness(self):
+        return RELAXATION["steepness"]
+
+    def _forward(self, x, s):
+        x2, lead, dt, stp, s_t = _prepare(x, s)
         values, P = _Rows.apply(x2, s_t, stp, self.threads)
         return values.reshape(*lead, _K).to(dt), P.reshape(*lead, _K, _N).to(dt)
 
-    def column(self, x, y):
-        x2, lead, dt, stp, s_t = _prepare(x, self.steepness)
-        y = torch.as_tensor(y)
-        if y.dtype.is_floating_point or y.dtype == torch.bool or y.is_complex():
-            raise ValueError(f"y must be an integer tensor, got {y.dtype}")
-        if tuple(y.shape) != tuple(lead):
-            raise ValueError(f"y must have shape {tuple(lead)}, got {tuple(y.shape)}")
-        yn = np.ascontiguousarray(y.reshape(-1).cpu().numpy().astype(np.int64))
-        if yn.size and (yn.min() < 0 or yn.max() >= _N):
-            raise ValueError(f"y must lie in 0..{_N - 1}")
-        col = _Column.apply(x2, s_t, yn, stp, self.threads)
+    def _column(self, x, y, s):
+        x2, lead, dt, stp, s_t = _prepare(x, s)
+        y, _ = check_labels(y, lead, _N, x2.device, True)
+        col = _Column.apply(x2, s_t, np.ascontiguousarray(y.numpy()), stp, self.threads)
         return col.reshape(*lead, _K).to(dt)
 
-    def hard(self, x):
-        """The exact network: ``(values, indices)`` of shapes (..., k) (on a copy of ``x``)."""
-        return hard_network(x, _N, _HARD_A, _HARD_B, _OFFSETS, _HARD_OUTS)
+    def _hard(self, x):
+        return hard_network(x, _N, _A, _B, _OFFSETS, _OUTS)
 
     def extra_repr(self):
         return f"n={_N}, k={_K}, target=numba, {RELAXATION['distribution']}, engine={_DIRECTION}/{_MODE}/{_GROUP}"

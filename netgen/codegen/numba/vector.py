@@ -48,7 +48,9 @@ _W = 16
 #: wires per tile when transposing between (row, wire) and (wire, row)
 _T = 64
 
-# ---- stand-in for what the emitter writes (not copied into modules) ----
+# ---- what the emitter writes (stand-ins here, not copied into modules) ----
+#: the module globals the copied code reads and neither defines nor imports
+READS = ("_CACHE", "_W", "_T")  # _W and _T: the emitter writes the values above
 _CACHE = False
 
 

@@ -47,8 +47,9 @@ from ..lines import Lines, blob_lines, pack_comparators
 from ..literals import Namespace, literal
 from ..plan import Plan
 from ..render import TorchSource
-from ..runtime import assemble
+from ..runtime import assemble, check_interface
 from ..runtime import common as _common
+from ..runtime import layer as _base
 from . import engine as _engine
 from . import layer as _rt
 
@@ -158,6 +159,8 @@ def emit(net: Network, r: Relaxation, plan: Plan, options=None) -> str:
     L.blank(2)
     L(assemble(_common.PARTS, names))
     L.blank(2)
+    L(assemble(_base.PARTS, names))
+    L.blank(2)
     L(assemble(_rt.PARTS[:1], names))
     L.blank(2)
     L(f"{names.define('_A')}, {names.define('_B')}, {names.define('_OUTS')} = _decode()")
@@ -170,4 +173,6 @@ def emit(net: Network, r: Relaxation, plan: Plan, options=None) -> str:
     L(assemble(_engine.PARTS, names))
     L.blank(2)
     L(assemble(_rt.PARTS[2:], names))
-    return L.render()
+    source = L.render()
+    check_interface(source, names, (_common, _base, _rt, _engine), "generated torch module")
+    return source

@@ -4,8 +4,9 @@ backward keeps.
 
 Real code, copied into generated torch modules by source extraction
 (:data:`PARTS`); the stand-ins below only let this file import and lint on
-its own. The emitter (:func:`netgen.codegen.torch.emit.engine`) writes the
-build-time constants read here:
+its own. The emitter (:mod:`netgen.codegen.torch.emit`, from the plan of
+:mod:`netgen.codegen.plan`) writes the build-time constants read here
+(:data:`READS`):
 
 * ``_MODE``: ``"save"`` keeps the back-sweep's differences
   ``D_l = R_l[a] - R_l[b]`` (size x k per batch row) from the forward for the
@@ -39,7 +40,9 @@ from __future__ import annotations
 
 import torch
 
-# ---- stand-ins for what the emitter writes (not copied into modules) ----
+# ---- what the emitter writes (stand-ins here, not copied into modules) ----
+#: the module globals the copied code reads and neither defines nor imports
+READS = ("_N", "_K", "_DEPTH", "_SIZE", "_OFFSETS", "_MODE", "_GROUP", "_GROUP_BYTES", "_D_ROW_MAX")
 _N = _K = _DEPTH = _SIZE = 0
 _OFFSETS: tuple = (0,)
 _MODE = "save"

@@ -1,15 +1,15 @@
 """The fixed part of every generated torch module: table decoding, the lazy
 ``NETWORK``, the two sweeps as ``torch.autograd.Function`` s with their
 written backward (P's rows and their adjoint by the P engine of
-:mod:`.torch_engine`), input preparation and ``Layer``.
+:mod:`.engine`), input preparation and ``Layer`` (on the one Layer base,
+:mod:`netgen.codegen.runtime.layer`).
 
 Real code, copied into generated modules by source extraction
 (:data:`PARTS`, :func:`netgen.codegen.runtime.assemble`). It reads the
-module constants the torch emitter writes (``_N``, ``_K``, ``_DEPTH``,
-``_SIZE``, ``_MODE``, ``_S``, ``_OFFSETS``, ``_BLOB``, ``_CONSTRUCTION``,
-``RELAXATION``, ``_A``/``_B``/``_OUTS``) and the rendered ``_swap(d, s,
-ds=False) -> (p, dp/dd[, dp/ds])``; the stand-ins below only let this file
-import and lint on its own.
+module constants the torch emitter writes (:data:`READS`: among them the
+wires ``_A``/``_B``/``_OUTS`` the emitter decodes, and the rendered
+``_swap(d, s, ds=False) -> (p, dp/dd[, dp/ds])``); the stand-ins below only
+let this file import and lint on its own.
 
 Layout is wire-major: x (n, B), one slice of the index buffers ``a`` (max
 wires) / ``b`` (min wires) per layer, every op over all comparators of a
@@ -26,18 +26,14 @@ import zlib
 
 import torch
 
-from ..runtime.common import (
-    check_input,
-    check_labels,
-    check_values,
-    hard_network,
-    refuse_second_order,
-    refuse_transforms,
-    steepness_value,
-)
+from ..runtime.common import check_labels, check_values, hard_network, refuse_second_order
+from ..runtime.layer import LayerBase
 from .engine import _rows, _rows_adjoint
 
-# ---- stand-ins for what the emitter writes (not copied into modules) ----
+# ---- what the emitter writes (stand-ins here, not copied into modules) ----
+#: the module globals the copied code reads and neither defines nor imports
+READS = ("_N", "_K", "_DEPTH", "_SIZE", "_MODE", "_S", "_OFFSETS", "_BLOB", "_CONSTRUCTION", "RELAXATION", "_A", "_B",
+         "_OUTS", "_swap")
 _N = _K = _DEPTH = _SIZE = 0
 _MODE = "save"
 _S = 1.0
@@ -254,14 +250,11 @@ def _checked():
 
 
 def _prepare(x, s):
-    """Check x (..., n); return it wire-major (n, B) in the compute dtype,
-    the mask of rows with a NaN/inf value (B,) or None where the values
-    were checked (eager CPU: a bad value raises, as does an overflowing
-    steepness), and the steepness to compute with (a float or a 0-d tensor
-    in the compute dtype)."""
-    refuse_transforms()
-    check_input(x, _N)
-    s = steepness_value(s)
+    """x (..., n), checked by the Layer base, wire-major (n, B) in the
+    compute dtype, the mask of rows with a NaN/inf value (B,) or None where
+    the values were checked (eager CPU: a bad value raises, as does an
+    overflowing steepness), and the steepness ``s`` (the base's value) to
+    compute with (a float or a 0-d tensor in the compute dtype)."""
     cdtype = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
     xt = x.to(cdtype).reshape(-1, _N).t().contiguous()
     if isinstance(s, torch.Tensor):
@@ -272,7 +265,7 @@ def _prepare(x, s):
     return xt, ~torch.isfinite(xt).all(0), s
 
 
-class Layer(torch.nn.Module):
+class Layer(LayerBase):
     """The relaxed network as a layer (see the module docstring).
     ``steepness``: None for ``RELAXATION["steepness"]``, else a number, a
     numpy scalar, a 1-element tensor or an ``nn.Parameter`` (learned: it
@@ -282,38 +275,29 @@ class Layer(torch.nn.Module):
     k = _K
 
     def __init__(self, steepness=None):
-        super().__init__()
+        super().__init__(_S if steepness is None else steepness)
         self.register_buffer("a", _A.clone(), persistent=False)
         self.register_buffer("b", _B.clone(), persistent=False)
         self.register_buffer("outs", _OUTS.clone(), persistent=False)
-        self.steepness = _S if steepness is None else steepness
 
-    def __setattr__(self, name, value):
-        if name == "steepness":
-            if not isinstance(value, torch.Tensor):
-                steepness_value(value)  # a bad number fails here already
-            self._parameters.pop("steepness", None)
-            self.__dict__.pop("steepness", None)
-        super().__setattr__(name, value)
+    def _default_steepness(self):
+        return _S
 
     def _index(self, device):
         if self.a.device == device:
             return self.a, self.b, self.outs
         return self.a.to(device), self.b.to(device), self.outs.to(device)
 
-    def forward(self, x):
-        """x (..., n) -> soft values (..., k) (rank 0 = largest) and
-        P (..., k, n) with values = P @ x."""
-        xt, bad, s = _prepare(x, self.steepness)
+    def _forward(self, x, s):
+        xt, bad, s = _prepare(x, s)
         batch = tuple(x.shape[:-1])
         values, R = _TopK.apply(xt, s, bad, *self._index(xt.device))
         values = values.t().reshape(batch + (_K,)).to(x.dtype)
         P = R.permute(2, 1, 0).reshape(batch + (_K, _N)).to(x.dtype)
         return values, P
 
-    def column(self, x, y):
-        """P[..., :, y] of shape (..., k) for integer class indices y (...)."""
-        xt, bad, s = _prepare(x, self.steepness)
+    def _column(self, x, y, s):
+        xt, bad, s = _prepare(x, s)
         batch = tuple(x.shape[:-1])
         y, outside = check_labels(y, batch, _N, xt.device, bad is None)
         if outside is not None:
@@ -321,11 +305,7 @@ class Layer(torch.nn.Module):
         col = _Column.apply(xt, s, y.clamp(0, _N - 1), bad, *self._index(xt.device))
         return col.t().reshape(batch + (_K,)).to(x.dtype)
 
-    def hard(self, x):
-        """The exact network: values (..., k) and the input indices they came
-        from (int64); a comparator swaps only on a strict inequality. Never
-        writes to x."""
-        refuse_transforms()
+    def _hard(self, x):
         return hard_network(x, _N, self.a, self.b, _OFFSETS, self.outs)
 
     def extra_repr(self):
