@@ -26,6 +26,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "netgen"
+#: the code-generation targets' packages (one layer; none may import another)
+TARGET_PACKAGES = ("netgen.codegen.torch", "netgen.codegen.numba", "netgen.codegen.cuda")
 
 #: lowest first. A module belongs to the layer of the longest prefix that
 #: names it. A module may import from its own layer and from lower ones.
@@ -37,7 +39,15 @@ LAYERS: list[tuple[str, tuple[str, ...], str]] = [
     ("passes", ("netgen.passes",), "Network -> Network passes; the cleanup is handed its firing analysis"),
     ("verify", ("netgen.verify",), "proofs and sampling"),
     ("relax", ("netgen.relax",), "the relaxed semantics: distributions, reference executor, baselines"),
-    ("codegen", ("netgen.codegen",), "generated torch / numba / cuda modules"),
+    ("codegen-shared", ("netgen.codegen.literals", "netgen.codegen.lines", "netgen.codegen.render",
+                        "netgen.codegen.swap_code", "netgen.codegen.header", "netgen.codegen.plan",
+                        "netgen.codegen.target", "netgen.codegen.runtime"),
+     "what every target shares: literals, the Lines builder, renderers, the module header, the engine plan, "
+     "the Target type, the shared runtime (checks, the Layer base, tables)"),
+    ("targets", TARGET_PACKAGES, "one package per target: its emitter, its runtime, its build step; no target "
+                                 "imports another"),
+    ("codegen", ("netgen.codegen",), "the registry (TARGETS, emit, write_module), the module cache and loader, "
+                                     "target=\"auto\""),
     ("compiled", ("netgen.compiled",), "one network through the passes and the proof"),
     ("portfolio", ("netgen.portfolio",), "every cheap construction compiled, the best kept"),
     ("estimate", ("netgen.estimate",), "the build-time estimate (of a construction or the portfolio) and the time budget"),
@@ -164,6 +174,20 @@ def test_imports_follow_the_layers():
     assert not bad, "imports against the pipeline (see docs/layout.md):\n" + "\n".join(bad)
 
 
+def test_no_target_imports_another():
+    """A target is one unit: its package imports the shared pieces below
+    it, never another target's package (docs/codegen.md, "Adding a target")."""
+    modules, graph = _graph()
+
+    def package(m):
+        return next((p for p in TARGET_PACKAGES if m == p or m.startswith(p + ".")), None)
+
+    bad = [f"{modules[m].relative_to(ROOT.parent)}:{line}: {m} imports {t}"
+           for m, edges in graph.items() if package(m) for t, line, _ in edges
+           if package(t) not in (None, package(m))]
+    assert not bad, "a target imports another target:\n" + "\n".join(bad)
+
+
 def test_no_import_circles():
     modules, graph = _graph()
     # every import that runs counts, wherever it sits; the package itself (the front door) does not
@@ -230,6 +254,10 @@ def fake_package(tmp_path, monkeypatch):
         "codegen/__init__.py": "",
         "codegen/cache.py": "def f():\n    from .loader import g\n",
         "codegen/loader.py": "def g():\n    from .cache import f\n",
+        # one target's package importing another's
+        "codegen/torch/__init__.py": "from ..numba import kernels\n",
+        "codegen/numba/__init__.py": "",
+        "codegen/numba/kernels.py": "",
         # reading a name from the front door is no circle
         "relax/__init__.py": "",
         "relax/loss.py": "def __getattr__(name):\n    from .. import topk_loss\n",
@@ -253,6 +281,8 @@ def test_the_checks_catch_an_upward_import_and_a_circle(fake_package):
                                              r"netgen\.codegen\.cache -> netgen\.codegen\.loader \(line 2, inside a "
                                              r"function\)"):
         test_no_import_circles()
+    with pytest.raises(AssertionError, match=r"netgen\.codegen\.torch imports netgen\.codegen\.numba\.kernels"):
+        test_no_target_imports_another()
     try:
         test_no_import_circles()
     except AssertionError as e:

@@ -28,7 +28,7 @@ Layout (``root()``: ``$NETGEN_CACHE_DIR`` or the user cache dir of
     <root>/<versions>/paths/<module name>       path of a file netgen.load() imported
 
 ``<versions>`` names python, netgen and the targets' toolchains (numba,
-numba-cuda, torch) with their versions, so an upgrade
+torch) with their versions, so an upgrade
 never reads another version's compiled code. The module file name carries a
 hash of its source, so equal names mean equal bytes. Files are written once,
 to a temporary file first and then linked into place (``os.link`` fails if

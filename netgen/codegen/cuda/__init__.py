@@ -111,7 +111,10 @@ TARGET = Target(
     available=_available,
     options=CudaOptions,
     budget=BUDGET,
-    toolchain=("numba-cuda", "torch"),
+    # numba-cuda is left out of the cache's tag, as before issue 30 (a new tag
+    # would orphan the modules pickled layers name): the kernels it compiles
+    # are checked against the launcher's packing when loaded (cubin.py)
+    toolchain=("numba", "torch"),
     emitter=_emit,
     build=BuildStep("compile every kernel to PTX and cubins (ptxas) and keep them beside the module, "
                     "so its first call compiles nothing", _build),

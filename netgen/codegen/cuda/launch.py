@@ -224,7 +224,7 @@ def _handle(device_index, dtype, name, variant):
     key = (device_index, dtype, name, variant)
     h = _HANDLES.get(key)
     if h is None:
-        got = cubin_kernel(device_index, dtype, name, variant)  # runtime/cuda_cubin.py: no numba compile
+        got = cubin_kernel(device_index, dtype, name, variant)  # cubin.py: no numba compile
         if got is not None:
             _HANDLES[key], _LIMITS[key] = got
             return got[0]
