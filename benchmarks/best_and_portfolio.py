@@ -69,7 +69,7 @@ def part_best() -> None:
 
 
 def part_portfolio() -> None:
-    from netgen.compiler import build, compile_network, construct
+    from netgen.compiler import build, build_network, compile_network
 
     print("netgen build --n N --k K (portfolio, objective depth): chosen kind depth/size | splitter | oddeven selection")
     for n in (8, 16, 32, 64):
@@ -80,7 +80,7 @@ def part_portfolio() -> None:
             net = c.network
             others = []
             for kind in ("splitter", "oddeven"):
-                o = compile_network(construct(n, k, kind), verify=False).network
+                o = compile_network(build_network(n, k, kind), verify=False).network
                 others.append(f"{o.depth}/{o.size}")
             kind = net.construction["kind"] + ("-sorter" if net.construction.get("from") == "sorter" else "")
             print(f"n={n:3d} k={k}: {kind:15s} {net.depth:3d}/{net.size:<4d} | splitter {others[0]:>7s} "

@@ -1,7 +1,7 @@
 """What the first call of a cuda layer spends getting its kernels, in a
 fresh process, without a GPU (issue 20): numba-cuda compiling them (as a
 module without cubins does) against the cubin loader
-(netgen.codegen.runtime.cuda_cubin) reading them from ``<stem>.cubins/``.
+(netgen.codegen.cuda.cubin) reading them from ``<stem>.cubins/``.
 
     python benchmarks/cuda_first_call.py [--n 8 --k 3] [--reps 3] [--module PATH]
 

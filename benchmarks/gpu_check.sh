@@ -37,8 +37,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 | tee 
 python3 -c "import torch, numpy, numba, numba_cuda; print('torch', torch.__version__, 'numpy', numpy.__version__, 'numba', numba.__version__, 'numba-cuda', numba_cuda.__version__)" 2>&1 | tee -a "$out/gpu.txt"
 [ -f "$mods/topk5.py" ] || echo "gpu_check.sh: no prebuilt modules in $mods (run --prepare on a CPU machine and carry the folder)" | tee -a "$out/gpu.txt"
 # every GPU test (marked gpu); they build small modules: the implementer makes them use cubins (no minutes of compiles)
-timeout 100 python3 -m pytest -m gpu -q -p no:cacheprovider tests/codegen/test_gpu.py \
-  tests/codegen/test_torch_target.py 2>&1 | tee "$out/gpu_tests.txt"
+timeout 100 python3 -m pytest -m gpu -q -p no:cacheprovider tests/codegen/cuda/test_gpu.py \
+  tests/codegen/torch/test_torch_target.py 2>&1 | tee "$out/gpu_tests.txt"
 # the host cost without kernels, on this machine's CPU (the same line as on a CPU machine)
 timeout 30 python3 benchmarks/gpu_host.py --reps 5 --calls 100 2>&1 | tail -1 | tee "$out/gpu_host.txt"
 left=$(( 230 - (SECONDS - start) ))

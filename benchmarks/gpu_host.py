@@ -4,7 +4,7 @@
 
 Builds the (k, n) splitter network's cuda module through the public entry
 points (``netgen.codegen.write_module`` into a temporary folder,
-``netgen.load``), with the GPU faked as tests/codegen/_cuda_cubin_driver.py
+``netgen.load``), with the GPU faked as tests/codegen/cuda/_cuda_cubin_driver.py
 fakes it: torch.cuda reports one device (an H100's 232,448 bytes of opt-in
 shared memory), numba-cuda's ``Dispatcher.compile`` returns a stand-in
 kernel (40 registers, 16 bytes of static shared memory), the driver's

@@ -102,8 +102,8 @@ def main(argv=None) -> int:
     _gpu_or_exit()
     import torch
 
-    from netgen.codegen.cuda_target import emit
-    from netgen.codegen.loader import load
+    from netgen.codegen import emit
+    from netgen.codegen.cache import load
     from netgen.compiler import compile_network
     from netgen.construct import build
     from netgen.relax.distributions import default_relaxation
@@ -115,7 +115,7 @@ def main(argv=None) -> int:
     for label, limit in (("shared", None), ("global", 0)):
         path = f"{tmp}/{label}.py"
         with open(path, "w") as f:
-            f.write(emit(net, r) if limit is None else emit(net, r, shared_limit=limit))
+            f.write(emit("cuda", net, r) if limit is None else emit("cuda", net, r, {"shared_limit": limit}))
         mods[label] = load(path)
     S, nnz, n, k = net.size, mods["shared"]._NNZ, net.n, net.k
     print(f"{net!r}; {r.distribution} steepness {r.steepness}; float32; nnz = {nnz}; "

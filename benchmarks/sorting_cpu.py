@@ -110,9 +110,9 @@ def module_path(which, case, old_ref):
         subprocess.run(["tar", "-x", "-C", str(tree)], input=arch.stdout, check=True)
     code = (
         "import sys; from pathlib import Path\n"
-        "from netgen.codegen import numba_target\nfrom netgen.construct import build\n"
+        "from netgen.codegen import emit\nfrom netgen.construct import build\n"
         "from netgen.relax.distributions import Relaxation\n"
-        f"src = numba_target.emit(build({kind!r}, {n!r}, {k!r}), Relaxation('cauchy', steepness=10.0))\n"
+        f"src = emit('numba', build({kind!r}, {n!r}, {k!r}), Relaxation('cauchy', steepness=10.0))\n"
         "p = Path(sys.argv[1])\n"
         "if not p.exists() or p.read_text() != src: p.write_text(src)\n"
     )

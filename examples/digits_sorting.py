@@ -108,10 +108,10 @@ def netgen_layer(n: int, network: str = "oddeven", out_dir: str | Path = "genera
 
     import netgen
     from netgen.codegen import write_module
-    from netgen.compiler import compile_network, construct
+    from netgen.compiler import build_network, compile_network
     from netgen.relax.distributions import default_relaxation
 
-    compiled = compile_network(construct(n, n, network))
+    compiled = compile_network(build_network(n, n, network))
     net = compiled.network
     if compiled.report is not None and compiled.report.status != "proved":
         raise RuntimeError(f"the {network} sorter for n={n} was not proved: {compiled.report}")

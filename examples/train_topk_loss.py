@@ -10,7 +10,7 @@ same linear head from the same initialisation with the same optimiser,
 learning rate, batches and number of steps (equal budget):
 
 * ``softmax CE``: ``torch.nn.functional.cross_entropy``;
-* ``DiffTopK``: :func:`netgen.relax.loss.topk_loss` with
+* ``DiffTopK``: :func:`netgen.topk_loss` with
   ``p_k = [.5, 0, 0, 0, .5]`` (mix mode: half softmax CE for top-1, half
   the top-5 term through a generated splitter network on the top-16
   preselected scores, Cauchy relaxation). Its one extra knob, the
@@ -31,7 +31,7 @@ import torch
 
 from netgen.construct import build
 from netgen.relax.distributions import default_relaxation
-from netgen.relax.loss import topk_loss
+from netgen import topk_loss
 
 
 def make_data(seed: int, families=200, siblings=5, dim=64, train_per_class=20, test_per_class=10, val_per_class=5,

@@ -6,8 +6,10 @@ command line and one built in a script are the same value.
 * :func:`compile` (old name ``build``): the portfolio's winner, or one named
   construction, after the passes and with its proof;
 * :func:`compile_network`: passes and proof for a network you already have;
-* :func:`construct`: the network alone (the portfolio's winner, or one
-  construction without passes or proof).
+* :func:`build_network` (old name ``construct``, which read like
+  :func:`netgen.construct.construct` with other arguments): the network
+  alone (the portfolio's winner, or one construction without passes or
+  proof).
 
 Layering: :mod:`netgen.compiled` (one network through passes and proof) <
 :mod:`netgen.portfolio` (many candidates) < this module.
@@ -28,10 +30,10 @@ from .network import Network, check_budget
 from .passes.pipeline import DEFAULT_PASSES, check_passes
 from .portfolio import DEFAULT_OBJECTIVE, choose
 
-__all__ = ["Compiled", "compile", "compile_network", "construct", "build", "DEFAULT_PASSES"]
+__all__ = ["Compiled", "compile", "compile_network", "build_network", "build", "DEFAULT_PASSES"]
 
 
-def construct(n: int, k: int | None = None, network: str | None = None, objective: str | None = None) -> Network:
+def build_network(n: int, k: int | None = None, network: str | None = None, objective: str | None = None) -> Network:
     """Build the network of ``network`` kind (``objective`` picks among the
     best-known networks for ``best``; default "size"), with no passes or
     proof. Default (no ``network``): the portfolio's winner by ``objective``
@@ -87,7 +89,7 @@ def compile(  # noqa: A001 - netgen.compiler.compile, as torch.compile
                              progress=progress)
         return compiled
     t0 = time.perf_counter()
-    net = construct(n, k, network, objective)
+    net = build_network(n, k, network, objective)
     seconds = time.perf_counter() - t0
     if log is not None:
         log(f"constructed {network} in {seconds:.2f} s: {net!r}")
@@ -98,3 +100,16 @@ def compile(  # noqa: A001 - netgen.compiler.compile, as torch.compile
 
 #: the old name of :func:`compile`
 build = compile
+
+
+def __getattr__(name: str):
+    # the old name of build_network: netgen.construct.construct builds a
+    # construction from (kind, n, k); this one took (n, k, network)
+    if name == "construct":
+        import warnings
+
+        warnings.warn("netgen.compiler.construct(n, k, network) is now netgen.compiler.build_network "
+                      "(netgen.construct.construct(kind, n, k) is the construction itself)", DeprecationWarning,
+                      stacklevel=2)
+        return build_network
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -94,10 +94,10 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def layer_path(tmp_path_factory):
     from netgen.codegen import write_module
-    from netgen.compiler import compile_network, construct
+    from netgen.compiler import build_network, compile_network
     from netgen.relax.distributions import default_relaxation
 
-    net = compile_network(construct(N, K, "splitter"), verify=False).network
+    net = compile_network(build_network(N, K, "splitter"), verify=False).network
     return str(write_module("torch", net, default_relaxation(net), out_dir=tmp_path_factory.mktemp("gen")))
 
 

@@ -52,7 +52,7 @@ SUBSTITUTE = {
         (SKIP, "installs and the whole test suite: this test is part of it"),
     "netgen build --n 10450 --k 5 --target cuda":
         ("netgen build --n 10450 --k 5 --target cuda --no-compile",
-         "the PTX/cubin compile check takes ~15 s and needs ptxas; tests/codegen/test_cuda_ptx.py covers it"),
+         "the PTX/cubin compile check takes ~15 s and needs ptxas; tests/codegen/cuda/test_cuda_ptx.py covers it"),
     "netgen table":
         ("netgen table --n 16", "all four n take minutes; n = 16 exercises the same code"),
     "netgen bench --quick -o bench-out":
@@ -178,8 +178,8 @@ def test_quoted_outputs_match(page, tmp_path, env):
 
 def test_kernel_count_in_targets_md():
     """docs/targets.md's count of the compile-checked CUDA kernels equals
-    what tests/codegen/test_cuda_ptx.py checks (kinds x 2 dtypes x variants)."""
-    tree = ast.parse((ROOT / "tests" / "codegen" / "test_cuda_ptx.py").read_text())
+    what tests/codegen/cuda/test_cuda_ptx.py checks (kinds x 2 dtypes x variants)."""
+    tree = ast.parse((ROOT / "tests" / "codegen" / "cuda" / "test_cuda_ptx.py").read_text())
     consts = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):

@@ -4,8 +4,12 @@ no module imports from a layer above its own (docs/layout.md).
 Every module of the package is parsed with ``ast`` (nothing is imported);
 every ``import`` statement counts, at module level and inside functions:
 
-* a **circle** is a cycle among module-level imports (those run when the
-  module is imported; ``if TYPE_CHECKING:`` blocks do not run);
+* a **circle** is a cycle of imports, at module level or inside functions
+  (a function-level import still ties the two modules together: neither
+  can be read, moved or tested without the other); ``if TYPE_CHECKING:``
+  blocks do not count (they never run), nor does an import of the package
+  itself (``netgen``: the front door, imported before any of its modules,
+  e.g. for ``__version__``);
 * a **layering violation** is any import, wherever it sits, of a module in
   a higher layer than the importer's.
 
@@ -22,6 +26,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "netgen"
+#: the code-generation targets' packages (one layer; none may import another)
+TARGET_PACKAGES = ("netgen.codegen.torch", "netgen.codegen.numba", "netgen.codegen.cuda")
 
 #: lowest first. A module belongs to the layer of the longest prefix that
 #: names it. A module may import from its own layer and from lower ones.
@@ -34,12 +40,20 @@ LAYERS: list[tuple[str, tuple[str, ...], str]] = [
     ("passes", ("netgen.passes",), "Network -> Network passes; the cleanup is handed its firing analysis"),
     ("verify", ("netgen.verify",), "proofs and sampling"),
     ("relax", ("netgen.relax",), "the relaxed semantics: distributions, reference executor, baselines"),
-    ("codegen", ("netgen.codegen",), "generated torch / numba / cuda modules"),
+    ("codegen-shared", ("netgen.codegen.literals", "netgen.codegen.lines", "netgen.codegen.render",
+                        "netgen.codegen.swap_code", "netgen.codegen.header", "netgen.codegen.plan",
+                        "netgen.codegen.target", "netgen.codegen.runtime"),
+     "what every target shares: literals, the Lines builder, renderers, the module header, the engine plan, "
+     "the Target type, the shared runtime (checks, the Layer base, tables)"),
+    ("targets", TARGET_PACKAGES, "one package per target: its emitter, its runtime, its build step; no target "
+                                 "imports another"),
+    ("codegen", ("netgen.codegen",), "the registry (TARGETS, emit, write_module), the module cache and loader, "
+                                     "target=\"auto\""),
     ("compiled", ("netgen.compiled",), "one network through the passes and the proof"),
     ("portfolio", ("netgen.portfolio",), "every cheap construction compiled, the best kept"),
     ("estimate", ("netgen.estimate",), "the build-time estimate (of a construction or the portfolio) and the time budget"),
     ("compiler", ("netgen.compiler",), "the driver: construct or portfolio, passes, proof"),
-    ("layers", ("netgen.layers", "netgen.relax.loss", "netgen.compat", "netgen.search", "netgen.render"),
+    ("layers", ("netgen.layers", "netgen.compat", "netgen.search", "netgen.render"),
      "user-facing layers and losses (a network + a relaxation + a target), diffsort/difftopk "
      "compatibility, the record search, drawings"),
     ("ops", ("netgen.ops",), "the operators (soft_sort, soft_rank, soft_topk, topk_mask), their modules and "
@@ -81,24 +95,28 @@ def _is_type_checking(node: ast.If) -> bool:
         isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
 
 
-def imports(module: str, path: Path, modules: dict[str, Path]) -> list[tuple[str, int, bool]]:
-    """``(imported netgen module, line, runs at import time)`` for every
-    import statement of ``module``."""
+MODULE, FUNCTION, TYPING = "at module level", "inside a function", "under TYPE_CHECKING"
+
+
+def imports(module: str, path: Path, modules: dict[str, Path]) -> list[tuple[str, int, str]]:
+    """``(imported netgen module, line, where)`` for every import statement
+    of ``module``; ``where`` is MODULE (runs at import time), FUNCTION or
+    TYPING (never runs)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    found: list[tuple[str, int, bool]] = []
+    found: list[tuple[str, int, str]] = []
 
     def target(name: str) -> str | None:
         while name and name not in modules:  # "netgen.x.func" -> "netgen.x"
             name = name.rpartition(".")[0]
         return name or None
 
-    def visit(node: ast.AST, top: bool) -> None:
+    def visit(node: ast.AST, top: str) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-                visit(child, False)
+                visit(child, FUNCTION if top == MODULE else top)
             elif isinstance(child, ast.If) and _is_type_checking(child):
-                visit(child, False)  # never runs
+                visit(child, TYPING)  # never runs
             elif isinstance(child, ast.Import):
                 for a in child.names:
                     t = target(a.name) if a.name.split(".")[0] == "netgen" else None
@@ -122,7 +140,7 @@ def imports(module: str, path: Path, modules: dict[str, Path]) -> list[tuple[str
             else:
                 visit(child, top)
 
-    visit(tree, True)
+    visit(tree, MODULE)
     return [(t, line, top) for t, line, top in found if t != module]
 
 
@@ -150,7 +168,7 @@ def test_imports_follow_the_layers():
                 continue
             lt = layer_of(t)
             if lt > lm:
-                where = "at module level" if top else "inside a function"
+                where = top
                 bad.append(
                     f"{modules[m].relative_to(ROOT.parent)}:{line}: {m} (layer {LAYERS[lm][0]!r}) imports {t} "
                     f"(layer {LAYERS[lt][0]!r}) {where}: a layer may import only from itself and the layers "
@@ -159,10 +177,29 @@ def test_imports_follow_the_layers():
     assert not bad, "imports against the pipeline (see docs/layout.md):\n" + "\n".join(bad)
 
 
+def test_no_target_imports_another():
+    """A target is one unit: its package imports the shared pieces below
+    it, never another target's package (docs/codegen.md, "Adding a target")."""
+    modules, graph = _graph()
+
+    def package(m):
+        return next((p for p in TARGET_PACKAGES if m == p or m.startswith(p + ".")), None)
+
+    bad = [f"{modules[m].relative_to(ROOT.parent)}:{line}: {m} imports {t}"
+           for m, edges in graph.items() if package(m) for t, line, _ in edges
+           if package(t) not in (None, package(m))]
+    assert not bad, "a target imports another target:\n" + "\n".join(bad)
+
+
 def test_no_import_circles():
     modules, graph = _graph()
-    edges = {m: sorted({t for t, _, top in es if top and t in graph}) for m, es in graph.items()}
-    lines = {(m, t): line for m, es in graph.items() for t, line, top in es if top}
+    # every import that runs counts, wherever it sits; the package itself (the front door) does not
+    edges = {m: sorted({t for t, _, top in es if top != TYPING and t in graph and t != "netgen"})
+             for m, es in graph.items()}
+    lines: dict[tuple[str, str], str] = {}
+    for m, es in graph.items():
+        for t, line, top in sorted(es, key=lambda e: (e[2] != MODULE, e[1])):  # a module-level one first
+            lines.setdefault((m, t), f"line {line}" + ("" if top == MODULE else f", {top}"))
     # Tarjan's strongly connected components
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -198,9 +235,9 @@ def test_no_import_circles():
             strong(v)
     msgs = []
     for comp in circles:
-        inside = [f"{m} -> {t} (line {lines[m, t]})" for m in comp for t in edges[m] if t in comp]
+        inside = [f"{m} -> {t} ({lines[m, t]})" for m in comp for t in edges[m] if t in comp]
         msgs.append("circle among " + ", ".join(comp) + ": " + "; ".join(inside))
-    assert not circles, "module-level import circles:\n" + "\n".join(msgs)
+    assert not circles, "import circles (see docs/layout.md):\n" + "\n".join(msgs)
 
 
 # ------------------------------------------------------------ the checker itself
@@ -216,6 +253,17 @@ def fake_package(tmp_path, monkeypatch):
                                  "def f():\n    from ..compiler import compile\n",  # upward inside a function
         "cli.py": "def f():\n    from .construct.portfolio import choose\n",  # moved away
         "compiler.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .network import Network\n",
+        # a circle through function-level imports only, within one layer
+        "codegen/__init__.py": "",
+        "codegen/cache.py": "def f():\n    from .loader import g\n",
+        "codegen/loader.py": "def g():\n    from .cache import f\n",
+        # one target's package importing another's
+        "codegen/torch/__init__.py": "from ..numba import kernels\n",
+        "codegen/numba/__init__.py": "",
+        "codegen/numba/kernels.py": "",
+        # reading a name from the front door is no circle
+        "relax/__init__.py": "",
+        "relax/loss.py": "def __getattr__(name):\n    from .. import topk_loss\n",
     }.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
@@ -232,3 +280,13 @@ def test_the_checks_catch_an_upward_import_and_a_circle(fake_package):
         test_imports_follow_the_layers()
     with pytest.raises(AssertionError, match=r"circle among netgen\.construct\.splitter, netgen\.network"):
         test_no_import_circles()
+    with pytest.raises(AssertionError, match=r"circle among netgen\.codegen\.cache, netgen\.codegen\.loader: "
+                                             r"netgen\.codegen\.cache -> netgen\.codegen\.loader \(line 2, inside a "
+                                             r"function\)"):
+        test_no_import_circles()
+    with pytest.raises(AssertionError, match=r"netgen\.codegen\.torch imports netgen\.codegen\.numba\.kernels"):
+        test_no_target_imports_another()
+    try:
+        test_no_import_circles()
+    except AssertionError as e:
+        assert "netgen.relax" not in str(e) and "circle among netgen," not in str(e)

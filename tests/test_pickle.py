@@ -18,7 +18,7 @@ from netgen.codegen.auto import build_layer, runtime_steepness
 from netgen.compat import DiffSortNet, DiffTopkNet
 from netgen.construct import build
 from netgen.relax.distributions import Relaxation
-from netgen.relax.loss import topk_loss
+from netgen import topk_loss
 
 
 # a learnable steepness needs run-time steepness in the generated layers (PLAN interface 2)

@@ -18,14 +18,14 @@ import subprocess
 import sys
 import textwrap
 
-from netgen.codegen import numba_target
+from netgen.codegen import TARGETS
 from netgen.construct import build
 from netgen.relax.distributions import Relaxation
 
 _SCRIPT = textwrap.dedent('''
     import sys, threading
     import numba, torch
-    from netgen.codegen.loader import load
+    from netgen.codegen.cache import load
     from netgen.construct import build
     from netgen.relax import reference
     from netgen.relax.distributions import Relaxation
@@ -68,7 +68,7 @@ def _run(path, lock: str) -> subprocess.CompletedProcess:
 
 def test_workqueue_layer_is_thread_safe_and_the_lock_is_what_makes_it(tmp_path):
     path = tmp_path / "wq_mod.py"
-    path.write_text(numba_target.emit(build("oddeven", 6, 6), Relaxation("logistic", 4.0)))
+    path.write_text(TARGETS["numba"].emit(build("oddeven", 6, 6), Relaxation("logistic", 4.0)))
     ok = _run(path, "lock")  # compiles the parallel kernels (numba caches them beside the file)
     assert ok.returncode == 0, ok.stderr[-3000:]
     assert "workqueue bad 0" in ok.stdout, ok.stdout

@@ -36,8 +36,16 @@ import time
 
 __all__ = ["all_methods", "gpu_problem", "run_table"]
 
-NETGEN = ("netgen-cuda-rows", "netgen-cuda-column", "netgen-torch-rows", "netgen-torch-column",
-          "netgen-torch-compiled")
+def _netgen_methods() -> tuple[str, ...]:
+    """netgen's GPU methods: rows and column of every target that runs on a
+    CUDA device, most preferred first, and the torch rows step compiled."""
+    from ..codegen import TARGETS
+
+    on_gpu = sorted((t for t in TARGETS.values() if t.runs_on("cuda")), key=lambda t: -t.preference)
+    return tuple(f"netgen-{t.name}-{what}" for t in on_gpu for what in ("rows", "column")) + ("netgen-torch-compiled",)
+
+
+NETGEN = _netgen_methods()
 FLOORS = ("torch.topk", "softmax-ce")
 
 
@@ -94,8 +102,10 @@ def make_step(method, B, n, k, dev):
     y = torch.randint(0, n, (B,), generator=gen).to(dev)
     if method.startswith("netgen-"):
         target = method.split("-")[1]
-        if target == "cuda" and dev.type != "cuda":
-            raise Skip("the cuda target needs a GPU")
+        from ..codegen import TARGETS
+
+        if not TARGETS[target].runs_on(dev.type):
+            raise Skip(f"the {target} target does not run on {dev.type}")
         layer = _netgen_layer(target, n, k, dev)
         if method.endswith("column"):
             w = W(B, k)
@@ -276,8 +286,8 @@ def run_table(Bs, ns, k, methods, reps=20, device="cuda", compile_B=(500,), grap
                      f"{r['load_s']:>7.1f} {_fmt(None if ref is None else r['ms'] / ref, '10.2f')}")
             if cuda:
                 torch.cuda.empty_cache()
-    if cuda and any(m.startswith("netgen-cuda") for m in methods):
-        for m in ("netgen-cuda-rows", "netgen-cuda-column", "netgen-torch-rows"):
+    if cuda and any(m.startswith("netgen-") for m in methods):
+        for m in (m for m in NETGEN if not m.endswith("compiled")):
             if m in methods and m not in gone:
                 try:
                     h = _host_time(m, k, max(ns), dev)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-NETGEN_TARGETS = ("torch", "numba", "cuda")
 EXTERNAL = ("difftopk", "diffsort")
 
 
@@ -32,9 +31,10 @@ class Unavailable(Exception):
 
 
 def all_names() -> list[str]:
+    from ..codegen import TARGETS
     from ..relax.baselines import BASELINES
 
-    return sorted(BASELINES) + [f"netgen-{t}" for t in NETGEN_TARGETS] + list(EXTERNAL)
+    return sorted(BASELINES) + [f"netgen-{t}" for t in TARGETS] + list(EXTERNAL)
 
 
 def make(name: str, n: int, k: int, device: str, cache_dir: str | None = None, options: dict | None = None,
@@ -69,23 +69,17 @@ def _import(mod: str, why: str):
 
 
 def _netgen(target: str, n: int, k: int, device: str, cache_dir, network=None):
-    if target not in NETGEN_TARGETS:
-        raise ValueError(f"unknown netgen target {target!r}; choose from {', '.join(NETGEN_TARGETS)}")
-    if target == "cuda" and not _cuda_ok():
-        raise Unavailable("no CUDA GPU on this machine")
-    if target == "numba" and device != "cpu":
-        raise Unavailable("the numba target runs on the CPU only")
     codegen = _import("netgen.codegen", "code generation")
+    if target not in codegen.TARGETS:
+        raise ValueError(f"unknown netgen target {target!r}; choose from {', '.join(codegen.TARGETS)}")
+    t = codegen.TARGETS[target]
+    dev = device.split(":")[0]
+    if not t.runs_on(dev):
+        raise Unavailable(f"the {target} target runs on {', '.join(t.devices)} only, not on {dev}")
+    why_not = t.available()
+    if why_not is not None:
+        raise Unavailable(f"the {target} target cannot run here: {why_not}")
     dist = _import("netgen.relax.distributions", "relaxation")
-    for attr, mod in (("emit", codegen), ("default_relaxation", dist)):
-        if not hasattr(mod, attr):
-            raise Unavailable(f"{mod.__name__}.{attr} does not exist yet")
-    if target not in getattr(codegen, "TARGETS", NETGEN_TARGETS):
-        raise Unavailable(f"codegen target {target!r} is not registered")
-    try:
-        importlib.import_module(codegen.TARGETS[target]) if hasattr(codegen, "TARGETS") else None
-    except Exception as e:  # noqa: BLE001
-        raise Unavailable(f"codegen target {target!r} cannot be imported ({type(e).__name__}: {e})") from None
     if network is not None:
         from ..io import load as load_network
 
@@ -109,14 +103,6 @@ def _netgen(target: str, n: int, k: int, device: str, cache_dir, network=None):
         layer = layer.to(device)
     return layer, "permutation"
 
-
-def _cuda_ok() -> bool:
-    try:
-        import torch
-
-        return torch.cuda.is_available()
-    except Exception:  # noqa: BLE001
-        return False
 
 
 def _difftopk(n, k, device):

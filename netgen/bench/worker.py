@@ -85,8 +85,14 @@ def run(cfg: dict) -> dict:
 
     method, B, n, k = cfg["method"], int(cfg["B"]), int(cfg["n"]), int(cfg["k"])
     device = cfg.get("device", "cpu")
-    if method == "netgen-cuda":  # the CUDA target runs on the GPU whatever --device says
-        device = "cuda"
+    if method.startswith("netgen-"):  # a target that runs on an accelerator only runs there, whatever --device says
+        try:
+            from ..codegen import TARGETS
+        except ImportError:  # make() reports it as the reason the method is skipped
+            TARGETS = {}
+        t = TARGETS.get(method[len("netgen-"):])
+        if t is not None and t.devices is not None and "cpu" not in t.devices:
+            device = t.devices[0]
     dtype = getattr(torch, cfg.get("dtype", "float32"))
     warmup, repeats = int(cfg.get("warmup", 2)), int(cfg.get("repeats", 10))
     budget = float(cfg.get("budget_s", 5.0))

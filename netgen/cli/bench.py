@@ -76,7 +76,10 @@ def command(out_dir, quick, sorting, max_memory, methods, reference, batch, ns, 
     if unknown or not chosen:
         raise BadInput(f"unknown method(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(names)}")
     if reference is None:
-        reference = "netgen-numba" if "netgen-numba" in chosen else chosen[0]
+        from ..codegen import TARGETS
+
+        cpu = max((t for t in TARGETS.values() if t.runs_on("cpu")), key=lambda t: t.preference)  # numba
+        reference = f"netgen-{cpu.name}" if f"netgen-{cpu.name}" in chosen else chosen[0]
     if reference not in chosen:
         raise BadInput(f"--reference {reference!r} is not among the methods being run")
     cpus = os.cpu_count() or 1

@@ -11,16 +11,19 @@ from pathlib import Path
 import click
 
 from ..codegen import TARGETS as CODE_TARGETS
+from ..codegen import BuildError
 from ..construct import ALL_KINDS as KINDS
 from ..construct.best import OBJECTIVES
 from ..estimate import DEFAULT_MAX_SECONDS
 from ..passes.pipeline import DEFAULT_PASSES, PASSES
 from ..relax.formulas import DEFAULT_DISTRIBUTION
 from ..relax.formulas import REGISTRY as DISTRIBUTIONS
-from .common import BadInput, check_output, current_bar, handle_errors, log, max_size_option
+from .common import BadInput, check_output, current_bar, escape, handle_errors, log, max_size_option
 
 # the choices come from the registries: a new construction, target, pass or distribution appears here by itself
 TARGETS = ("json", *CODE_TARGETS)
+#: the code targets with a build step, and what it does (for --help)
+_BUILDS = "; ".join(f"{t.name}: {t.build.summary}" for t in CODE_TARGETS.values() if t.build is not None)
 
 
 @click.command("build")
@@ -39,8 +42,8 @@ TARGETS = ("json", *CODE_TARGETS)
 @click.option("--steepness", type=float, help="Relaxation steepness (default tied to depth).")
 @click.option("--art-lambda", "art_lambda", type=float, help="ART lambda for logistic_phi.")
 @click.option("--art-epsilon", "art_epsilon", type=float, help="ART tie epsilon; 1e-10 reproduces difftopk/diffsort (default 0: netgen's formula).")
-@click.option("--no-compile", "no_compile", is_flag=True, help="cuda: skip the PTX/cubin compile check.")
-@click.option("--compile-check", "compile_check", is_flag=True, help="cuda: require the full check (exit 2, nothing written, when no ptxas is found to assemble cubins).")
+@click.option("--no-compile", "no_compile", is_flag=True, help=f"Skip the target's build step ({_BUILDS}).")
+@click.option("--compile-check", "compile_check", is_flag=True, help="Require the target's build step in full (exit 2, nothing written, when it cannot run completely, e.g. no ptxas to assemble cubins).")
 @click.option("--max-seconds", "max_seconds", type=click.FloatRange(min=0, min_open=True), default=None,
               help=f"Refuse builds estimated above this many CPU seconds (default {DEFAULT_MAX_SECONDS:.0f}); "
                    "see docs/security.md.")
@@ -65,12 +68,8 @@ def command(n, k, kind, objective, from_file, target, output, name, passes, only
             check_module_name(name)
         except ValueError as e:
             raise BadInput(f"--name: {e}") from None
-    if target in ("torch", "cuda"):  # before the (possibly long) build
-        from ..extras import require
-
-        require("torch", f"--target {target}")
-        if target == "cuda":
-            require("numba_cuda", "--target cuda")
+    if target != "json":  # before the (possibly long) build
+        CODE_TARGETS[target].require(f"--target {target}")
     options = dict(steepness=steepness, art_lambda=art_lambda, art_epsilon=art_epsilon)
     if target != "json":  # check relaxation options before the (possibly long) build
         from ..relax.distributions import Relaxation
@@ -147,14 +146,12 @@ def _write_module(target, net, output, name, distribution, options, no_compile, 
     if changes:
         relax = dataclasses.replace(relax, **changes)
     out_dir = Path(output) if output else Path("generated")
-    if target == "cuda" and not no_compile:  # written only after the compile check (interrupt-safe)
-        from .cuda_check import write_checked_cuda
-
-        path = write_checked_cuda(net, relax, out_dir, name, required=compile_check)
-    else:
-        t = time.perf_counter()
-        path = write_module(target, net, relax, out_dir=out_dir, name=name)
-        log(f"emitted {target} module in {time.perf_counter() - t:.2f} s")
+    try:  # the target's build step runs too (cuda: the module is written only after its kernels compiled)
+        path = write_module(target, net, relax, out_dir=out_dir, name=name, build=not no_compile,
+                            required=compile_check, log=lambda line: log(escape(line)))
+    except BuildError as e:
+        click.echo(f"netgen: error: {e} (use --no-compile to keep an unchecked module)", err=True)
+        raise SystemExit(1) from None
     click.echo(f"wrote {path}")
     if out_dir.resolve() == (Path.cwd() / "generated").resolve():
         click.echo(f"from generated.{path.stem} import Layer")

@@ -63,11 +63,11 @@ def _network(file, n, k, kind, objective, passes):
         return load(file)
     if n is None:
         raise BadInput("give a network FILE, or --n N (with --k K and --network KIND)")
-    from ..compiler import DEFAULT_PASSES, build, compile_network, construct
+    from ..compiler import DEFAULT_PASSES, build, build_network, compile_network
 
     if kind is None:  # the portfolio proves its candidates while choosing
         return build(n, k, objective=objective, passes=DEFAULT_PASSES if passes else None).network
-    net = construct(n, k, kind, objective)
+    net = build_network(n, k, kind, objective)
     if passes:
         net = compile_network(net, verify=False).network
     return net

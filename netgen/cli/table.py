@@ -59,13 +59,13 @@ def cells(ns=tuple(PAPER), ks=range(1, 9)):
 def measure(n, k, kind, column, clean=True, built=None):
     """One cell; ``built`` maps (n, k, kind, column) to networks the best
     column already built with the same passes (reused, not rebuilt)."""
-    from ..compiler import compile_network, construct
+    from ..compiler import build_network, compile_network
     from ..passes.pipeline import DEFAULT_PASSES, STRUCTURAL_PASSES
 
     net = (built or {}).get((n, k, kind, column)) if clean else None
     if net is None:
         passes = DEFAULT_PASSES if clean else STRUCTURAL_PASSES
-        net = compile_network(construct(n, k, kind), passes=passes, verify=False).network
+        net = compile_network(build_network(n, k, kind), passes=passes, verify=False).network
     paper = PAPER[n]["sort"] if column == "sort" else PAPER[n][column][k - 1]
     return {"n": n, "k": k, "kind": kind, "column": column, "depth": net.depth, "size": net.size, "paper_depth": paper}
 

@@ -1,36 +1,40 @@
 """Code generation: turn (Network, Relaxation) into an importable module.
 
-Each target module (``TARGETS``) exposes ``emit(net, r) -> str`` returning the
-full source of a module that follows the generated-module contract of
-docs/design.md section 8 (``NETWORK``, ``RELAXATION``, ``TARGET``, ``Layer``).
-Targets are imported lazily, so ``netgen.codegen`` itself needs no torch.
+:data:`TARGETS` maps each target's name to its :class:`~netgen.codegen.target.Target`
+object (defined in ``netgen/codegen/<name>/``); :func:`emit` returns the full
+source of a module that follows the generated-module contract of
+docs/design.md section 8 (``NETWORK``, ``RELAXATION``, ``TARGET``,
+``Layer``), :func:`write_module` writes it and runs the target's build step.
+The target packages import their emitters lazily, so ``netgen.codegen``
+itself needs no torch.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import keyword
 import re
+import time
 import unicodedata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .cuda import TARGET as _CUDA
 from .literals import GeneratedSourceError, check_source
+from .numba import TARGET as _NUMBA
+from .target import BuildError, BuildIncomplete, Target
+from .torch import TARGET as _TORCH
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..network import Network
     from ..relax.distributions import Relaxation
 
-TARGETS = {
-    "torch": "netgen.codegen.torch_target",
-    "numba": "netgen.codegen.numba_target",
-    "cuda": "netgen.codegen.cuda_target",
-}
+#: every target, by name (a new target: its package, and one entry here)
+TARGETS: dict[str, Target] = {t.name: t for t in (_TORCH, _NUMBA, _CUDA)}
 
-__all__ = ["TARGETS", "emit", "module_name", "write_module", "target_module", "GeneratedSourceError",
-           "check_module_name", "MAX_NAME"]
+__all__ = ["TARGETS", "Target", "get", "emit", "module_name", "write_module", "GeneratedSourceError", "BuildError",
+           "BuildIncomplete", "check_module_name", "MAX_NAME"]
 
 #: the longest module name (UTF-8 bytes). numba names its cache files
 #: ``<module>.<function>-<line>.pyXY.<n>.nbc`` (~50 bytes past the module
@@ -62,20 +66,25 @@ def check_module_name(name) -> str:
     return name
 
 
-def target_module(target: str):
-    """The (lazily imported) emitter module for ``target``."""
-    if target not in TARGETS:
+def get(target: str | Target) -> Target:
+    """The :class:`Target` named ``target`` (a Target is returned as is)."""
+    if isinstance(target, Target):
+        return target
+    if not isinstance(target, str) or target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
-    return importlib.import_module(TARGETS[target])
+    return TARGETS[target]
 
 
-def emit(target: str, net: "Network", r: "Relaxation") -> str:
+def emit(target: str, net: "Network", r: "Relaxation", options=None) -> str:
     """Full module source for ``target``; byte-stable for equal inputs.
+    ``options``: the target's emit options (its options class, a dict of
+    its fields, or None for the defaults; see each target's package).
     The source is compiled (and checked to define each top-level name once)
     before it is returned: a failure is a :class:`GeneratedSourceError`
     (a RuntimeError: a netgen bug, exit 1 in the CLI)."""
-    source = target_module(target).emit(net, r)
-    check_source(source, f"generated {target} module")
+    t = get(target)
+    source = t.emit(net, r, options)
+    check_source(source, f"generated {t.name} module")
     return source
 
 
@@ -83,8 +92,7 @@ def module_name(net: "Network", r: "Relaxation", target: str) -> str:
     """A valid Python identifier naming the module, e.g.
     ``splitter_n10450_k5_torch_1a2b3c4d``: construction kind, n, k, target
     and 8 hex digits of a hash of (network, relaxation, target)."""
-    if target not in TARGETS:
-        raise ValueError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
+    target = get(target).name
     kind = str(net.construction.get("kind", "custom"))
     kind = re.sub(r"[^0-9a-zA-Z_]+", "_", kind).strip("_").lower() or "custom"
     if not kind[0].isalpha():
@@ -103,15 +111,32 @@ def write_module(
     r: "Relaxation",
     out_dir: str | Path = "generated",
     name: str | None = None,
+    options=None,
+    *,
+    build: bool = True,
+    required: bool = False,
+    log=None,
 ) -> Path:
-    """Emit and write ``<out_dir>/<name>.py`` atomically; return its path.
-    ``name`` defaults to :func:`module_name` and must be an identifier. The
-    source is compiled first (:func:`emit`); if that fails nothing is
-    written."""
+    """Emit ``<out_dir>/<name>.py`` and run the target's build step (the
+    same artefacts as ``netgen build``: for cuda, the compile check and the
+    kernels beside the module); return its path. ``name`` defaults to
+    :func:`module_name` and must be an identifier; ``options`` as for
+    :func:`emit`. ``build=False`` skips the build step (``--no-compile``);
+    ``required=True`` makes a build step that cannot run in full (no
+    assembler) a :class:`BuildIncomplete` instead of a log line. ``log``
+    gets one line per step. The file is written atomically, and only once
+    the source compiled (:func:`emit`) and the build step passed: a failure
+    writes nothing (:class:`BuildError`)."""
     from ..io import atomic_write_text
 
-    name = check_module_name(module_name(net, r, target) if name is None else name)
-    source = emit(target, net, r)
+    t = get(target)
+    name = check_module_name(module_name(net, r, t.name) if name is None else name)
+    say = log or (lambda line: None)
+    t0 = time.perf_counter()
+    source = emit(t, net, r, options)
+    say(f"emitted {t.name} module in {time.perf_counter() - t0:.2f} s")
     path = Path(out_dir) / f"{name}.py"
+    if build and t.build is not None:
+        return t.build.run(source, path, required=required, log=say)
     atomic_write_text(path, source)
     return path

@@ -1,7 +1,11 @@
 """Pick the fastest target for a device, and build layers in memory.
 
-``target="auto"`` (the default of :func:`netgen.relax.loss.topk_loss` and of
-the difftopk/diffsort drop-ins in :mod:`netgen.compat`) means:
+``target="auto"`` (the default of :func:`netgen.topk_loss` and of the
+difftopk/diffsort drop-ins in :mod:`netgen.compat`) means: among the targets
+whose layers run on the device (:attr:`Target.devices
+<netgen.codegen.target.Target>`) and are usable here
+(:attr:`~netgen.codegen.target.Target.available`), the one of highest
+:attr:`~netgen.codegen.target.Target.preference`:
 
 * a CUDA device, with numba-cuda installed and a GPU numba can see: ``cuda``
   (the generated kernels: the fastest layer on a GPU);
@@ -16,73 +20,56 @@ device.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
-import numbers
-
-import numpy as np
 
 import torch
 
-from . import TARGETS, emit, module_name
-from .loader import load_source
+from . import TARGETS, emit, get, module_name
+from .cache import import_source
+from .runtime.layer import LayerBase
 
-__all__ = ["AutoLayer", "build_layer", "pick_target"]
+__all__ = ["AutoLayer", "build_layer", "pick_target", "check_target", "runtime_steepness"]
 
 log = logging.getLogger("netgen")
-
-
-def _has(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):  # a parent package is missing
-        return False
-
-
-def _cuda_target_usable() -> bool:
-    if not (torch.cuda.is_available() and _has("numba") and _has("numba.cuda")):
-        return False
-    from ._cuda_compile import numpy_compat
-
-    numpy_compat()
-    from numba import cuda
-
-    return bool(cuda.is_available())
 
 
 def pick_target(device) -> tuple[str, str]:
     """(target, why) for tensors on ``device`` (see the module docstring)."""
     dev = torch.device(device)
-    if dev.type == "cuda":
-        if _cuda_target_usable():
-            return "cuda", "a CUDA device with numba-cuda"
-        return "torch", 'a CUDA device without a usable numba-cuda (pip install "netgen[cuda]" for the cuda target)'
-    if dev.type == "cpu":
-        if _has("numba"):
-            return "numba", "a CPU device with numba"
-        return "torch", 'a CPU device without numba (pip install "netgen[numba]" for the numba target)'
-    return "torch", f"a {dev.type} device (only the torch target runs there)"
+    where = f"a {dev.type.upper() if dev.type in ('cpu', 'cuda') else dev.type} device"
+    missed = []
+    for t in sorted(TARGETS.values(), key=lambda t: -t.preference):
+        if not t.runs_on(dev.type):
+            continue
+        why_not = t.available()
+        if why_not is None:
+            if t.devices is None and not missed:
+                return t.name, f"{where} (only the {t.name} target runs there)"
+            if t.devices is None:
+                return t.name, f"{where} without a usable {missed[0][0]} target ({missed[0][1]})"
+            return t.name, f"{where} with {t.needs}"
+        missed.append((t.name, why_not))
+    raise ValueError(f"no netgen target runs on {where}")  # pragma: no cover - torch runs anywhere
 
 
 def build_layer(net, r, target: str = "torch"):
     """A ``Layer()`` of the generated ``target`` module for ``net`` relaxed
     by ``r``, imported from netgen's on-disk cache (written there on first
     use; nothing goes to ``generated/``; see :mod:`netgen.codegen.cache`)."""
-    if target not in TARGETS:
-        raise ValueError(f"unknown target {target!r}; choose 'auto' or one of {', '.join(TARGETS)}")
+    target = get(target).name
     from . import cache
 
     key = cache.built_key(net, r, target)
     mod = cache.find_built(key)  # built before (this process or another): no emit, no source check
     if mod is None:
-        mod = load_source(emit(target, net, r), module_name(net, r, target))
+        mod = import_source(emit(target, net, r), module_name(net, r, target))
         if not str(getattr(mod, "__file__", "<")).startswith("<"):  # in the cache, not in memory
             cache.remember_built(key, mod.__name__)
     return mod.Layer()
 
 
 def check_target(target: str) -> str:
-    if target != "auto" and target not in TARGETS:
+    if target != "auto" and (not isinstance(target, str) or target not in TARGETS):
         raise ValueError(f"unknown target {target!r}; choose 'auto' or one of {', '.join(TARGETS)}")
     return target
 
@@ -94,33 +81,15 @@ def runtime_steepness(layer) -> bool:
         getattr(type(layer), "steepness", None), property)
 
 
-def check_steepness(s) -> None:
-    """ValueError unless ``s`` is a finite number > 0 or a 1-element tensor
-    of any shape (0-d, ``(1,)``, e.g. ``nn.Parameter(torch.ones(1) * 10)``)
-    holding one; a tensor's value is read only on the CPU outside
-    torch.compile (elsewhere that would synchronise or break the graph)."""
-    if isinstance(s, torch.Tensor):
-        if s.numel() != 1:
-            raise ValueError(f"steepness must be a number or a 1-element tensor, got a tensor of shape "
-                             f"{tuple(s.shape)}")
-        if s.device.type != "cpu" or torch.compiler.is_compiling():
-            return
-        v = float(s.detach().reshape(()))
-    else:
-        if isinstance(s, (bool, np.bool_)) or not isinstance(s, (numbers.Real, np.floating, np.integer)):
-            raise ValueError(f"steepness must be a number, got {s!r}")
-        v = float(s)
-    if not (v > 0 and v != float("inf")):
-        raise ValueError(f"steepness must be finite and > 0, got {v}")
-
-
 _OWN = object()
 
 
-class AutoLayer(torch.nn.Module):
+class AutoLayer(LayerBase):
     """A netgen layer whose target follows the scores' device (``target=
-    "auto"``) or is fixed. Same interface as a generated ``Layer``:
-    ``layer(x) -> (values, P)``, ``layer.column(x, y)``, ``layer.hard(x)``.
+    "auto"``) or is fixed. Same interface as a generated ``Layer`` (the same
+    Layer base: argument checks, steepness rule, torch.func refused):
+    ``layer(x) -> (values, P)``, ``layer.values(x)``, ``layer.column(x, y)``,
+    ``layer.hard(x)``.
 
     ``steepness`` (attribute, read at every call; None: the relaxation's):
     a number, numpy scalar, 1-element tensor (0-d or ``(1,)``) or
@@ -140,10 +109,9 @@ class AutoLayer(torch.nn.Module):
     netgen's cache on its first call."""
 
     def __init__(self, net, r, target: str = "auto", device=None, steepness=None):
-        super().__init__()
+        super().__init__(steepness)
         self.net, self.relaxation, self.target = net, r, check_target(target)
         self.n, self.k = net.n, net.k
-        self.steepness = steepness
         self._built: dict = {}  # (device type, relaxation) -> generated Layer
         self.targets: dict[str, str] = {}
         if device is not None:
@@ -180,17 +148,13 @@ class AutoLayer(torch.nn.Module):
         """The generated layer serving ``device``, with this layer's
         steepness (or ``steepness``, which the caller owns) handed over;
         built on first use."""
-        if torch._C._are_functorch_transforms_active():
-            raise ValueError(
-                "netgen: torch.func transforms (vmap, grad, jacrev, jvp, ...) are not supported by generated "
-                "layers; use netgen.relax.reference (plain autograd) for them")
         s = self.steepness if steepness is _OWN else steepness
         layer = self._get(device, self.relaxation)
         if s is None:
             if runtime_steepness(layer):
                 _hand_over(layer, self.relaxation.steepness)
             return layer
-        check_steepness(s)
+        self.steepness_value(s)
         if runtime_steepness(layer):
             _hand_over(layer, s)
             return layer
@@ -202,13 +166,20 @@ class AutoLayer(torch.nn.Module):
 
         return self._get(device, replace(self.relaxation, steepness=float(s)))
 
-    def forward(self, x):
+    def _default_steepness(self):
+        return self.relaxation.steepness
+
+    # the base has checked x and the steepness; the generated layer for x's device runs the call
+    def _forward(self, x, s):
         return self.layer_for(x.device)(x)
 
-    def column(self, x, y):
+    def _values(self, x, s):
+        return self.layer_for(x.device).values(x)
+
+    def _column(self, x, y, s):
         return self.layer_for(x.device).column(x, y)
 
-    def hard(self, x):
+    def _hard(self, x):
         return self.layer_for(x.device).hard(x)
 
     def __getstate__(self):

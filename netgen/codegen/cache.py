@@ -1,15 +1,15 @@
 """One on-disk cache for everything netgen compiles.
 
-Layers built in memory (:mod:`netgen.compat`, :func:`netgen.relax.loss.topk_loss`,
-``target="auto"``, :func:`netgen.codegen.loader.load_source`) are written here
-as real module files and imported from them, so that
+Layers built in memory (:mod:`netgen.compat`, :func:`netgen.topk_loss`,
+``target="auto"``: :func:`import_source`) are written here as real module
+files and imported from them, so that
 
 * numba's ``cache=True`` keeps the compiled kernels next to them
   (``__pycache__``): a new process's first call loads machine code instead
   of compiling for seconds;
 * a cuda module saves the cubin numba-cuda linked for each kernel beside
   itself, so a new process's first call loads it instead of compiling
-  (:mod:`netgen.codegen.runtime.cuda_cubin`; the files are named by the
+  (:mod:`netgen.codegen.cuda.cubin`; the files are named by the
   module's source hash, and the loader checks each entry's parameters
   against the launcher's packing before using it);
 * a pickled layer (``torch.save(model)``) names a module that a new process
@@ -24,10 +24,11 @@ Layout (``root()``: ``$NETGEN_CACHE_DIR`` or the user cache dir of
     <root>/<versions>/modules/_netgen_<name>_<hash>.cubins/
                                                 a cuda module's kernels, saved by the
                                                 module itself after its first compile
-                                                (netgen.codegen.runtime.cuda_cubin)
+                                                (netgen.codegen.cuda.cubin)
     <root>/<versions>/paths/<module name>       path of a file netgen.load() imported
 
-``<versions>`` names python, netgen, numba and torch versions, so an upgrade
+``<versions>`` names python, netgen and the targets' toolchains (numba,
+torch) with their versions, so an upgrade
 never reads another version's compiled code. The module file name carries a
 hash of its source, so equal names mean equal bytes. Files are written once,
 to a temporary file first and then linked into place (``os.link`` fails if
@@ -52,6 +53,12 @@ imported, and only when the file's hash is the one in the name; a file that
 does not match is rewritten when netgen has the source (building a layer)
 and refused otherwise (:class:`CacheDamaged`, naming the path).
 
+A generated module file anywhere else is imported with :func:`load`
+(``netgen.load(path)``), under a name made of its stem and a hash of its
+path and content (:func:`qualname_of_file`), which is recorded under
+``paths/`` so that the finder imports it again in another process; it runs
+from the bytes that hash was taken of.
+
 Clear with :func:`clear` or ``netgen cache clear``; ``netgen cache info``
 prints where it is and how big.
 """
@@ -75,7 +82,8 @@ from pathlib import Path
 
 __all__ = ["root", "version_dir", "module_file", "import_source", "remember_path", "clear", "info",
            "install_finder", "qualname_for", "built_key", "find_built", "remember_built", "usable_dir",
-           "root_problem", "verified_source", "exec_source", "file_qualname", "CacheDamaged"]
+           "root_problem", "verified_source", "exec_source", "file_qualname", "CacheDamaged", "load",
+           "qualname_of_file"]
 
 ENV = "NETGEN_CACHE_DIR"
 #: set to 1 to use a cache root that is not yours or that others can write
@@ -133,11 +141,14 @@ def _version(dist: str) -> str:
 
 @functools.lru_cache(maxsize=None)
 def versions() -> str:
-    """The version tag of this interpreter and these libraries."""
+    """The version tag of this interpreter, netgen and the toolchains of
+    every target (:attr:`netgen.codegen.target.Target.toolchain`)."""
     from .. import __version__
+    from . import TARGETS
 
+    dists = sorted({d for t in TARGETS.values() for d in t.toolchain})
     parts = [f"py{sys.version_info[0]}.{sys.version_info[1]}", f"netgen{__version__}",
-             f"numba{_version('numba')}", f"torch{_version('torch')}"]
+             *(f"{d}{_version(d)}" for d in dists)]
     return re.sub(r"[^0-9A-Za-z.+-]+", "_", "-".join(parts))
 
 
@@ -365,6 +376,44 @@ def import_source(source: str, name: str) -> types.ModuleType:
         log.warning("netgen: cache %s not writable (%s); compiling in memory", _shown(path.parent), e)
         return _in_memory(source, qualname, name)
     return exec_source(qualname, path, data)  # the bytes netgen generated, not re-read
+
+
+# ------------------------------------------------- a module file anywhere
+def load(path) -> types.ModuleType:
+    """Import the generated module at ``path`` and return it
+    (``netgen.load(path)``).
+
+    The module is registered in ``sys.modules`` under its file stem plus a
+    hash of its resolved path and content (``_netgen_<stem>_<hash>``),
+    so loading two different files with the same name never mixes them up,
+    and loading the same unchanged file again returns the same module. The
+    bytes hashed into the name are the bytes that run."""
+    p = Path(path)
+    if p.is_dir() or p.suffix != ".py":
+        raise ValueError(f"expected a generated .py file, got {str(path)!r}")
+    if not p.is_file():
+        raise ValueError(f"no such generated module: {str(path)!r}")
+    data = p.read_bytes()
+    qualname = file_qualname(p, data)
+    mod = sys.modules.get(qualname)
+    if mod is not None:
+        return mod
+    mod = exec_file(qualname, p, data)
+    names = vars(mod)
+    for attr in ("NETWORK", "RELAXATION", "TARGET", "Layer"):
+        # NETWORK may be provided lazily by a module-level __getattr__
+        present = attr in names or (attr == "NETWORK" and callable(names.get("__getattr__")))
+        if not present:
+            del sys.modules[qualname]
+            raise ValueError(f"{str(path)!r} is not a netgen generated module (missing {attr})")
+    remember_path(qualname, p)  # so that a pickled Layer of it loads in another process
+    return mod
+
+
+def qualname_of_file(path) -> str:
+    """``_netgen_<stem>_<hash of resolved path and content>``: the module
+    name :func:`load` registers ``path`` under."""
+    return file_qualname(path, Path(path).read_bytes())
 
 
 # ------------------------------------------------- built layers, by input

@@ -104,6 +104,9 @@ class Namespace:
 
     def __init__(self, reserved: Iterable[str] = ()) -> None:
         self._used: set[str] = set(reserved)
+        #: the names copied from runtime modules (netgen.codegen.runtime.assemble / statements);
+        #: the rest of the defined names are the emitter's
+        self.copied: set[str] = set()
 
     def __contains__(self, name: str) -> bool:
         return name in self._used

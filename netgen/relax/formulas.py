@@ -5,7 +5,7 @@ expressions (:mod:`netgen.relax.expr`).
 Everything that computes a swap probability renders these same
 expressions: the reference (:mod:`netgen.relax.distributions`, torch
 tensor ops), the torch target's ``_swap`` (torch source) and the numba /
-CUDA kernels' swap code (scalar source, :func:`netgen.codegen._swap_code.swap_code`).
+CUDA kernels' swap code (scalar source, :func:`netgen.codegen.swap_code.swap_code`).
 Renderer-specific forms (float32 inline exp, arctangent and normal CDF in
 the CPU kernels, square roots for ART's 1/4 and 1/2 powers) are rewrites
 of these expressions inside the renderers (:mod:`netgen.codegen.render`),

@@ -192,10 +192,16 @@ class TopKCrossEntropyLoss(torch.nn.Module):
 
 
 def __getattr__(name: str):
-    # topk_loss moved to netgen.layers (layer-building helpers leave relax/);
-    # imported on first use only, so importing this module builds nothing
+    # ``netgen.relax.loss.topk_loss``: the old home of :func:`netgen.topk_loss`
+    # (it builds a network and a generated layer, which this module, below
+    # codegen, cannot import; docs/layout.md). Served from the front door,
+    # which is imported before any module of netgen, with a DeprecationWarning.
     if name == "topk_loss":
-        from ..layers import topk_loss
+        import warnings
 
+        from .. import topk_loss
+
+        warnings.warn("netgen.relax.loss.topk_loss moved: import it as netgen.topk_loss", DeprecationWarning,
+                      stacklevel=2)
         return topk_loss
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -28,15 +28,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 _EMIT = r'''
 import sys
-from netgen.codegen.cuda_target import emit
+from netgen.codegen import emit
 from netgen.compiler import compile_network
 from netgen.construct import build
 from netgen.relax.distributions import default_relaxation
 net = compile_network(build("splitter", int(sys.argv[2]), int(sys.argv[3]))).network
-open(sys.argv[1], "w").write(emit(net, default_relaxation(net)))
+open(sys.argv[1], "w").write(emit("cuda", net, default_relaxation(net)))
 # divisions per comparator in the swap code as that tree's kernels paste it
 # (MUFU.RCP counts comparators in the SASS loops)
-from netgen.codegen._swap_code import swap_code
+from netgen.codegen.swap_code import swap_code
 try:
     swap = swap_code(default_relaxation(net), 0, "float32", steepness="s")
 except TypeError:  # trees before the run-time steepness
@@ -46,7 +46,7 @@ open(sys.argv[1] + ".rcp", "w").write(str(max(1, swap.count(" / "))))
 # model classes global loads by the array they read)
 import json
 try:
-    from netgen.codegen._cuda_kernels import KERNELS
+    from netgen.codegen.cuda.kernels import KERNELS
     args = {k.name: [list(a) for a in k.args] for k in KERNELS}
 except (ImportError, AttributeError):  # trees before the Kernel objects
     args = {}
@@ -54,7 +54,7 @@ open(sys.argv[1] + ".args", "w").write(json.dumps(args))
 '''
 _COMPILE = r'''
 import json, sys
-from netgen.codegen.cuda_target import compile_check
+from netgen.codegen.cuda.emit import compile_check
 res = compile_check(sys.argv[1] + "/module.py", out_dir=sys.argv[1] + "/ptx")
 json.dump(res, open(sys.argv[1] + "/compile.json", "w"))
 '''

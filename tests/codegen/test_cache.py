@@ -11,7 +11,7 @@ import torch
 
 from netgen.codegen import cache, emit, module_name
 from netgen.codegen.auto import build_layer
-from netgen.codegen.loader import load
+from netgen.codegen.cache import load
 from netgen.construct import build
 from netgen.relax.distributions import Relaxation
 
@@ -126,7 +126,7 @@ def test_cli_cache_commands(cache_dir):
 
 FIRST_CALL = """
 import numba, torch
-from netgen.relax.loss import topk_loss
+from netgen import topk_loss
 loss = topk_loss(30, [0.5, 0.5], target="numba")
 x = torch.randn(4, 30, requires_grad=True)
 loss(x, torch.tensor([0, 1, 2, 3])).backward()

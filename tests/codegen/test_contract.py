@@ -6,13 +6,16 @@ dtypes, shapes, bad-input messages, the steepness attribute (PLAN
 interface 2), second order and torch.func refused (3), inputs never written
 (4), overflow named (5).
 
-torch and numba run in this process. cuda runs the same checks in Numba's
-CUDA simulator, which must be enabled before numba is imported: this file
-is then executed as a script in a subprocess (``python test_contract.py``
-with NUMBA_ENABLE_CUDASIM=1) and reports one result per check. On a GPU
-(and so in the simulator) bad rows come out NaN instead of raising, and
-overflow is not checked (it would synchronise), so those two checks follow
-the device rule for cuda.
+How a target runs here is its :class:`~netgen.codegen.target.TestMode`
+(``TARGETS[name].test``): in this process (torch, numba), with its test
+environment and emit options; or, for a target whose device this machine
+lacks (``simulator``: cuda), in Numba's CUDA simulator, which must be
+enabled before numba is imported: this file is then executed as a script in
+a subprocess (``python test_contract.py NAME`` with NUMBA_ENABLE_CUDASIM=1)
+and reports one result per check; gradcheck runs in its fast mode there
+(~1 s per launch). With ``nan_rows`` (a GPU, and so the simulator) bad rows
+come out NaN instead of raising, and overflow is not checked (it would
+synchronise), so those two checks follow the device rule.
 """
 
 from __future__ import annotations
@@ -27,10 +30,11 @@ import traceback
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
-from netgen.codegen import TARGETS, write_module
-from netgen.codegen.loader import load
+from netgen.codegen import TARGETS, module_name
+from netgen.codegen.cache import load
 from netgen.construct import build
 from netgen.relax import reference as ref
 from netgen.relax.distributions import Relaxation
@@ -42,28 +46,22 @@ RELAX = Relaxation("logistic_phi", 3.0, art_lambda=0.25)
 class Case:
     """One target's generated module for NET/RELAX, and the rules it runs by."""
 
-    def __init__(self, target: str, out_dir: Path, device_rules: bool):
-        self.target = target
+    def __init__(self, target: str, out_dir: Path):
+        self.target = TARGETS[target]
         self.net = build(*NET)
         self.r = RELAX
         self.mod = load(self._write(out_dir))
-        self.device_rules = device_rules  # bad rows -> NaN instead of ValueError
+        self.device_rules = self.target.test.nan_rows  # bad rows -> NaN instead of ValueError
+        self.fast_gradcheck = self.target.test.simulator  # ~1 s per simulated launch
 
     def _write(self, out_dir: Path) -> Path:
-        if self.target == "cuda":
-            # the simulator runs every thread of a block as a Python thread:
-            # a small block where the emitter offers the knob (same kernels)
-            import inspect
+        # the target's test options (cuda: a small block, the same kernels);
+        # emit() compiles the source before returning it
+        from netgen.codegen import emit
 
-            from netgen.codegen import emit, module_name, target_module
-
-            if "threads" in inspect.signature(target_module("cuda").emit).parameters:
-                src = target_module("cuda").emit(self.net, self.r, threads=32)  # the smallest block the cuda target allows
-                emit("cuda", self.net, self.r)  # the public path still compiles
-                path = out_dir / f"{module_name(self.net, self.r, 'cuda')}.py"
-                path.write_text(src)
-                return path
-        return write_module(self.target, self.net, self.r, out_dir)
+        path = out_dir / f"{module_name(self.net, self.r, self.target.name)}.py"
+        path.write_text(emit(self.target.name, self.net, self.r, dict(self.target.test.options)))
+        return path
 
     def layer(self, **kw):
         return self.mod.Layer(**kw)
@@ -115,11 +113,11 @@ def check_gradients(c: Case):
         (rx,) = torch.autograd.grad(rfn(x), x)
         _close(gx, rx, 1e-11, "gradient")
     xs = c.x(2).requires_grad_()
-    # cuda runs in the simulator, ~1 s per launch: gradcheck's fast mode (a
-    # random projection: two forwards and one backward per function, not
-    # one backward per output) there, 199 -> ~10 s; the gradients above
+    # in the simulator, ~1 s per launch: gradcheck's fast mode (a random
+    # projection: two forwards and one backward per function, not one
+    # backward per output) there (cuda: 199 -> ~10 s); the gradients above
     # already match the reference to 1e-11 on every target
-    fast = c.target == "cuda"
+    fast = c.fast_gradcheck
     assert torch.autograd.gradcheck(lambda t: layer(t), (xs,), fast_mode=fast)
     assert torch.autograd.gradcheck(lambda t: layer.column(t, y[:2]), (xs,), fast_mode=fast)
 
@@ -303,11 +301,13 @@ CHECKS = {name[len("check_"):]: fn for name, fn in globals().items() if name.sta
 
 # ------------------------------------------------------------------ pytest side
 def _available(target):
+    """None, or why the target's modules cannot be built here."""
     try:
-        if target in ("numba", "cuda"):
-            import numba  # noqa: F401
+        TARGETS[target].require(f"the {target} target")
         return None
     except ImportError as e:  # pragma: no cover
+        return str(e)
+    except ValueError as e:  # MissingExtra
         return str(e)
 
 
@@ -316,28 +316,25 @@ _CASES: dict = {}
 
 def _case(target, tmp_path_factory):
     if target not in _CASES:
-        old = os.environ.get("NETGEN_NUMBA_PARALLEL")
-        os.environ["NETGEN_NUMBA_PARALLEL"] = "0"  # serial kernels compile ~3x faster
-        try:
-            _CASES[target] = Case(target, tmp_path_factory.mktemp(f"contract_{target}"), device_rules=False)
-        finally:
-            if old is None:
-                del os.environ["NETGEN_NUMBA_PARALLEL"]
-            else:
-                os.environ["NETGEN_NUMBA_PARALLEL"] = old
+        with pytest.MonkeyPatch.context() as mp:  # e.g. numba: serial kernels compile ~3x faster
+            for key, value in TARGETS[target].test.env.items():
+                mp.setenv(key, value)
+            _CASES[target] = Case(target, tmp_path_factory.mktemp(f"contract_{target}"))
     return _CASES[target]
 
 
 _SIM: dict = {}
 
 
-def _simulated(check):
-    """Result of ``check`` for the cuda target in the CUDA simulator (all
-    checks run in one subprocess, once; it reports each as it finishes)."""
-    if not _SIM:
-        env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", NETGEN_NUMBA_PARALLEL="0")
+def _simulated(target, check):
+    """Result of ``check`` for ``target`` in the CUDA simulator (all checks
+    run in one subprocess per target, once; it reports each as it
+    finishes)."""
+    if target not in _SIM:
+        env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", **TARGETS[target].test.env)
+        results = _SIM[target] = {}
         try:
-            proc = subprocess.run([sys.executable, __file__], capture_output=True, text=True, env=env,
+            proc = subprocess.run([sys.executable, __file__, target], capture_output=True, text=True, env=env,
                                   timeout=SIM_TIMEOUT)
             out, why = proc.stdout, f"the simulator process failed: {proc.stderr[-3000:]}"
         except subprocess.TimeoutExpired as e:
@@ -345,10 +342,10 @@ def _simulated(check):
             why = f"not reached within {SIM_TIMEOUT} s"
         for line in out.splitlines():
             if line.startswith("{"):
-                _SIM.update(json.loads(line))
+                results.update(json.loads(line))
         for name in CHECKS:
-            _SIM.setdefault(name, why)
-    return _SIM[check]
+            results.setdefault(name, why)
+    return _SIM[target][check]
 
 
 SIM_TIMEOUT = 1500
@@ -362,24 +359,22 @@ def pytest_generate_tests(metafunc):
 
 
 def test_contract(target, check, tmp_path_factory):
-    import pytest
-
     missing = _available(target)
     if missing:
-        pytest.skip(f"{target} needs {missing}")
-    if target == "cuda":
-        result = _simulated(check)
-        assert result == "ok", f"cuda (simulator): {result}"
+        pytest.skip(f"{target}: {missing}")
+    if TARGETS[target].test.simulator:
+        result = _simulated(target, check)
+        assert result == "ok", f"{target} (simulator): {result}"
         return
     CHECKS[check](_case(target, tmp_path_factory))
 
 
-if __name__ == "__main__":  # the cuda target in the simulator (see the module doc)
+if __name__ == "__main__":  # a target in the simulator (see the module doc)
     assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            case = Case("cuda", Path(tmp), device_rules=True)
+            case = Case(sys.argv[1], Path(tmp))
         except Exception:  # noqa: BLE001 - reported per check
             err = traceback.format_exc(limit=3)
             results = {name: f"module failed to load: {err}" for name in CHECKS}

@@ -12,11 +12,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-import netgen.codegen as codegen
 from netgen.codegen import TARGETS, GeneratedSourceError, emit, write_module
 from netgen.codegen.lines import literal as lines_literal
 from netgen.codegen.literals import Namespace, check_source, docstring, literal
-from netgen.codegen.loader import load
+from netgen.codegen.cache import load
 from netgen.network import Network
 from netgen.relax.distributions import Relaxation
 
@@ -100,8 +99,9 @@ def test_check_source_refuses_bad_code_and_repeated_definitions():
 
 def test_write_module_compiles_first_and_writes_nothing_on_failure(tmp_path, monkeypatch):
     net = Network.from_layers(2, [[(0, 1)]])
-    mod = codegen.target_module("torch")
-    monkeypatch.setattr(mod, "emit", lambda net, r: "def broken(:\n")
+    from netgen.codegen.torch import emit as torch_emit
+
+    monkeypatch.setattr(torch_emit, "emit", lambda *args: "def broken(:\n")
     with pytest.raises(RuntimeError, match="netgen bug"):
         write_module("torch", net, Relaxation(), tmp_path)
     assert list(tmp_path.iterdir()) == []
@@ -126,8 +126,8 @@ def _check_target(target, construction, tmp_path, monkeypatch):
     net = _network(construction)
     src = emit(target, net, Relaxation())  # compiled inside emit
     compile(src, "<m>", "exec")
-    if target == "cuda":
-        # the cuda module is imported in its own simulator-free process by
+    if TARGETS[target].test.simulator:
+        # (cuda) the module is imported in its own simulator-free process by
         # test_cuda_target_imports_without_gpu; here: compiles and keeps the text
         ns = {}
         import ast
@@ -150,7 +150,7 @@ def test_any_construction_text_every_target(target, tmp_path_factory):
     if target in ("numba",):
         pytest.importorskip("numba")
 
-    @settings(max_examples=25 if target != "cuda" else 15, deadline=None,
+    @settings(max_examples=15 if TARGETS[target].test.simulator else 25, deadline=None,
               suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
     @given(constructions)
     @example({"kind": PAYLOAD})
@@ -170,10 +170,10 @@ def test_cuda_target_imports_without_gpu(tmp_path):
 
     pytest.importorskip("numba.cuda")
     construction = {"kind": PAYLOAD, "note": "\0@@KERNELS@@\\N{"}
-    path = write_module("cuda", _network(construction), Relaxation(), tmp_path)
+    path = write_module("cuda", _network(construction), Relaxation(), tmp_path, build=False)
     code = (
         "import json, sys\n"
-        "from netgen.codegen.loader import load\n"
+        "from netgen.codegen.cache import load\n"
         f"m = load({str(path)!r})\n"
         "print(json.dumps(m.NETWORK['construction']))\n"
     )

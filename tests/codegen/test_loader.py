@@ -1,4 +1,4 @@
-"""netgen.load / netgen.codegen.loader.load."""
+"""netgen.load (netgen.codegen.cache.load)."""
 
 import subprocess
 import sys
@@ -8,7 +8,7 @@ import torch
 
 import netgen
 from netgen.codegen import write_module
-from netgen.codegen.loader import load
+from netgen.codegen.cache import load
 from netgen.network import Network
 from netgen.relax.distributions import Relaxation
 

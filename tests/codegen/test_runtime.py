@@ -7,19 +7,94 @@ import numpy as np
 import pytest
 import torch
 
+import builtins
+import importlib
+import inspect
+import symtable
+import textwrap
+import types
+
 from netgen.codegen.literals import GeneratedSourceError, Namespace
-from netgen.codegen.runtime import assemble, common, torch_layer
+from netgen.codegen.runtime import assemble, check_interface, common, statements
+from netgen.codegen.runtime.layer import LayerBase
+from netgen.codegen.torch import layer as torch_layer
+
+#: every runtime file a generated module copies from
+RUNTIME = ("netgen.codegen.runtime.common", "netgen.codegen.runtime.layer", "netgen.codegen.runtime.tables",
+           "netgen.codegen.torch.layer", "netgen.codegen.torch.engine",
+           "netgen.codegen.numba.vector", "netgen.codegen.numba.engine", "netgen.codegen.numba.kernels",
+           "netgen.codegen.numba.host", "netgen.codegen.numba.layer",
+           "netgen.codegen.cuda.launch", "netgen.codegen.cuda.cubin", "netgen.codegen.cuda.ops",
+           "netgen.codegen.cuda.layer")
 
 
 def test_steepness_value_accepts_numbers_and_tensors():
-    assert common.steepness_value(3) == 3.0 and isinstance(common.steepness_value(np.float32(2.5)), float)
+    rule = LayerBase.steepness_value  # the one rule (the Layer base)
+    assert rule(3) == 3.0 and isinstance(rule(np.float32(2.5)), float)
     p = torch.nn.Parameter(torch.tensor([4.0]))
-    s = common.steepness_value(p)
+    s = rule(p)
     assert s.shape == () and s.requires_grad
     for bad in (0, -1.0, float("nan"), float("inf"), True, "3", None, torch.tensor([1.0, 2.0]),
                 torch.tensor(-1.0), torch.tensor(True)):
         with pytest.raises(ValueError, match="steepness"):
-            common.steepness_value(bad)
+            rule(bad)
+
+
+def _copied_reads(module) -> tuple[set, set]:
+    """(globals the copied code of ``module`` reads, names it binds)."""
+    src = "\n\n".join(textwrap.dedent(inspect.getsource(p)) for p in getattr(module, "PARTS", ()))
+    if getattr(module, "STATE", ()):
+        src += "\n\n" + statements(module, module.STATE, Namespace())
+    table = symtable.symtable(src, module.__name__, "exec")
+    reads = {s.get_name() for s in table.get_symbols() if s.is_referenced()}
+    binds = {s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported()}
+    binds |= {t.get_name() for t in table.get_children() if t.get_type() in ("function", "class")}
+
+    def walk(t):
+        for c in t.get_children():
+            reads.update(s.get_name() for s in c.get_symbols() if s.is_global() and s.is_referenced())
+            walk(c)
+
+    walk(table)
+    return reads, binds
+
+
+@pytest.mark.parametrize("name", RUNTIME)
+def test_each_runtime_file_declares_what_it_reads(name):
+    """``READS`` is exactly what the file's copied code reads and neither
+    defines nor imports (a module, or a name of another runtime file): the
+    interface a generated module must provide; each is bound in the file
+    (a stand-in or the real value), so the file imports on its own."""
+    pytest.importorskip("numba")
+    module = importlib.import_module(name)
+    reads, binds = _copied_reads(module)
+    tree = __import__("ast").parse(inspect.getsource(module))
+    imported = {(a.asname or a.name).split(".")[0] for node in tree.body
+                if isinstance(node, (__import__("ast").Import, __import__("ast").ImportFrom)) for a in node.names}
+    free = reads - binds - imported - set(dir(builtins))
+    assert free == set(getattr(module, "READS", ())), f"{name}: reads {sorted(free)}"
+    assert all(hasattr(module, r) for r in getattr(module, "READS", ()))
+
+
+def test_check_interface_finds_missing_and_extra_names():
+    runtime = types.SimpleNamespace(READS=("_X",))
+
+    def f():
+        return _X  # noqa: F821 - the emitter's constant
+
+    def module(*emitted):
+        names = Namespace()
+        src = assemble([f], names)
+        for line in emitted:
+            names.define(line.split(" =")[0])
+        return "\n".join([*emitted, src, "TARGET = 't'"]) + "\n", names
+
+    check_interface(*module("_X = 1"), [runtime])
+    with pytest.raises(GeneratedSourceError, match="runtime reads _X, which the emitter did not write"):
+        check_interface(*module(), [runtime])
+    with pytest.raises(GeneratedSourceError, match="the emitter wrote _Y, which nothing reads"):
+        check_interface(*module("_X = 1", "_Y = 2"), [runtime])
+    check_interface(*module("_Y = 2", "_X = _Y + 1"), [runtime])  # _Y: read by the emitter's own code
 
 
 def test_check_values_names_both_numbers():

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from netgen.codegen._swap_code import swap_code
+from netgen.codegen.swap_code import swap_code
 from netgen.relax.distributions import DISTRIBUTIONS, Relaxation, swap_probability, swap_probability_grad
 
 CASES = [Relaxation(d, 7.0) for d in DISTRIBUTIONS] + [

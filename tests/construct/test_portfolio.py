@@ -9,7 +9,7 @@ from netgen import io
 from netgen.cli import main
 from netgen import portfolio
 from netgen import compiler
-from netgen.compiler import compile_network, construct
+from netgen.compiler import build_network, compile_network
 from netgen.portfolio import choose
 
 
@@ -28,7 +28,7 @@ def test_winner_is_the_best_of_the_proved_candidates(n, k, objective):
     assert compiled.network.construction["passes"] == ["prune", "clean", "schedule"]
     # and it is at least as good as each named construction built on its own
     for kind in sorted({c.kind for c in cands}):  # every construction the registry proposes at (n, k)
-        other = compile_network(construct(n, k, kind, objective), verify=False).network
+        other = compile_network(build_network(n, k, kind, objective), verify=False).network
         assert _key(compiled.network, objective) <= _key(other, objective), kind
 
 
@@ -72,11 +72,11 @@ def test_objective_size_prefers_fewer_comparators():
 def test_bad_objective_is_refused_for_every_kind():
     for kind in (None, "splitter", "best"):
         with pytest.raises(ValueError, match="objective"):
-            construct(16, 5, kind, objective="speed")
+            build_network(16, 5, kind, objective="speed")
 
 
 def test_construct_without_kind_returns_the_portfolio_winner():
-    net = construct(16, 8)
+    net = build_network(16, 8)
     assert (net.depth, net.size) == (9, 56) and net.construction["kind"] == "best"
     assert net.construction["passes"] == ["prune", "clean", "schedule"]
 

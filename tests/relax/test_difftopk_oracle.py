@@ -28,7 +28,7 @@ import torch
 
 from netgen.bench.difftopk_sparse import Recorded, SpmmShim
 from netgen.codegen import write_module
-from netgen.codegen.loader import load
+from netgen.codegen.cache import load
 from netgen.network import Network
 from netgen.relax import reference as ref
 from netgen.relax.distributions import DIFFTOPK_ART_EPSILON, Relaxation

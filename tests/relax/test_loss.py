@@ -6,11 +6,12 @@ import pytest
 import torch
 
 from netgen.codegen import emit
-from netgen.codegen.loader import load_source
+from netgen.codegen.cache import import_source as load_source
 from netgen.construct import build
 from netgen.relax import reference as ref
 from netgen.relax.distributions import Relaxation
-from netgen.relax.loss import TopKCrossEntropyLoss, preselect, topk_loss
+from netgen import topk_loss
+from netgen.relax.loss import TopKCrossEntropyLoss, preselect
 
 torch.set_num_threads(1)  # tiny tensors: intra-op threads only add contention (2-core CI)
 

@@ -87,8 +87,13 @@ def test_topk_loss_builds_a_proved_network():
     assert net == compiled_build(40, 2, "splitter").network  # pruned, cleaned, scheduled
 
 
-def test_old_import_path_is_lazy():
-    code = ("import sys, netgen.relax.loss as L; assert 'netgen.layers' not in sys.modules; "
-            "from netgen.relax.loss import topk_loss; import netgen.layers; assert topk_loss is netgen.layers.topk_loss")
+def test_old_import_path_is_lazy_and_deprecated():
+    code = ("import sys, warnings, netgen.relax.loss as L; assert 'netgen.layers' not in sys.modules; "
+            "warnings.simplefilter('error', DeprecationWarning)\n"
+            "try:\n    from netgen.relax.loss import topk_loss\nexcept DeprecationWarning as e:\n"
+            "    assert 'netgen.topk_loss' in str(e), e\nelse:\n    raise SystemExit('no DeprecationWarning')\n"
+            "warnings.simplefilter('ignore', DeprecationWarning)\n"
+            "from netgen.relax.loss import topk_loss; import netgen, netgen.layers\n"
+            "assert topk_loss is netgen.layers.topk_loss is netgen.topk_loss")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr

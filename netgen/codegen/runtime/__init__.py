@@ -8,30 +8,29 @@ generated file needs no netgen (torch, and numba for the numba and cuda
 targets); the emitter itself writes only what varies: constants, tables,
 the rendered swap functions and (cuda) the kernels.
 
+The shared runtime lives here; each target's own runtime files sit in its
+package (``netgen/codegen/<target>/``):
+
 * :mod:`.common`: pieces any target can use (checks with one wording, the
-  steepness rule, the second-order and torch.func refusals, ``hard``).
-* :mod:`.torch_layer`: the torch target's sweeps and ``Layer``.
-* :mod:`.torch_engine`: the torch target's P engine (P's rows and their
-  adjoint by rank groups; the differences kept or computed again).
-* :mod:`.cuda_launch`: the cuda target's launcher (tables, variants, block
-  sizes, kernel-argument packing, launches, chunks).
-* :mod:`.cuda_cubin`: the cuda target's loader of ahead-of-time kernels
-  (cubins or PTX through ``cuda.core``, no numba-cuda compile).
-* :mod:`.cuda_ops`: the cuda target's ``torch.library`` ops and autograd.
-* :mod:`.cuda_layer`: the cuda target's launch self-check and ``Layer``.
-* :mod:`.numba_vector`: flush-to-zero, the block transposes and the
-  16-lane vector updates of the numba target, the typed constant and the
-  float-type dispatch.
-* :mod:`.numba_engine`: the numba target's P engine (P and its adjoint,
-  by lane groups, in either sweep direction).
-* :mod:`.numba_kernels`: the numba target's dtype-generic kernels, each
-  compiled parallel and serial.
-* :mod:`.numba_host`: the numba target's pool, thread choice and
-  numpy-level wrappers.
-* :mod:`.numba_layer`: the numba target's autograd Functions and ``Layer``.
+  second-order and torch.func refusals, ``hard``).
+* :mod:`.layer`: the one ``Layer`` base (forward, values, column, hard, the
+  steepness rule), shared by the targets' ``Layer`` classes and
+  :class:`netgen.codegen.auto.AutoLayer`.
+* :mod:`.tables`: the network's tables of numba and cuda modules, built at
+  import from ``NETWORK``, and the plan's lane ranges.
 
 Module-level state (caches, settings read from the environment) is copied
 the same way, statement by statement, with :func:`statements`.
+
+**The interface.** A runtime file declares in ``READS`` the module globals
+its copied code reads and neither defines nor imports from another runtime
+file (the emitter's constants and rendered code; stand-ins in the file let
+it import on its own). :func:`check_interface` holds a generated module to
+them: every name the copied files read is defined (none missing), and every
+name the emitter wrote is read by some code of the module or is part of the
+generated-module contract (none extra). Every emitter runs it, and
+tests/codegen/test_runtime.py checks each ``READS`` against what the file's
+copied code really reads.
 """
 
 from __future__ import annotations
@@ -40,9 +39,12 @@ import ast
 import inspect
 import textwrap
 
-from ..literals import GeneratedSourceError, Namespace
+from ..literals import GeneratedSourceError, Namespace, top_level_definitions
 
-__all__ = ["assemble", "statements"]
+__all__ = ["assemble", "statements", "check_interface", "CONTRACT"]
+
+#: the names of the generated-module contract (docs/generated-modules.md): written, maybe read by no code
+CONTRACT = frozenset({"TARGET", "NETWORK", "RELAXATION", "Layer"})
 
 
 def assemble(parts, names: Namespace) -> str:
@@ -52,6 +54,7 @@ def assemble(parts, names: Namespace) -> str:
     chunks = []
     for obj in parts:
         names.define(obj.__name__)
+        names.copied.add(obj.__name__)
         chunks.append(textwrap.dedent(inspect.getsource(obj)).strip("\n"))
     return "\n\n\n".join(chunks)
 
@@ -84,9 +87,37 @@ def statements(module, wanted, names: Namespace) -> str:
         for name in bound:
             if not isinstance(node, ast.Expr):
                 names.define(name)
+                names.copied.add(name)
             found.add(name)
         chunks.append("\n".join(lines[first:node.end_lineno]))
     missing = wanted - found
     if missing:
         raise GeneratedSourceError(f"{module.__name__} has no top-level statement for {', '.join(sorted(missing))}")
     return "\n".join(chunks)
+
+
+def check_interface(source: str, names: Namespace, modules, what: str = "generated module") -> None:
+    """Hold the module ``source`` to the runtime interface of the runtime
+    ``modules`` it copied (their ``READS``): a name they read that the module
+    does not define is *missing*; a name the emitter wrote (defined at the
+    top level, not copied: ``names.copied``) that no code of the module reads
+    and the contract does not name is *extra*. Either is a
+    :class:`GeneratedSourceError` (a netgen bug)."""
+    tree = ast.parse(source)
+    defined = {name for name, _ in top_level_definitions(tree)}
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            defined.update((a.asname or a.name).split(".")[0] for a in node.names)
+    reads = set().union(*(getattr(m, "READS", ()) for m in modules))
+    missing = reads - defined
+    read_somewhere = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    extra = defined - names.copied - CONTRACT - read_somewhere - {
+        (a.asname or a.name).split(".")[0] for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))
+        for a in node.names}
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"its runtime reads {', '.join(sorted(missing))}, which the emitter did not write")
+        if extra:
+            parts.append(f"the emitter wrote {', '.join(sorted(extra))}, which nothing reads")
+        raise GeneratedSourceError(f"netgen bug: the {what} breaks the runtime interface: {'; '.join(parts)}")

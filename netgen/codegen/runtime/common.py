@@ -1,6 +1,7 @@
 """Runtime pieces every generated torch-facing module can carry: argument
-checks with one wording, the steepness rule, the refusals (second order,
-torch.func) and the exact network ``hard``.
+checks with one wording, the refusals (second order, torch.func) and the
+exact network ``hard`` (the steepness rule is the Layer base's,
+:mod:`.layer`).
 
 Real code: imported, linted and tested here, and copied into generated
 modules by source extraction (:func:`netgen.codegen.runtime.assemble`), so
@@ -10,37 +11,12 @@ arguments (no module constants), so any target can adopt it.
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 __all__ = [
-    "PARTS", "steepness_value", "refuse_transforms", "check_input", "check_labels",
-    "check_values", "refuse_second_order", "hard_network", "numba_disk_cache",
+    "PARTS", "refuse_transforms", "check_input", "check_labels", "check_values", "refuse_second_order",
+    "hard_network", "numba_disk_cache",
 ]
-
-
-def steepness_value(s):
-    """The steepness to compute with: a float, or a 1-element tensor kept as
-    a 0-d tensor (then a gradient can reach it). Must be a real number,
-    finite and > 0 (ValueError); a tensor on a GPU, or any tensor under
-    torch.compile, is not inspected (that would synchronise)."""
-    if isinstance(s, torch.Tensor):
-        if s.numel() != 1 or s.is_complex() or s.dtype == torch.bool:
-            raise ValueError(f"steepness must be a real number or a 1-element tensor, got shape {tuple(s.shape)} "
-                             f"{s.dtype}")
-        s = s.reshape(())
-        if s.device.type == "cpu" and not torch.compiler.is_compiling():
-            v = float(s.detach())
-            if not (math.isfinite(v) and v > 0):
-                raise ValueError(f"steepness must be finite and > 0, got {v!r}")
-        return s
-    if type(s).__name__ in ("bool", "bool_") or not hasattr(s, "__float__"):
-        raise ValueError(f"steepness must be a real number or a 1-element tensor, got {type(s).__name__}")
-    v = float(s)
-    if not (math.isfinite(v) and v > 0):
-        raise ValueError(f"steepness must be finite and > 0, got {v!r}")
-    return v
 
 
 def refuse_transforms():
@@ -66,8 +42,9 @@ def check_input(x, n):
 
 def check_labels(y, batch, n, device, checked):
     """Class indices y of shape ``batch``, flattened to int64 on ``device``;
-    returns ``(y, outside)``: with ``checked`` an index outside 0..n-1
-    raises and ``outside`` is None, else ``outside`` masks those rows."""
+    returns ``(y, outside)``: with ``checked`` True an index outside 0..n-1
+    raises and ``outside`` is None; False: ``outside`` masks those rows; None:
+    the range is not looked at (the kernels flag it) and ``outside`` is None."""
     if isinstance(y, torch.Tensor) and y.device.type == "meta":
         raise ValueError("y is on the meta device (shapes only, no values); pass labels with values")
     y = torch.as_tensor(y, device=device)
@@ -76,6 +53,8 @@ def check_labels(y, batch, n, device, checked):
     if tuple(y.shape) != tuple(batch):
         raise ValueError(f"y must have shape {tuple(batch)} (the batch shape of x), got {tuple(y.shape)}")
     y = y.reshape(-1).long()
+    if checked is None:
+        return y, None
     outside = (y < 0) | (y >= n)
     if checked:
         if bool(outside.any()):
@@ -205,5 +184,5 @@ def numba_disk_cache(path):
 
 
 #: what a generated module copies from this file, in order
-PARTS = (steepness_value, refuse_transforms, check_input, check_labels, check_values, _SecondOrder,
-         refuse_second_order, hard_network)
+PARTS = (refuse_transforms, check_input, check_labels, check_values, _SecondOrder, refuse_second_order,
+         hard_network)

@@ -5,10 +5,15 @@ ranges for the module's P sweep direction ``_DIRECTION`` (:func:`plan`,
 also what the emitters use at build time) and the exact network's index
 tensors.
 
+The same names in every module of every target: the wires as numpy
+arrays ``_COMPS`` (size x 2), ``_WA`` / ``_WB`` (max / min wire of each
+comparator), ``_OUTPUTS``, and as torch tensors ``_A`` / ``_B`` / ``_OUTS``
+(what the torch target decodes under the same names).
+
 Real code, copied into generated modules by source extraction
 (:data:`PARTS` with :func:`netgen.codegen.runtime.assemble`, :data:`STATE`
-with :func:`netgen.codegen.runtime.statements`); the stand-ins ``NETWORK``
-and ``_DIRECTION`` only let it import on its own.
+with :func:`netgen.codegen.runtime.statements`); it reads :data:`READS`
+from the emitter (stand-ins here, so that it imports on its own).
 """
 
 from __future__ import annotations
@@ -16,7 +21,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-# ---- stand-in for what the generated module defines (not copied) ----
+# ---- what the emitter writes (stand-ins here, not copied) ----
+#: the module globals the copied code reads and neither defines nor imports
+READS = ("NETWORK", "_DIRECTION")
 NETWORK: dict = {"n": 2, "layers": [[[0, 1]]], "outputs": [0]}
 _DIRECTION = "back"  # the P sweep's direction (the emitter's build-time choice)
 
@@ -103,12 +110,15 @@ _COMPS, _OFFSETS = _network_tables()
 _SIZE = len(_COMPS)
 _CLO, _CHI, _DOFF = plan(_N, _COMPS, _OFFSETS, NETWORK["outputs"], _DIRECTION)
 _NNZ = int(_DOFF[-1])
-# the exact network (Layer.hard) indexes with torch tensors
-_HARD_A = torch.from_numpy(np.ascontiguousarray(_COMPS[:, 0]))
-_HARD_B = torch.from_numpy(np.ascontiguousarray(_COMPS[:, 1]))
-_HARD_OUTS = torch.from_numpy(_OUTPUTS)
+# max and min wire of each comparator; as torch tensors (the exact network,
+# Layer.hard) sharing the arrays' memory
+_WA = np.ascontiguousarray(_COMPS[:, 0])
+_WB = np.ascontiguousarray(_COMPS[:, 1])
+_A = torch.from_numpy(_WA)
+_B = torch.from_numpy(_WB)
+_OUTS = torch.from_numpy(_OUTPUTS)
 
 #: what a generated module copies
 PARTS = (plan, _network_tables)
-STATE = ("_N", "_OUTPUTS", "_K", "_COMPS", "_OFFSETS", "_SIZE", "_CLO", "_CHI", "_DOFF", "_NNZ", "_HARD_A", "_HARD_B",
-         "_HARD_OUTS")
+STATE = ("_N", "_OUTPUTS", "_K", "_COMPS", "_OFFSETS", "_SIZE", "_CLO", "_CHI", "_DOFF", "_NNZ", "_WA", "_WB", "_A",
+         "_B", "_OUTS")

@@ -1,0 +1,123 @@
+"""The ``cuda`` target: a module of Numba CUDA kernels launched through
+``torch.library`` custom ops.
+
+* build time: :mod:`.emit` (the emitter and the compile check),
+  :mod:`.kernels` and :mod:`.sweeps` (the kernel sources), :mod:`.compile`
+  (the compile worker: PTX and cubins), :mod:`.cubins` (the kernels' folder
+  beside a module), :mod:`.build` (the build step: a module is written only
+  after its kernels compiled);
+* the runtime copied into every module: :mod:`.launch` (tables, variants,
+  argument packing, launches), :mod:`.cubin` (the ahead-of-time kernel
+  loader), :mod:`.ops` (custom ops and autograd), :mod:`.layer` (the launch
+  self-check, ``Layer``).
+
+All lanes of a row's P sweep run in one thread block, so its plan's group is
+all lanes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import target as _target
+from ..plan import Budget
+from ..target import BuildStep, EmitOptions, Target, TestMode
+
+__all__ = ["TARGET", "CudaOptions"]
+
+#: the most dynamic shared memory a block may ask for: 227 KB, Hopper's
+#: opt-in limit (the launcher also caps it by the device's own limit)
+SHARED_LIMIT = 227 * 1024
+THREADS = 256
+#: threads per block where a block's shared memory leaves one block per SM
+#: (the rows with P at k n floats): 32 warps hide the latencies of one row
+BIG_THREADS = 1024
+
+
+@dataclass(frozen=True)
+class CudaOptions(EmitOptions):
+    """The cuda target's knobs: the plan's overrides and
+
+    * ``threads``: the block size, a multiple of 32 from 32 to 1024 (tests
+      use 32 or 64 so that layers are wider than the block);
+    * ``big_threads``: the largest block size of launches whose shared
+      memory leaves few blocks per SM (default 1024: the rows with P run one
+      block of 1024 threads per SM);
+    * ``shared_limit``: the most dynamic shared memory (bytes) a block may
+      ask for; a kernel whose smallest wire-array use (n floats, 2 n for the
+      column) fits gets a shared-memory variant besides its global-scratch
+      one (the launcher picks per launch from what that launch needs and
+      the device's limit).
+    """
+
+    threads: int = THREADS
+    big_threads: int = BIG_THREADS
+    shared_limit: int = SHARED_LIMIT
+
+    def __post_init__(self):
+        super().__post_init__()
+        for name in ("threads", "big_threads"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not hasattr(v, "__index__") or v % 32 or not 32 <= v <= 1024:
+                raise ValueError(f"{name} must be a multiple of 32 from 32 to 1024, got {v!r}")
+        v = self.shared_limit
+        if isinstance(v, bool) or not hasattr(v, "__index__") or v < 0:
+            raise ValueError(f"shared_limit must be an integer >= 0, got {v!r}")
+
+
+# What the rows path keeps for its backward besides d and p (B x size each):
+# the P sweep's row differences D (B x nnz) where nnz <= 4 k n (top-k
+# networks: 2.6 k n for the (5, 10450) splitter as built, 2.2 k n after
+# compile_network); otherwise (sorting) the backward recomputes the sweep
+# into a scratch D, the batch in chunks that fit a working budget
+# (docs/cuda-kernels.md).
+BUDGET = Budget(save_per_kn=4, save_floats=0)
+
+
+def _emit(net, r, plan, options) -> str:
+    from .emit import emit
+
+    return emit(net, r, plan, options)
+
+
+def _build(source, path, *, required=False, log=None):
+    from .build import build
+
+    return build(source, path, required=required, log=log)
+
+
+def _available() -> str | None:
+    if not (_target.has("numba_cuda") or _target.has("numba.cuda")):
+        return 'numba-cuda is not installed (pip install "netgen[cuda]")'
+    import torch
+
+    if not torch.cuda.is_available():
+        return "torch sees no CUDA device"
+    from .compile import numpy_compat
+
+    numpy_compat()
+    from numba import cuda
+
+    return None if cuda.is_available() else "numba-cuda sees no usable CUDA device (driver)"
+
+
+TARGET = Target(
+    name="cuda",
+    summary="a module of Numba CUDA kernels (one block per batch row) behind torch.library custom ops",
+    requires=("torch", "numba_cuda"),
+    devices=("cuda",),
+    preference=20,
+    needs="numba-cuda",
+    available=_available,
+    options=CudaOptions,
+    budget=BUDGET,
+    # numba-cuda is left out of the cache's tag, as before issue 30 (a new tag
+    # would orphan the modules pickled layers name): the kernels it compiles
+    # are checked against the launcher's packing when loaded (cubin.py)
+    toolchain=("numba", "torch"),
+    emitter=_emit,
+    build=BuildStep("compile every kernel to PTX and cubins (ptxas) and keep them beside the module, "
+                    "so its first call compiles nothing", _build),
+    # the simulator runs every thread of a block as a Python thread: small blocks (same kernels)
+    test=TestMode(simulator=True, options={"threads": 32}, nan_rows=True),
+)

@@ -1,0 +1,200 @@
+"""The launch self-check, input preparation and ``Layer`` of a generated
+``cuda`` module (the ops are :mod:`.cuda_ops`, the launcher
+:mod:`.cuda_launch`).
+
+* **Checks** are the Layer base's (:mod:`netgen.codegen.runtime.layer`:
+  torch.func refused, x's type, shape and dtype, the steepness rule) and
+  :mod:`netgen.codegen.runtime.common`'s label check, where they cost no
+  host synchronisation; NaN/inf values, an overflowing
+  ``steepness * (max - min)`` and y out of range are found on the GPU and
+  give NaN rows instead of a ValueError.
+* **Steepness**: the base's value; a number becomes a 1-element tensor on
+  the device, cached per (device, dtype), so a call uploads nothing while
+  the value stays the same.
+* **Self-check.** The cuda.core launch packing never ran on a GPU when it
+  was written, so on first use per (device, dtype) the layer runs one small
+  fixed case (rows with P, values only, column; forward and backward)
+  through both launch paths and compares; a mismatch is a RuntimeError
+  naming ``NETGEN_CUDA_LAUNCH=numba``. Once per process, logged on the
+  ``netgen`` logger; ``NETGEN_CUDA_SELFCHECK=0`` skips it.
+
+Real code, copied into generated modules by source extraction
+(:data:`STATE`, :data:`PARTS`).
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from ..runtime.common import check_labels, hard_network
+from ..runtime.layer import LayerBase
+from ..runtime.tables import _A, _B, _K, _N, _OFFSETS, _OUTS
+from .cubin import cubin_ready
+from .launch import _PATH, LOG, SIMULATED, VIA_NUMBA, _np_dtype, _require_cuda
+from .ops import _column_backward, _column_forward, _op, _rows_backward, _rows_forward
+
+# ---- what the emitter writes (stand-ins here, not copied into modules) ----
+#: the module globals the copied code reads and neither defines nor imports
+READS = ("RELAXATION",)
+RELAXATION: dict = {"steepness": 1.0, "distribution": "logistic"}
+
+# ---------------------------------------------------------------- state (copied)
+_SELF_CHECKED: set = set()  # (device, dtype) pairs the self-check has run (or was skipped) for
+_STEEP: dict = {}  # (device, dtype) -> (value, 1-element tensor): the last steepness used
+
+#: the module-level statements a generated module copies
+STATE = ("_SELF_CHECKED", "_STEEP")
+
+
+# ---------------------------------------------------------------- copied parts
+def self_check(device, dtype=torch.float32):
+    """Run one small fixed case (2 rows: values and P, values only, column;
+    forward and backward with dL/ds) through the fast launch path and
+    through Numba's dispatcher, and compare. Raises RuntimeError naming
+    NETGEN_CUDA_LAUNCH=numba on a mismatch. Called by the Layer on first use
+    per (device, dtype); NETGEN_CUDA_SELFCHECK=0 skips that."""
+    device = torch.device(device)
+    cdt = torch.float64 if dtype == torch.float64 else torch.float32
+    gen = torch.Generator().manual_seed(20260101)
+    B = 2
+    x = torch.randn(B, _N, generator=gen, dtype=cdt).to(device)
+    y = torch.randint(0, _N, (B,), generator=gen).to(device)
+    gv, gc = (torch.randn(B, _K, generator=gen, dtype=cdt).to(device) for _ in range(2))
+    gP = torch.randn(B, _K, _N, generator=gen, dtype=cdt).to(device)
+    s = torch.full((1,), float(RELAXATION["steepness"]), dtype=cdt, device=device)
+
+    def case():
+        v, P, ds, ps, D, bad = _rows_forward(x, s, True, True)
+        gx, gs = _rows_backward(gv, gP, s, ds, ps, D, bad, True)
+        v1, _, ds1, ps1, D1, bad1 = _rows_forward(x, s, False, True)
+        gx1, gs1 = _rows_backward(gv, None, s, ds1, ps1, D1, bad1, True)
+        col, cd, cdu, cbad = _column_forward(x, y, s, True)
+        gxc, gsc = _column_backward(gc, s, cd, cdu, cbad, True)
+        return {"values": v, "P": P, "dL/dx": gx, "dL/ds": gs, "values only": v1, "dL/dx values only": gx1,
+                "column": col, "dL/dx column": gxc, "dL/ds column": gsc}
+
+    hint = ("set NETGEN_CUDA_LAUNCH=numba to launch through Numba's dispatcher instead (slower, "
+            "the path the fast one is checked against), and please report this")
+    try:
+        fast = case()
+        _PATH[0] = "numba"
+        try:
+            ref = case()
+        finally:
+            _PATH[0] = "fast"
+        wrong = [k for k in fast if not torch.allclose(fast[k], ref[k], rtol=1e-5, atol=1e-6, equal_nan=True)]
+    except Exception as e:  # a wrong packing may also fail loudly
+        raise RuntimeError(f"netgen cuda self-check failed on {device} ({cdt}): the fast launch path raised "
+                           f"{type(e).__name__}: {e}; {hint}") from e
+    if wrong:
+        raise RuntimeError(f"netgen cuda self-check failed on {device} ({cdt}): the fast launch path (cuda.core, "
+                           f"packed kernel arguments) disagrees with Numba's dispatcher on {', '.join(wrong)}; "
+                           f"{hint}")
+    LOG.info("netgen cuda self-check passed on %s (%s): fast launch path equals Numba's dispatcher "
+             "(NETGEN_CUDA_SELFCHECK=0 skips it)", device, cdt)
+
+
+def _first_use(x):
+    key = (str(x.device), x.dtype)
+    if key in _SELF_CHECKED or torch.compiler.is_compiling():
+        return
+    if VIA_NUMBA or os.environ.get("NETGEN_CUDA_SELFCHECK", "1") == "0":
+        _SELF_CHECKED.add(key)
+        LOG.info("netgen cuda self-check skipped on %s (%s)", x.device, x.dtype)
+        return
+    if not SIMULATED and torch.cuda.is_current_stream_capturing():
+        return
+    if not SIMULATED and os.environ.get("NETGEN_CUDA_SELFCHECK", "") == "" and cubin_ready(x.device, _np_dtype(x)):
+        _SELF_CHECKED.add(key)  # its reference run would compile with numba-cuda; the loader checked the ABI
+        LOG.info("netgen cuda self-check skipped on %s (%s): kernels from cubins", x.device, x.dtype)
+        return
+    self_check(x.device, x.dtype)
+    _SELF_CHECKED.add(key)
+
+
+def _prepare(x):
+    """x (checked by the Layer base) on a CUDA device, as (B, n),
+    contiguous, in the compute dtype (float32 for half types), its batch
+    shape and dtype."""
+    _require_cuda(x)
+    cdt = x.dtype if x.dtype in (torch.float32, torch.float64) else torch.float32
+    x2 = x.reshape(-1, _N).to(cdt).contiguous()
+    _first_use(x2)
+    return x2, x.shape[:-1], x.dtype
+
+
+def _steepness(s, like):
+    """The steepness ``s`` (the Layer base's value: a float or a 0-d tensor)
+    as a 1-element tensor of like's dtype on its device. A CUDA tensor is
+    not read (no synchronisation): the kernels give NaN rows for a
+    steepness that is not finite and > 0. A number's tensor is cached per
+    (device, dtype)."""
+    if isinstance(s, torch.Tensor):
+        return s.reshape(1).to(device=like.device, dtype=like.dtype)
+    if torch.compiler.is_compiling():
+        return torch.full((1,), s, dtype=like.dtype, device=like.device)
+    key = (like.device, like.dtype)
+    hit = _STEEP.get(key)
+    if hit is None or hit[0] != s:
+        hit = _STEEP[key] = (s, torch.full((1,), s, dtype=like.dtype, device=like.device))
+    return hit[1]
+
+
+class Layer(LayerBase):
+    """Relaxed top-k / sorting layer for the network in ``NETWORK`` (CUDA).
+
+    ``Layer(steepness=None)``: None takes ``RELAXATION["steepness"]``; a
+    number, numpy scalar, 1-element tensor or ``nn.Parameter`` (then
+    dL/ds flows to it). ``layer.steepness`` is read at every call.
+
+    A row of x with a NaN or inf entry, or whose steepness * (max - min)
+    overflows the float type, gives NaN values, P and column in that row
+    (and a NaN gradient), as does a y outside 0..n-1 for the column:
+    checked on the GPU, without synchronising the host. Inputs are never
+    written. Once differentiable (second-order gradients raise)."""
+
+    n = _N
+    k = _K
+
+    def __init__(self, steepness=None):
+        super().__init__(RELAXATION["steepness"] if steepness is None else steepness)
+
+    def _default_steepness(self):
+        return RELAXATION["steepness"]
+
+    def _forward(self, x, s):
+        x2, lead, dt = _prepare(x)
+        s = _steepness(s, x2)
+        save = torch.is_grad_enabled() and (x2.requires_grad or s.requires_grad)
+        out = _op("rows_forward")(x2, s, True, save)
+        return out[0].reshape(*lead, _K).to(dt), out[1].reshape(*lead, _K, _N).to(dt)
+
+    def _values(self, x, s):
+        # the fast path when P is not needed: no P sweep, n floats of shared memory per block
+        x2, lead, dt = _prepare(x)
+        s = _steepness(s, x2)
+        save = torch.is_grad_enabled() and (x2.requires_grad or s.requires_grad)
+        out = _op("rows_forward")(x2, s, False, save)
+        return out[0].reshape(*lead, _K).to(dt)
+
+    def _column(self, x, y, s):
+        # a y outside 0..n-1 gives a NaN row (checked on the GPU)
+        x2, lead, dt = _prepare(x)
+        y, _ = check_labels(y, lead, _N, x.device, None)
+        s = _steepness(s, x2)
+        save = torch.is_grad_enabled() and (x2.requires_grad or s.requires_grad)
+        out = _op("column_forward")(x2, y.contiguous(), s, save)
+        return out[0].reshape(*lead, _K).to(dt)
+
+    def _hard(self, x):
+        # torch ops on a copy of x: runs on any device
+        return hard_network(x, _N, _A, _B, _OFFSETS, _OUTS)
+
+    def extra_repr(self):
+        return f"n={_N}, k={_K}, target=cuda, {RELAXATION['distribution']}"
+
+
+#: what a generated module copies from this file, in order
+PARTS = (self_check, _first_use, _prepare, _steepness, Layer)

@@ -1,0 +1,217 @@
+"""The ``torch.library`` custom ops of a generated ``cuda`` module: forward
+and backward of the rows (values and P, or values only) and of the column,
+each one launch per direction (:func:`netgen.codegen.cuda.launch._launch`),
+with fake implementations and registered autograd.
+
+``torch.compile(fullgraph=True)`` sees one op each; CUDA graphs can
+capture them. They take the steepness as a 1-element device tensor (a
+kernel argument: changing it never recompiles, reading it never
+synchronises) and return dL/ds when it requires grad. Once differentiable:
+the gradients carry :func:`netgen.codegen.runtime.common.refuse_second_order`'s
+node, so differentiating them again raises RuntimeError.
+
+Real code, copied into generated modules by source extraction
+(:data:`PARTS`); the emitter writes ``OPS_NAMESPACE`` (one per network,
+relaxation and code) and the call ``_register()`` after the copied parts.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..runtime.common import refuse_second_order
+from ..runtime.tables import _K, _N, _NNZ, _SIZE
+from .launch import INDEX_LIMIT, LANES, _chunks, _launch, _np_dtype, _tables, _variant
+
+# ---- what the emitter writes (stand-ins here, not copied into modules) ----
+#: the module globals the copied code reads and neither defines nor imports
+READS = ("OPS_NAMESPACE", "SAVE_D")
+OPS_NAMESPACE = "netgen_cuda_runtime"
+SAVE_D = True
+
+
+# ---------------------------------------------------------------- copied parts
+def _rows_forward(x: torch.Tensor, s: torch.Tensor, want_P: bool,
+                  save: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                                       torch.Tensor]:
+    """values (B, k), P (B, k, n; (0,) when not want_P) and what backward
+    needs: ds and ps (B, size), the comparators' differences and swap
+    probabilities (the sweeps over ranks and the values' adjoint read p;
+    the adjoint recomputes only dp/dd and dp/ds from d), D (B, nnz) where SAVE_D and save
+    (else 1 x 1), the back-sweep's row differences, and bad (B,) int32."""
+    B = x.shape[0]
+    t = _tables(x.device)
+    values, ds, ps = x.new_empty((B, _K)), x.new_empty((B, _SIZE)), x.new_empty((B, _SIZE))
+    P = x.new_empty((B, _K, _N) if want_P else (0,))
+    keep_D = want_P and save and SAVE_D
+    D = x.new_empty((B, max(_NNZ, 1)) if keep_D else (1, 1))
+    bad = torch.empty((B,), dtype=torch.int32, device=x.device)
+    rows = LANES if want_P else 1
+    glob = _variant(x.device, _np_dtype(x), "fwd", rows) == "global"
+    P2 = P.view(B, _K * _N) if want_P else x.new_empty((1, 1))
+    for b0, b1 in _chunks(B, rows * _N * x.element_size() if glob else 0):
+        _launch("fwd", x, b1 - b0, (x[b0:b1], s, t["wa"], t["wb"], t["offs"], t["clo"], t["chi"], t["doff"],
+                                    t["outs"], values[b0:b1], ds[b0:b1], ps[b0:b1], bad[b0:b1],
+                                    P2[b0:b1] if want_P else P2, D[b0:b1] if keep_D else D, want_P, keep_D), rows)
+    return values, P, ds, ps, D, bad
+
+
+def _rows_backward(gv: torch.Tensor | None, gP: torch.Tensor | None, s: torch.Tensor, ds: torch.Tensor,
+                   ps: torch.Tensor, D: torch.Tensor, bad: torch.Tensor,
+                   want_gs: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """dL/dx (B, n) from dL/dvalues and dL/dP (either may be None), and the
+    rows' shares of dL/ds (B,) when want_gs (else a 1-element dummy)."""
+    B = ds.shape[0]
+    t = _tables(ds.device)
+    gx = ds.new_empty((B, _N))
+    has_gv, has_gP = gv is not None, gP is not None
+    gv = gv.to(ds.dtype).contiguous() if has_gv else ds.new_empty((1, 1))
+    recompute = has_gP and not SAVE_D
+    rows = LANES if has_gP else 1
+    gs = torch.zeros((B,), dtype=ds.dtype, device=ds.device) if want_gs else ds.new_empty((1,))
+    per_row = rows * _N * ds.element_size() if _variant(ds.device, _np_dtype(ds), "bwd", rows) == "global" else 0
+    if recompute:
+        per_row += _NNZ * ds.element_size()
+    if has_gP:
+        gP2 = gP.to(ds.dtype).reshape(B, _K * _N).contiguous()
+        gp = ds.new_empty((B, _SIZE))
+    else:
+        gP2 = gp = ds.new_empty((1, 1))
+    chunks = _chunks(B, per_row)
+    Dr = ds.new_empty((chunks[0][1] - chunks[0][0], max(_NNZ, 1))) if recompute and B else None
+    for b0, b1 in chunks:
+        Dc = Dr[: b1 - b0] if recompute else (D[b0:b1] if has_gP else D)
+        _launch("bwd", ds, b1 - b0, (s, t["wa"], t["wb"], t["offs"], t["clo"], t["chi"], t["doff"], t["outs"],
+                                     gv[b0:b1] if has_gv else gv, gP2[b0:b1] if has_gP else gP2, ds[b0:b1],
+                                     ps[b0:b1], Dc,
+                                     gp[b0:b1] if has_gP else gp, bad[b0:b1], gx[b0:b1],
+                                     gs[b0:b1] if want_gs else gs, has_gv, has_gP, recompute, want_gs), rows)
+    return gx, gs
+
+
+def _column_forward(x: torch.Tensor, y: torch.Tensor, s: torch.Tensor,
+                    save: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """P[:, y] (B, k) and what backward needs: ds (B, size; 1 x 1 when not
+    save), the differences of the values at each comparator, dus (B, 2
+    size; 1 x 1 when not save), the differences of the pushed unit vector
+    at each comparator then each comparator's p (the backward reads p
+    instead of rerunning the swap code's arctangent), and bad (B,) int32."""
+    B = x.shape[0]
+    t = _tables(x.device)
+    col = x.new_empty((B, _K))
+    ds, dus = x.new_empty((B, _SIZE) if save else (1, 1)), x.new_empty((B, 2 * _SIZE) if save else (1, 1))
+    bad = torch.empty((B,), dtype=torch.int32, device=x.device)
+    glob = _variant(x.device, _np_dtype(x), "fwd_col", 2) == "global"
+    # the kernel indexes a launch's ds and dus flat, with 32 bits (INDEX_LIMIT)
+    for b0, b1 in _chunks(B, 2 * _N * x.element_size() if glob else 0, INDEX_LIMIT // max(1, _SIZE)):
+        _launch("fwd_col", x, b1 - b0, (x[b0:b1], y[b0:b1], s, t["wab"], t["offs"], t["outs"], col[b0:b1],
+                                        ds[b0:b1].view(-1) if save else ds.view(-1),
+                                        dus[b0:b1].view(-1) if save else dus.view(-1), bad[b0:b1], save), 2)
+    return col, ds, dus, bad
+
+
+def _column_backward(gcol: torch.Tensor, s: torch.Tensor, ds: torch.Tensor, dus: torch.Tensor, bad: torch.Tensor,
+                     want_gs: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    B = ds.shape[0]
+    t = _tables(ds.device)
+    gx = ds.new_empty((B, _N))
+    gcol = gcol.to(ds.dtype).contiguous()
+    gs = torch.zeros((B,), dtype=ds.dtype, device=ds.device) if want_gs else ds.new_empty((1,))
+    glob = _variant(ds.device, _np_dtype(ds), "bwd_col", 2) == "global"
+    for b0, b1 in _chunks(B, 2 * _N * ds.element_size() if glob else 0, INDEX_LIMIT // max(1, _SIZE)):
+        _launch("bwd_col", ds, b1 - b0, (s, t["wab"], t["offs"], t["outs"], gcol[b0:b1], ds[b0:b1].view(-1),
+                                         dus[b0:b1].view(-1), bad[b0:b1], gx[b0:b1], gs[b0:b1] if want_gs else gs,
+                                         want_gs), 2)
+    return gx, gs
+
+
+def _rows_fake(x, s, want_P, save):
+    B = x.shape[0]
+    return (x.new_empty((B, _K)), x.new_empty((B, _K, _N) if want_P else (0,)), x.new_empty((B, _SIZE)),
+            x.new_empty((B, _SIZE)), x.new_empty((B, max(_NNZ, 1)) if want_P and save and SAVE_D else (1, 1)),
+            x.new_empty((B,), dtype=torch.int32))
+
+
+def _rows_backward_fake(gv, gP, s, ds, ps, D, bad, want_gs):
+    return ds.new_empty((ds.shape[0], _N)), ds.new_empty((ds.shape[0],) if want_gs else (1,))
+
+
+def _column_fake(x, y, s, save):
+    B = x.shape[0]
+    S = (B, _SIZE) if save else (1, 1)
+    S2 = (B, 2 * _SIZE) if save else (1, 1)
+    return x.new_empty((B, _K)), x.new_empty(S), x.new_empty(S2), x.new_empty((B,), dtype=torch.int32)
+
+
+def _column_backward_fake(gcol, s, ds, dus, bad, want_gs):
+    return ds.new_empty((ds.shape[0], _N)), ds.new_empty((ds.shape[0],) if want_gs else (1,))
+
+
+def _rows_setup(ctx, inputs, output):
+    ctx.set_materialize_grads(False)
+    ctx.save_for_backward(inputs[0], inputs[1], *output[2:])
+
+
+def _rows_grad(ctx, gv, gP, *unused):
+    x, s, ds, ps, D, bad = ctx.saved_tensors
+    if gv is None and gP is None:
+        return None, None, None, None
+    want_gs = bool(ctx.needs_input_grad[1])
+    gx, gs = _op("rows_backward")(gv, gP, s, ds, ps, D, bad, want_gs)
+    gx, gs = _once_differentiable(gx, gs.sum().reshape(s.shape) if want_gs else None, x, s)
+    return gx, gs, None, None
+
+
+def _column_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0], inputs[2], *output[1:])
+
+
+def _column_grad(ctx, gcol, *unused):
+    x, s, ds, dus, bad = ctx.saved_tensors
+    if gcol is None:
+        return None, None, None, None
+    want_gs = bool(ctx.needs_input_grad[2])
+    gx, gs = _op("column_backward")(gcol, s, ds, dus, bad, want_gs)
+    gx, gs = _once_differentiable(gx, gs.sum().reshape(s.shape) if want_gs else None, x, s)
+    return gx, None, gs, None
+
+
+def _op(name):
+    return getattr(getattr(torch.ops, OPS_NAMESPACE), name)
+
+
+def _register():
+    """Define the four ops once per process (a second import of the same
+    module, e.g. from another path, reuses them: same network, same code)."""
+    try:
+        _op("rows_forward")
+        return
+    except (AttributeError, RuntimeError):
+        pass
+    ops = {}
+    for name, fn, fake in (
+        ("rows_forward", _rows_forward, _rows_fake),
+        ("rows_backward", _rows_backward, _rows_backward_fake),
+        ("column_forward", _column_forward, _column_fake),
+        ("column_backward", _column_backward, _column_backward_fake),
+    ):
+        ops[name] = torch.library.custom_op(f"{OPS_NAMESPACE}::{name}", fn, mutates_args=())
+        ops[name].register_fake(fake)
+    ops["rows_forward"].register_autograd(_rows_grad, setup_context=_rows_setup)
+    ops["column_forward"].register_autograd(_column_grad, setup_context=_column_setup)
+
+
+def _once_differentiable(gx, gs, x, s):
+    """The gradients (dL/dx, dL/ds or None), differentiable no further:
+    under create_graph=True a second derivative with respect to x or s
+    raises (never a silently missing term). Left alone while torch.compile
+    traces the backward."""
+    if torch.compiler.is_compiling():
+        return gx, gs
+    return refuse_second_order((gx, gs), (x, s))
+
+
+#: what a generated module copies from this file, in order
+PARTS = (_rows_forward, _rows_backward, _column_forward, _column_backward, _rows_fake, _rows_backward_fake,
+         _column_fake, _column_backward_fake, _rows_setup, _rows_grad, _column_setup, _column_grad,
+         _once_differentiable, _op, _register)

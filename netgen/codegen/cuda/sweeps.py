@@ -1,0 +1,385 @@
+"""Statement writers of the ``cuda`` target's kernels: the pieces the
+kernel bodies of :mod:`netgen.codegen.cuda.kernels` are made of (the
+prologue, the layer loop with its warp/block barriers, the rank sweeps, the
+comparator update, the row load with the bad-row check, dL/dx out), each
+written once. Each states trusted statements into a
+:class:`~netgen.codegen.lines.Lines` builder; values reach them only
+through :func:`~netgen.codegen.lines.literal` and
+:func:`~netgen.codegen.render.scalar_literal`."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from ..lines import Lines, literal
+from ..render import scalar_literal
+
+#: rank sweeps of networks with k <= UNROLL_RANKS get one guarded copy of
+#: the update per rank instead of a rank loop (docs/cuda-kernels.md)
+UNROLL_RANKS = 8
+WARP = 32
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """What a body writer needs besides the statements: the float type,
+    the variant, the swap code (defining p, dp, dps from d), k, and the P
+    sweep: ``fwd`` (forward over the input columns, else back over the
+    ranks) and ``lanes`` (its lanes per wire: n or k)."""
+
+    ft: str
+    variant: str
+    swap: str
+    k: int
+    fwd: bool = False
+    lanes: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.lanes:
+            object.__setattr__(self, "lanes", self.k)
+
+
+def prologue(L: Lines, ft: str, length: str, k: int, lanes: int | None = None) -> None:
+    """Block and thread indices, unsigned constants, the float constants
+    (locals: the compiler folds them), k (the network's, a constant), m
+    (the P sweep's lanes per wire: k going back, n going forward; a
+    constant: the wire-major index arithmetic multiplies by a literal), n,
+    the steepness."""
+    nan, inf = ("np.float32(math.nan)", "np.float32(math.inf)") if ft == "float32" else ("math.nan", "math.inf")
+    L("b = np.uint32(cuda.blockIdx.x)",
+      "tx = np.uint32(cuda.threadIdx.x)",
+      "nt = np.uint32(cuda.blockDim.x)",
+      "U0 = np.uint32(0)",
+      "U1 = np.uint32(1)",
+      "U2 = np.uint32(2)",
+      f"WARP = np.uint32({WARP})",
+      f"ZERO = {scalar_literal(0.0, ft)}",
+      f"ONE = {scalar_literal(1.0, ft)}",
+      f"NAN = {nan}",
+      f"INF = {inf}",
+      "L = np.uint32(offs.shape[0]) - U1",
+      f"k = np.uint32({literal(k)})",
+      f"m = np.uint32({literal(k if lanes is None else lanes)})",
+      "s = sv[0]",
+      f"n = np.uint32({length}.shape[1])")
+
+
+def alloc(L: Lines, c: Ctx) -> None:
+    """``sm``: the block's wire arrays (dynamic shared memory or the
+    block's scratch row)."""
+    L(f"sm = cuda.shared.array(0, dtype=numba.{c.ft})" if c.variant == "shared" else "sm = scratch[b]")
+
+
+#: a comparator's wires: (name, its load with the comparator index for
+#: ``{}``, a zero of its type) for :func:`layers`
+WIRES = (("a", "wa[{}]", "U0"), ("c", "wb[{}]", "U0"))
+
+
+def rank_tables(d_index: bool) -> tuple[tuple[str, str, str], ...]:
+    """What a rank sweep loads per comparator (for :func:`layers`; plain
+    loads, so that a prefetch waits for nothing): its plan range, its wires
+    (``wa_``, ``wb_``), p and, where D is indexed, its first D index
+    ``j``."""
+    out = (("lo", "clo[{}]", "U0"), ("hi", "chi[{}]", "U0"), ("wa_", "wa[{}]", "U0"), ("wb_", "wb[{}]", "U0"),
+           ("p", "psb[{}]", "ZERO"))
+    return out + ((("j", "doff[{}]", "U0"),) if d_index else ())
+
+
+def layers(L: Lines, reverse: bool, loads=WIRES, prefetch: bool = False, ahead: int = 2,
+           count32: bool = False) -> Iterator[None]:
+    """The layer loop around the comparator code (for comparator ``i``), a
+    generator: ``for _ in layers(...)`` writes the comparator code once per
+    copy it yields. Threads stride over a layer's comparators; a layer of <=
+    32 comparators is run by warp 0 and closed with syncwarp when the next
+    layer is narrow too, else every layer ends with syncthreads.
+    ``reverse``: last layer first. ``loads``: the comparator's global loads
+    ((name, load of index ``{}``, zero of its type)), stated here before the
+    comparator code.
+
+    The layer's bounds ``ls``, ``le`` (and, ``ahead`` = 2, the next layer's
+    other bound ``nb``) are carried from layer to layer in registers; the
+    one new bound, ``ahead`` layers on, is loaded at the top of a layer, so
+    no load of the offsets waits on a layer's dependent path (it was two
+    dependent L2 round trips per layer). With ``ahead`` = 1 the compiler
+    may compute the next layer's narrow test at the top from the bound just
+    loaded (one round trip back: the back-sweep did); ``ahead`` = 2 costs a
+    register.
+
+    ``prefetch`` (needs ``ahead`` = 2): the ``loads`` of the first
+    comparator a thread runs in a layer are made a layer earlier (at the top
+    of the layer before; before the loop for the first layer) into
+    ``pf_<name>``, and that first comparator is a copy of its own (the first
+    yield) reading them from registers; the loop then runs the rest (the
+    second yield). A layer of one comparator per thread -- the narrow tail
+    of a selection network -- then waits for no table load. Costs a
+    register per load. (docs/cuda-kernels.md, Round 4)
+
+    ``count32``: the layer loop is a ``while`` loop on a uint32 layer index
+    instead of ``for li in range(U0, L, U1)``, whose 64-bit induction
+    variables hold four registers across the comparator loop, and reads
+    the layer count as uint32 (``L32``; the prologue's ``L`` is a uint64:
+    a register pair across the forward's comparator loop) (the column
+    kernels; docs/cuda-kernels.md, Round 5)."""
+    if prefetch and ahead != 2:  # pragma: no cover - a bug in a body writer
+        raise ValueError("prefetch needs the next layer's bounds: ahead=2")
+    U = {1: "U1", 2: "U2"}[ahead]
+    new = "nb" if ahead == 1 else "nn"  # the bound loaded at the top of a layer
+    past = ("ls" if reverse else "le") if ahead == 1 else "nb"  # its value where there is no such layer
+    if reverse:
+        L("ls = offs[L - U1 if L > U0 else U0]", "le = offs[L]")
+        if ahead == 2:
+            L("nb = offs[L - U2] if L >= U2 else ls")
+    else:
+        L("ls = offs[U0]", "le = offs[U1 if L > U0 else U0]")
+        if ahead == 2:
+            L("nb = offs[U2] if L >= U2 else le")
+    if prefetch:
+        _prefetch(L, "ls", "le", loads)
+    NL = "L32" if count32 else "L"  # the layer count as the loop reads it
+    if count32:  # the layer index a uint32 counter (reverse: lr = l + 1); L itself is 64-bit
+        L(*(("lr = np.uint32(L)",) if reverse else ("L32 = np.uint32(L)", "l = U0")))
+    with L.block(("while lr > U0:" if reverse else "while l < L32:") if count32 else "for li in range(U0, L, U1):"):
+        if reverse:
+            L("l = np.uint32(lr - U1)" if count32 else "l = np.uint32(L - U1 - li)",
+              f"{new} = offs[np.uint32(l - {U})] if l >= {U} else {past}")
+        else:
+            if not count32:
+                L("l = np.uint32(li)")
+            L(f"lf = np.uint32(l + U1 + {U})", f"{new} = offs[lf] if lf <= {NL} else {past}")
+        L("narrow = np.uint32(le - ls) <= WARP")
+        with L.block("if narrow:"):
+            L("i0 = np.uint32(ls + tx) if tx < WARP else le", "di = WARP")
+        with L.block("else:"):
+            L("i0 = np.uint32(ls + tx)", "di = nt")
+        L("i = i0")
+        if prefetch:
+            # this layer's first comparator from registers
+            with L.block("if i < le:"):
+                L(*(f"{name} = pf_{name}" for name, _, _ in loads))
+                yield
+                L("i = np.uint32(i + di)")
+        with L.block("while i < le:"):
+            L(*(f"{name} = {load.format('i')}" for name, load, _ in loads))
+            yield
+            L("i = np.uint32(i + di)")
+        if prefetch:  # the next layer's first comparator, loaded now
+            _prefetch(L, *(("nb", "ls") if reverse else ("le", "nb")), loads)
+        L("nxt_narrow = l > U0 and np.uint32(ls - nb) <= WARP" if reverse
+          else f"nxt_narrow = np.uint32(l + U2) <= {NL} and np.uint32(nb - le) <= WARP")
+        with L.block("if narrow and nxt_narrow:"):
+            with L.block("if tx < WARP:"):
+                L("cuda.syncwarp()")
+        with L.block("else:"):
+            L("cuda.syncthreads()")
+        if ahead == 1:
+            L("ls, le = (nb, ls)" if reverse else "ls, le = (le, nb)")
+        else:
+            L("ls, le, nb = (nb, ls, nn)" if reverse else "ls, le, nb = (le, nb, nn)")
+        if count32:
+            L("lr = l" if reverse else "l = np.uint32(l + U1)")
+
+
+def _prefetch(L: Lines, start: str, end: str, loads) -> None:
+    """``pf_<name>`` = the loads of this thread's first comparator in the
+    layer ``start``..``end`` - 1 (zero where it runs none there: the layer
+    is narrow and the thread past warp 0, or the layer has fewer
+    comparators, or there is no such layer)."""
+    L(f"ni = np.uint32({start} + tx)", f"ok = ni < {end} and (tx < WARP or np.uint32({end} - {start}) > WARP)",
+      *(f"pf_{name} = {load.format('ni')} if ok else {zero}" for name, load, zero in loads))
+
+
+@contextmanager
+def strided(L: Lines, var: str, stop: str, count32: bool = False) -> Iterator[None]:
+    """The threads' strided loop ``var`` = tx, tx + nt, ... < ``stop``:
+    ``for var in range(tx, stop, nt)``, or with ``count32`` a ``while`` loop
+    on a uint32 ``var`` (NVVM unrolls the ``range`` loop fourfold with
+    64-bit induction variables: in the column kernels those copies, not
+    the comparator loop, set the register count; docs/cuda-kernels.md,
+    Round 5)."""
+    if not count32:
+        with L.block(f"for {var} in range(tx, {stop}, nt):"):
+            yield
+        return
+    L(f"{var} = tx")
+    with L.block(f"while {var} < {stop}:"):
+        yield
+        L(f"{var} = np.uint32({var} + nt)")
+
+
+def fill_rows(L: Lines, var: str, stop: str, *offsets: str, count32: bool = False) -> None:
+    """``sm[off + var] = ZERO`` for var < ``stop``, each offset, then a
+    barrier (``count32``: see :func:`strided`)."""
+    with strided(L, var, stop, count32):
+        for off in offsets:
+            L(f"sm[{off}{var}] = ZERO")
+    L("cuda.syncthreads()")
+
+
+def mix(L: Lines, a: str, c: str, va: str, vc: str, grad: str = "", diff: str = "") -> None:
+    """The comparator update of one pair of entries: ``sm[a] = p va + q vc``,
+    ``sm[c] = q va + p vc`` (plus / minus ``grad`` in an adjoint), written
+    as ``t = p (va - vc) (+ grad)``, ``sm[a] = vc + t``, ``sm[c] = va - t``
+    (q = 1 - p): one multiply-add and two adds where the difference
+    ``diff`` (``va - vc``, when the caller has it) is computed anyway, no q
+    (docs/cuda-kernels.md: 2-3 SASS instructions per update fewer)."""
+    L(f"t = p * {diff or '(' + va + ' - ' + vc + ')'}{' + ' + grad if grad else ''}",
+      f"sm[{a}] = {vc} + t",
+      f"sm[{c}] = {va} - t")
+
+
+def swap_at(L: Lines, c: Ctx, saved: str | None = None, saved_p: str | None = None) -> None:
+    """Wires of comparator i, its difference d (``saved``: where the forward
+    kept it; else from the values xa, xc), then the swap code (p, dp, dps).
+    ``saved_p``: where the forward kept p; p is then read, not recomputed
+    (the swap code's p is dead and the compiler drops it: an adjoint needs
+    only dp and dps, one division, not the arctangent)."""
+    if saved:
+        if saved != "d":
+            L(f"d = {saved}")
+    else:
+        L("xa = sm[a]", "xc = sm[c]", "d = xa - xc")
+    L(c.swap)
+    if saved_p:
+        L(f"p = {saved_p}")
+
+
+def load_row(L: Lines, c: Ctx, col: bool, count32: bool = False) -> None:
+    """Load row b of x into ``sm[:n]`` (zeros for a bad row), flag bad rows:
+    non-finite entries, a steepness not finite and > 0, an overflowing
+    steepness * (max - min), and for the column a y outside 0..n-1
+    (``count32``: the loops over w as in :func:`strided`)."""
+    L(f"mm = cuda.shared.array(2, dtype=numba.{c.ft})")
+    with L.block("if tx == U0:"):
+        L("mm[0] = -INF", "mm[1] = INF")
+    L("cuda.syncthreads()",
+      "nonfinite = 1 if yb < 0 or yb >= n else 0" if col else "nonfinite = 0",
+      "hx = -INF",
+      "lx = INF")
+    with strided(L, "w", "n", count32):
+        L("xw = x[b, w]")
+        with L.block("if not math.isfinite(xw):"):
+            L("nonfinite = 1")
+        L("hx = max(hx, xw)", "lx = min(lx, xw)", "sm[w] = xw")
+        if col:
+            L("sm[n + w] = ZERO")
+    L("cuda.atomic.max(mm, 0, hx)",
+      "cuda.atomic.min(mm, 1, lx)",
+      "anybad = cuda.syncthreads_or(nonfinite)",
+      "spread = s * (mm[0] - mm[1])",
+      "isbad = anybad != 0 or not (s > ZERO and math.isfinite(s) and math.isfinite(spread))")
+    with L.block("if isbad:"):
+        with strided(L, "w", "n", count32):
+            L("sm[w] = ZERO")
+        L("cuda.syncthreads()")
+
+
+@contextmanager
+def ranks(L: Lines, c: Ctx, acc: bool = False) -> Iterator[None]:
+    """Comparator i's planned lanes lo..hi-1 (ranks, or input columns going
+    forward; "ranks" below) in wire-major rows of m lanes (its wires'
+    entries start at ``a``, ``c``; ``lo``, ``hi``, the wires, p and ``j``
+    loaded by :func:`layers` from :func:`rank_tables`); the body is the rank
+    sweep (:func:`rank_step`). There is no range test around the sweep: the
+    unrolled copies are guarded rank by rank and the rank loop runs no
+    iteration where lo >= hi. (Behind a ``lo < hi`` test the compiler sank
+    the wires, p and D offset below it: two dependent rounds of L2 latency
+    per comparator; docs/cuda-kernels.md, Round 4.)"""
+    L("a = wa_ * m", "c = wb_ * m")
+    if acc:
+        L("acc = ZERO")
+    if c.lanes > UNROLL_RANKS:
+        L("ia = a + lo", "ic = c + lo", "ie = a + hi")
+    yield
+
+
+def rank_step(L: Lines, c: Ctx, names: tuple[str, str], d_index: bool, body: Callable[[str, str], None],
+              gather: str | None = None) -> None:
+    """The update of comparator i's ranks: load the pair and its difference
+    ``dv``, ``body`` (given the D index of the rank and, where ``gather``
+    names an array indexed like D, that array's entry for the rank), mix.
+    Where m <= UNROLL_RANKS every rank r < m gets its own guarded copy (``lo
+    <= r < hi``; no rank loop: the model counts ~25% fewer instructions per
+    comparator at k = 5), every rank's pair (and gathered entry) loaded
+    before the first update (one round of load latency per comparator, not
+    one per rank); otherwise a ``while ia < ie`` loop with running indices
+    (``j`` too where D is indexed)."""
+    va, vc = names
+    if c.lanes <= UNROLL_RANKS:
+        # every rank's pair loaded first (in bounds for every r < k; the
+        # entries of one comparator's ranks are distinct, so no store below
+        # can change them): the loads issue together instead of each
+        # waiting on the previous rank's stores
+        for r in range(c.lanes):
+            L(f"r = np.uint32({r})", f"{va}{r} = sm[a + r]", f"{vc}{r} = sm[c + r]")
+        if gather:
+            # the gathered entries likewise, each only where the rank is
+            # planned (outside lo..hi-1 the D index is another comparator's)
+            for r in range(c.lanes):
+                L(f"r = np.uint32({r})", f"e{r} = {gather}[j + r - lo] if lo <= r and r < hi else ZERO")
+        for r in range(c.lanes):
+            L(f"r = np.uint32({r})")
+            with L.block("if lo <= r and r < hi:"):
+                L(f"dv = {va}{r} - {vc}{r}")
+                body("j + r - lo", f"e{r}")
+                mix(L, "a + r", "c + r", f"{va}{r}", f"{vc}{r}", diff="dv")
+        return
+    with L.block("while ia < ie:"):
+        L(f"{va} = sm[ia]", f"{vc} = sm[ic]", f"dv = {va} - {vc}")
+        if gather:
+            L(f"e = {gather}[j]")
+        body("j", "e")
+        mix(L, "ia", "ic", va, vc, diff="dv")
+        L("ia += U1", "ic += U1")
+        if d_index:
+            L("j += U1")
+
+
+def sweep(L: Lines, c: Ctx, save: str) -> None:
+    """The P sweep over the planned lanes, its state (n x m, wire-major, in
+    ``sm``) started at the outputs' ranks and swept from the last layer to
+    the first (``R <- R M_l``; back), or started at the identity and swept
+    from the first layer to the last (``A <- M_l A``; ``c.fwd``); saves D
+    when ``save`` (a flag name: one layer loop each way, so the flag is
+    tested once, not per comparator)."""
+    fill_rows(L, "j", "mn", "")
+    if c.fwd:
+        with L.block("for w in range(tx, n, nt):"):
+            L("sm[w * m + w] = ONE")
+    else:
+        with L.block("for r in range(tx, k, nt):"):
+            L("sm[outs[r] * m + r] = ONE")
+    L("cuda.syncthreads()")
+    with L.block(f"if {save}:"):
+        for _ in layers(L, reverse=not c.fwd, loads=rank_tables(True), prefetch=True):
+            with ranks(L, c):
+                rank_step(L, c, ("ra", "rc"), True, lambda j, e: L(f"Db[{j}] = dv"))
+    with L.block("else:"):
+        for _ in layers(L, reverse=not c.fwd, loads=rank_tables(False), prefetch=True):
+            with ranks(L, c):
+                rank_step(L, c, ("ra", "rc"), False, lambda j, e: None)
+
+
+def grad_out(L: Lines, count32: bool = False) -> None:
+    """dL/dx from ``sm[:n]`` and the row's dL/ds (NaN for a bad row;
+    ``count32``: see :func:`strided`)."""
+    L("isbad = bad[b] != 0")
+    with strided(L, "w", "n", count32):
+        L("gx[b, w] = NAN if isbad else sm[w]")
+    with L.block("if want_gs:"):
+        L("cuda.atomic.add(gs, b, NAN if isbad else acc_s)")
+
+
+def per_rank(L: Lines, c: Ctx, src: str) -> None:
+    """For each rank r and wire (or input column) w: ``src``, with ``j = r n
+    + w`` the rank-major index of P's (k, n) row and ``e`` its place in the
+    sweep's wire-major state: ``w * m + r`` going back (P's row r is lane
+    r), ``outs[r] * m + w`` going forward (P's row r is wire outs[r], its
+    column w lane w). Threads stride over w: coalesced; no division of j
+    by n."""
+    with L.block("for r in range(U0, k, U1):"):
+        if c.fwd:
+            L("o = outs[r] * m")
+        with L.block("for w in range(tx, n, nt):"):
+            L("j = r * n + w", "e = o + w" if c.fwd else "e = w * m + r", src)

@@ -1,0 +1,110 @@
+"""The one ``Layer`` base: what every netgen layer does the same way, for
+the three targets' generated ``Layer`` classes and
+:class:`netgen.codegen.auto.AutoLayer`.
+
+* ``forward(x) -> (values, P)``, ``values(x)``, ``column(x, y)`` and
+  ``hard(x)``: torch.func transforms refused and ``x`` checked (a floating
+  tensor of shape (..., n)) with one wording (:mod:`.common`), then handed
+  to the subclass's ``_forward(x, s)``, ``_values(x, s)``,
+  ``_column(x, y, s)`` and ``_hard(x)`` with the steepness to compute with;
+  ``values`` defaults to ``forward``'s values;
+* ``steepness``: an attribute read at every call (None: the relaxation's,
+  ``_default_steepness()``); a number, numpy scalar, 1-element tensor or
+  ``nn.Parameter`` (then it learns). :meth:`LayerBase.steepness_value` is
+  THE rule, used when it is set and at every call: extend it there.
+
+Real code, copied into every generated module by source extraction
+(:func:`netgen.codegen.runtime.assemble`), so it reads no module constant:
+a subclass gives ``n``, ``k`` and the hooks.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .common import check_input, refuse_transforms
+
+__all__ = ["LayerBase", "PARTS"]
+
+
+class LayerBase(torch.nn.Module):
+    """A relaxed top-k / sorting layer: ``layer(x) -> (values, P)`` (see the
+    module docstring of netgen.codegen.runtime.layer)."""
+
+    n = 0
+    k = 0
+
+    def __init__(self, steepness=None):
+        super().__init__()
+        self.steepness = steepness
+
+    @staticmethod
+    def steepness_value(s, x=None):
+        """The steepness rule: ``s`` as computed with, a float or a 0-d
+        tensor (then a gradient can reach it). Must be a real number or a
+        1-element tensor, finite and > 0 (ValueError); a tensor on a GPU, or
+        any tensor under torch.compile, is not inspected (that would
+        synchronise). ``x``: the call's input (None when a value is set)."""
+        if isinstance(s, torch.Tensor):
+            if s.numel() != 1 or s.is_complex() or s.dtype == torch.bool:
+                raise ValueError(f"steepness must be a real number or a 1-element tensor, got shape "
+                                 f"{tuple(s.shape)} {s.dtype}")
+            s = s.reshape(())
+            if s.device.type == "cpu" and not torch.compiler.is_compiling():
+                v = float(s.detach())
+                if not (math.isfinite(v) and v > 0):
+                    raise ValueError(f"steepness must be finite and > 0, got {v!r}")
+            return s
+        if type(s).__name__ in ("bool", "bool_") or not hasattr(s, "__float__"):
+            raise ValueError(f"steepness must be a real number or a 1-element tensor, got {type(s).__name__}")
+        v = float(s)
+        if not (math.isfinite(v) and v > 0):
+            raise ValueError(f"steepness must be finite and > 0, got {v!r}")
+        return v
+
+    def __setattr__(self, name, value):
+        if name == "steepness":
+            if value is not None:
+                self.steepness_value(value)  # a bad value fails here already (a GPU tensor is not read)
+            self._parameters.pop("steepness", None)  # a number may replace a Parameter and back
+            self.__dict__.pop("steepness", None)
+        super().__setattr__(name, value)
+
+    def _default_steepness(self):
+        raise NotImplementedError
+
+    def _call(self, x):
+        """The checks of every call; the steepness to compute with."""
+        refuse_transforms()
+        check_input(x, self.n)
+        s = self.steepness
+        return self.steepness_value(self._default_steepness() if s is None else s, x)
+
+    def forward(self, x):
+        """x (..., n) -> soft values (..., k) (rank 0 = largest) and
+        P (..., k, n) with values = P @ x."""
+        return self._forward(x, self._call(x))
+
+    def values(self, x):
+        """The soft values only, shape (..., k)."""
+        return self._values(x, self._call(x))
+
+    def column(self, x, y):
+        """P[..., :, y] of shape (..., k) for integer class indices y (...)."""
+        return self._column(x, y, self._call(x))
+
+    def hard(self, x):
+        """The exact network: values (..., k) and the input indices they came
+        from (int64); a comparator swaps only on a strict inequality. Never
+        writes to x."""
+        refuse_transforms()
+        return self._hard(x)
+
+    def _values(self, x, s):
+        return self._forward(x, s)[0]
+
+
+#: what a generated module copies from this file
+PARTS = (LayerBase,)

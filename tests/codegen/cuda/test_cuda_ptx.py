@@ -1,0 +1,107 @@
+"""The CUDA kernels generated for the (5, 10450) splitter network compile to
+PTX for sm_90 (numba.cuda.compile_ptx with NVVM from pip) and assemble to a
+cubin (ptxas -arch=sm_90, or nvJitLink), without a GPU, in separate
+processes (netgen.codegen.cuda.emit.compile_check). What was compiled is
+reported in the run's warnings summary, so it is visible in the CI log.
+
+The launcher fills Numba's kernel ABI itself (no dispatcher): the parameter
+list it builds from torch tensors must match each kernel's PTX entry, one
+64-bit word per array field and one byte per flag."""
+
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+from netgen.codegen import write_module
+from netgen.codegen.cache import load
+from netgen.codegen.cuda.emit import compile_check
+from netgen.construct import build
+from netgen.relax.distributions import default_relaxation
+
+KERNELS = {"_fwd", "_bwd", "_fwd_col", "_bwd_col"}
+# at n = 10450 every kernel's smallest wire-array use (one or two rows of n
+# floats, at most 167 KB in float64) fits Hopper's 227 KB of dynamic shared
+# memory: both variants
+VARIANTS = ("_s", "_g")
+
+
+def test_splitter_10450_kernels_compile_for_sm90(tmp_path):
+    net = build("splitter", 10450, 5)
+    path = write_module("cuda", net, default_relaxation(net), tmp_path, build=False)  # compiled below
+    res = compile_check(path, cc=(9, 0), out_dir=tmp_path / "ptx")
+    if res["skipped"]:  # no ptxas and no working nvJitLink on this machine: the PTX compiled, no cubin
+        pytest.skip(f"no assembler for the cubins: {res['summary']}")
+    names = [k["name"] for k in res["kernels"]]
+    assert sorted(names) == sorted(f"{k}{s}{v}" for k in KERNELS for s in ("_f32", "_f64") for v in VARIANTS)
+    for k in res["kernels"]:
+        ptx = Path(k["ptx"]).read_text()
+        assert ".target sm_90" in ptx and ".entry" in ptx
+        cubin = Path(k["cubin"]).read_bytes()
+        assert cubin[:4] == b"\x7fELF" and k["cubin_bytes"] == len(cubin) > 1000
+        # shared variants keep their wire arrays in dynamic shared memory
+        assert (".extern .shared" in ptx) == k["name"].endswith("_s"), k["name"]
+        check_float_mode(k["name"], ptx)
+    check_launch_abi(load(path), res["kernels"])
+    check_column_registers(res["kernels"])
+    lines = [f"{k['name']}: PTX {k['ptx_bytes']} B, cubin {k['cubin_bytes']} B  {k['info']}" for k in res["kernels"]]
+    warnings.warn(
+        f"[report, not a problem] {net!r}: {len(names)} CUDA kernels compiled for sm_90 "
+        f"in {res['seconds']} s (assembler: {res['assembler']}):\n    " + "\n    ".join(lines),
+        stacklevel=1,
+    )
+
+
+def check_float_mode(name: str, ptx: str) -> None:
+    """float32 kernels are compiled with fast math (approximate division,
+    flush-to-zero), float64 kernels with IEEE division; the kernels that
+    flag bad rows keep their comparisons against infinity (fast math must
+    not fold the isfinite tests away)."""
+    if "_f32_" in name:
+        assert re.search(r"\bdiv\.(approx|full)\.ftz\.f32", ptx) and not re.search(r"\bdiv\.rn\.f32", ptx), name
+    else:
+        assert re.search(r"\b(div|rcp)\.rn\.f64", ptx) and not re.search(r"\bdiv\.(approx|full)\.", ptx), name
+    if name.startswith(("_fwd_f", "_fwd_col_f")):
+        inf = "0f7F800000" if "_f32_" in name else "0d7FF0000000000"
+        assert len(re.findall(r"setp\.\w+(\.ftz)?\.f\d\d\s+%p\d+, %f[d]?\d+, " + inf, ptx)) >= 2, name
+
+
+def check_column_registers(kernels) -> None:
+    """The float32 shared-memory column kernels fit 32 registers: two blocks
+    of 2 n floats share an SM at n = 10450, so 32 registers is what lets the
+    launcher run them with 1024 threads (65,536 registers / 2 blocks / 1024;
+    docs/cuda-kernels.md, Round 5). ptxas chooses the count (no register
+    bound is passed), so this guards against a change elsewhere in the
+    kernel pushing it past 32."""
+    for k in kernels:
+        if k["name"] in ("_fwd_col_f32_s", "_bwd_col_f32_s") and k["info"]:
+            regs = int(re.search(r"Used (\d+) registers", k["info"]).group(1))
+            assert regs <= 32, (k["name"], regs, "more than 32 registers: the launcher drops to 800 threads")
+
+
+def _ptx_params(ptx: str) -> list[str]:
+    entry = re.search(r"\.entry\s+\S+\s*\((.*?)\)", ptx, re.S)
+    return re.findall(r"\.param\s+\.(\w+)", entry.group(1))
+
+
+def check_launch_abi(mod, kernels):
+    """The launcher's parameter list (``mod._abi`` of example arguments of
+    each kernel's kinds) has the widths of the PTX entry's parameters."""
+    examples = {
+        "f1": torch.empty(3), "f2": torch.empty(2, 3), "w1": torch.empty(5, dtype=torch.uint16),
+        "u1": torch.empty(4, dtype=torch.uint32), "i1": torch.empty(5, dtype=torch.int64),
+        "b1": torch.empty(2, dtype=torch.int32), "bool": True,
+    }
+    width = lambda v: "u8" if isinstance(v, bool) else "u64"  # noqa: E731
+    for k in kernels:
+        family = k["name"][1:-6]  # _fwd_col_f32_s -> fwd_col
+        args = [examples[kind] for kind in mod.KERNEL_ARGS[family]]
+        packed = mod._abi(args)
+        assert [width(v) for v in packed] == _ptx_params(Path(k["ptx"]).read_text()), k["name"]
+    # an array is meminfo, parent, size, itemsize, data, shape, strides (bytes)
+    f3 = torch.empty(2, 3, 4)
+    assert mod._abi([f3, False]) == [0, 0, 24, 4, f3.data_ptr(), 2, 3, 4, 48, 16, 4, False]
