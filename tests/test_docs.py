@@ -111,6 +111,7 @@ def test_substitutions_are_current():
     assert not stale, f"SUBSTITUTE maps commands no page documents any more: {stale}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES)
 def test_page_runs(page, tmp_path, env):
     built = {}  # module name prefix -> path printed by `netgen build`

@@ -88,6 +88,7 @@ print("ok", err, err2)
 '''
 
 
+@pytest.mark.slow
 def test_torch_save_and_state_dict_load_in_a_new_process(tmp_path):
     (tmp_path / "model.py").write_text(textwrap.dedent(MODEL))
     env = {"NETGEN_CACHE_DIR": str(tmp_path / "cache"), "NETGEN_NUMBA_PARALLEL": "0"}

@@ -331,44 +331,54 @@ def _case(target, tmp_path_factory):
 _SIM: dict = {}
 
 
-def _simulated(check):
+def _simulated(check, shared_once):
     """Result of ``check`` for the cuda target in the CUDA simulator (all
-    checks run in one subprocess, once; it reports each as it finishes)."""
+    checks run in one subprocess, once per session; it reports each as it
+    finishes)."""
     if not _SIM:
-        env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", NETGEN_NUMBA_PARALLEL="0")
-        try:
-            proc = subprocess.run([sys.executable, __file__], capture_output=True, text=True, env=env,
-                                  timeout=SIM_TIMEOUT)
-            out, why = proc.stdout, f"the simulator process failed: {proc.stderr[-3000:]}"
-        except subprocess.TimeoutExpired as e:
-            out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-            why = f"not reached within {SIM_TIMEOUT} s"
-        for line in out.splitlines():
-            if line.startswith("{"):
-                _SIM.update(json.loads(line))
-        for name in CHECKS:
-            _SIM.setdefault(name, why)
+        _SIM.update(shared_once("contract-cuda", lambda folder: _simulate()))
     return _SIM[check]
+
+
+def _simulate() -> dict:
+    results = {}
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", NETGEN_NUMBA_PARALLEL="0")
+    try:
+        proc = subprocess.run([sys.executable, __file__], capture_output=True, text=True, env=env,
+                              timeout=SIM_TIMEOUT)
+        out, why = proc.stdout, f"the simulator process failed: {proc.stderr[-3000:]}"
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        why = f"not reached within {SIM_TIMEOUT} s"
+    for line in out.splitlines():
+        if line.startswith("{"):
+            results.update(json.loads(line))
+    for name in CHECKS:
+        results.setdefault(name, why)
+    return results
 
 
 SIM_TIMEOUT = 1500
 
 
 def pytest_generate_tests(metafunc):
+    import pytest
+
     if "target" in metafunc.fixturenames:
-        metafunc.parametrize("target", list(TARGETS))
+        # the cuda target runs in the CUDA simulator (~25 s for all checks): slow
+        metafunc.parametrize("target", [pytest.param(t, marks=pytest.mark.slow) if t == "cuda" else t for t in TARGETS])
     if "check" in metafunc.fixturenames:
         metafunc.parametrize("check", list(CHECKS))
 
 
-def test_contract(target, check, tmp_path_factory):
+def test_contract(target, check, tmp_path_factory, shared_once):
     import pytest
 
     missing = _available(target)
     if missing:
         pytest.skip(f"{target} needs {missing}")
     if target == "cuda":
-        result = _simulated(check)
+        result = _simulated(check, shared_once)
         assert result == "ok", f"cuda (simulator): {result}"
         return
     CHECKS[check](_case(target, tmp_path_factory))

@@ -80,8 +80,8 @@ def run_driver(extra_env=None, timeout=1500, groups=GROUPS) -> dict:
 
 
 @pytest.fixture(scope="module")
-def sim():
-    out = run_driver()
+def sim(shared_once):
+    out = shared_once("cuda-sim", lambda folder: run_driver())  # once per session, whichever worker asks first
     worst = {}
     for row in out["rows"]:
         worst[row["case"]] = max(worst.get(row["case"], 0.0), row["max_abs_err"] / row["scale"])
@@ -102,11 +102,13 @@ def check_rows(rows):
         assert row["max_abs_err"] <= TOL[row["dtype"]] * row["scale"], row
 
 
+@pytest.mark.slow
 def test_simulated_layer_equals_reference(sim):
     assert len({row["case"] for row in sim["rows"]}) == 12 and len(sim["rows"]) == 108
     check_rows(sim["rows"])
 
 
+@pytest.mark.slow
 def test_shared_and_global_variants_both_ran(sim):
     kernels = ("fwd/5", "fwd/1", "bwd/5", "bwd/1", "fwd_col/2", "bwd_col/2")
     shared = dict.fromkeys(kernels, "shared")
@@ -132,12 +134,14 @@ def test_shared_and_global_variants_both_ran(sim):
         assert variants == want[key], (case, variants)
 
 
+@pytest.mark.slow
 def test_d_kept_or_back_sweep_recomputed(sim):
     recomputed = ("bitonic(8,8)", "splitter(101,1)", "oddeven(24,24)", "oddeven(100,100)")
     for case, save_d in sim["save_d"].items():
         assert save_d == (not case.startswith(recomputed)), case
 
 
+@pytest.mark.slow
 def test_sweep_directions(sim):
     """Sorters from 24 wires sweep P forward over the input columns (the
     build-time rule), the others back over the ranks; one selection network
@@ -147,6 +151,7 @@ def test_sweep_directions(sim):
         assert case.endswith(" forward" if case.startswith(forward) else " back"), case
 
 
+@pytest.mark.slow
 def test_one_launch_per_direction(sim):
     expected = {
         "rows forward": {"fwd": 1},
@@ -162,12 +167,14 @@ def test_one_launch_per_direction(sim):
             assert got == want, (case, phase, got)
 
 
+@pytest.mark.slow
 def test_no_host_synchronisation(sim):
     assert set(sim["syncs"]) == {row["case"] for row in sim["rows"]}
     for case, syncs in sim["syncs"].items():
         assert syncs == {}, (case, syncs)
 
 
+@pytest.mark.slow
 def test_steepness_gradient_equals_finite_differences(sim):
     assert len(sim["steepness"]) == 7  # the float64 cases
     for case, grads in sim["steepness"].items():
@@ -176,6 +183,7 @@ def test_steepness_gradient_equals_finite_differences(sim):
             assert got != 0.0, (case, path)
 
 
+@pytest.mark.slow
 def test_bad_rows_are_nan_in_exactly_those_rows(sim):
     bad = sim["bad_rows"]
     for q in ("values", "P", "grad"):
@@ -184,6 +192,7 @@ def test_bad_rows_are_nan_in_exactly_those_rows(sim):
         assert bad[q] == [[1, 2, 3, 4], [0]], (q, bad[q])  # and row 2 (y = n)
 
 
+@pytest.mark.slow
 def test_contract_inputs_second_order_torch_func(sim):
     c = sim["contract"]
     for name in ("unbatched", "B=1", "transposed", "expanded"):
@@ -194,6 +203,7 @@ def test_contract_inputs_second_order_torch_func(sim):
     assert "steepness must be finite and > 0" in c["bad steepness"]
 
 
+@pytest.mark.slow
 def test_self_check_catches_wrong_packing(sim):
     sc = sim["selfcheck"]
     assert len(sc["passed logs"]) == 1, sc  # once per process and dtype
@@ -203,6 +213,7 @@ def test_self_check_catches_wrong_packing(sim):
     assert sc["skipped"], sc
 
 
+@pytest.mark.slow
 def test_torch_compile_fullgraph_equals_eager(sim):
     assert set(sim["compiled"]) == {"rows", "column"}
     for name, err in sim["compiled"].items():
@@ -319,6 +330,7 @@ print(json.dumps({"calls": calls, "err": err, "save_d": bool(m.SAVE_D)}))
 '''
 
 
+@pytest.mark.slow
 def test_global_scratch_in_chunks_and_recomputed_back_sweep(tmp_path):
     """NETGEN_CUDA_WORKSPACE_MB=0: every global-scratch launch takes one row
     at a time; with D not kept the backward recomputes the back-sweep per
@@ -371,6 +383,7 @@ print(json.dumps({"calls": calls, "err": err, "same": same, "variant": m._VARIAN
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shared_limit, net", [(48 * 1024, ("splitter", 21, 4)), (0, ("splitter", 21, 4)),
                                                 (48 * 1024, ("oddeven", 40, 40))])
 def test_column_launches_in_chunks_at_the_index_limit(tmp_path, shared_limit, net):
@@ -392,6 +405,7 @@ def test_column_launches_in_chunks_at_the_index_limit(tmp_path, shared_limit, ne
     assert out["err"] <= 1e-12 and out["same"]
 
 
+@pytest.mark.slow
 def test_runs_in_the_simulator_without_netgen(tmp_path):
     """The generated module carries its whole runtime (launcher, ops,
     self-check, Layer, the shared checks): with ``import netgen`` made to

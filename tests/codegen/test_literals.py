@@ -150,7 +150,8 @@ def test_any_construction_text_every_target(target, tmp_path_factory):
     if target in ("numba",):
         pytest.importorskip("numba")
 
-    @settings(max_examples=25 if target != "cuda" else 15, deadline=None,
+    # cuda: 6 (each example loads a ~1 s module; the literal code is the targets' shared renderer)
+    @settings(max_examples=25 if target != "cuda" else 6, deadline=None,
               suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
     @given(constructions)
     @example({"kind": PAYLOAD})
