@@ -34,7 +34,7 @@ from pathlib import Path
 #: ``cuda`` extra; CUDA 13 puts it in nvidia/cu13/bin, CUDA 12 in
 #: nvidia/cuda_nvcc/bin), PATH, $CUDA_HOME/bin, $CUDA_PATH/bin, /usr/local/cuda/bin
 ENV_PTXAS = "NETGEN_PTXAS"
-HINT = ("pip install 'netgen[cuda]' (brings ptxas in the nvidia-cuda-nvcc wheel), "
+HINT = ("pip install 'netgen-networks[cuda]' (brings ptxas in the nvidia-cuda-nvcc wheel), "
         f"or set {ENV_PTXAS}=/path/to/ptxas")
 #: run this module (python -m) as the compile worker instead of this one
 #: (tests use a slow fake worker to interrupt a build mid-check)

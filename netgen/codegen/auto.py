@@ -56,11 +56,11 @@ def pick_target(device) -> tuple[str, str]:
     if dev.type == "cuda":
         if _cuda_target_usable():
             return "cuda", "a CUDA device with numba-cuda"
-        return "torch", 'a CUDA device without a usable numba-cuda (pip install "netgen[cuda]" for the cuda target)'
+        return "torch", 'a CUDA device without a usable numba-cuda (pip install "netgen-networks[cuda]" for the cuda target)'
     if dev.type == "cpu":
         if _has("numba"):
             return "numba", "a CPU device with numba"
-        return "torch", 'a CPU device without numba (pip install "netgen[numba]" for the numba target)'
+        return "torch", 'a CPU device without numba (pip install numba, a dependency of netgen-networks, for the numba target)'
     return "torch", f"a {dev.type} device (only the torch target runs there)"
 
 

@@ -255,7 +255,7 @@ def built(cuda_cli_build):
     from netgen.codegen._cuda_compile import _ptxas
 
     if _ptxas() is None:
-        pytest.skip("no ptxas (pip install 'netgen[cuda]' brings the nvidia-cuda-nvcc wheel)")
+        pytest.skip("no ptxas (pip install 'netgen-networks[cuda]' brings the nvidia-cuda-nvcc wheel)")
     assert cuda_cli_build["returncode"] == 0, cuda_cli_build["stderr"][-3000:]
     return Path(cuda_cli_build["module"]), cuda_cli_build["stderr"]
 

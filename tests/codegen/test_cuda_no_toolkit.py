@@ -37,7 +37,7 @@ def test_ptxas_from_the_wheel_with_the_toolkit_hidden():
     assert r.returncode == 0, r.stderr
     found = r.stdout.strip()
     if found == "None" or not found.startswith(sysconfig.get_paths()["purelib"]):
-        pytest.skip("the nvidia-cuda-nvcc wheel is not installed (pip install 'netgen[cuda]')")
+        pytest.skip("the nvidia-cuda-nvcc wheel is not installed (pip install 'netgen-networks[cuda]')")
     assert "/usr/local" not in found and (found.endswith("nvidia/cu13/bin/ptxas") or "cuda_nvcc" in found)
     v = subprocess.run([found, "--version"], capture_output=True, text=True)
     assert v.returncode == 0 and "release 13." in v.stdout
@@ -81,7 +81,7 @@ def test_no_assembler_one_line(tmp_path, required):
     r = run(["-m", "netgen.cli", "build", "--n", "16", "--k", "2", "--target", "cuda", "-o", str(out)]
             + (["--compile-check"] if required else []), env, timeout=600)
     lines = [l for l in r.stderr.splitlines() if "skipped" in l]
-    assert len(lines) == 1 and "pip install 'netgen[cuda]'" in lines[0], r.stderr
+    assert len(lines) == 1 and "pip install 'netgen-networks[cuda]'" in lines[0], r.stderr
     assert "Traceback" not in r.stderr
     if required:
         assert r.returncode == 2 and lines[0].startswith("netgen: error:")
