@@ -50,7 +50,7 @@ def command(n, k, kind, objective, from_file, target, output, name, passes, only
     \b
     netgen build --n 10450 --k 5 --target cuda
     netgen build --n 16 --k 5 --network splitter -o net.json
-    netgen build --from Sort_24_123_12.json --target torch
+    netgen build --from net.json --target torch
     """
     from .. import compiler
     from ..portfolio import PortfolioError
