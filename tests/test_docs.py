@@ -39,6 +39,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ["README.md", "docs/index.md"]  # the getting-started pages: every bash and python block runs
+SCRIPT_PAGES = ["docs/api.md"]  # every python block runs, in order, as one script (names carry over)
 SAMPLE_PAGES = ["docs/cli.md"]  # quoted outputs (console blocks) checked
 TIMEOUT = 300
 
@@ -138,6 +139,71 @@ def test_page_runs(page, tmp_path, env):
             assert r.returncode == 0, f"{page}: python snippet failed:\n{text}\nstderr: {r.stderr[-3000:]}"
             ran += 1
     assert ran, f"{page}: no runnable block found"
+
+
+def _defined_and_used(tree):
+    """Names a block defines (assignments, imports, defs, loop targets) and
+    the names it reads, in source order as ``[(lineno, name, kind)]``."""
+    import builtins
+
+    events = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            events.append((node.lineno, node.col_offset, node.id, "load" if isinstance(node.ctx, ast.Load) else "store"))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for a in node.names:
+                events.append((node.lineno, -1, (a.asname or a.name).split(".")[0], "store"))
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            events.append((node.lineno, -1, node.name, "store"))
+        elif isinstance(node, ast.arg):
+            events.append((getattr(node, "lineno", 0), -1, node.arg, "store"))
+    return sorted(events), set(dir(builtins))
+
+
+@pytest.mark.parametrize("page", SCRIPT_PAGES + PAGES)
+def test_python_blocks_define_what_they_use(page):
+    """Every name a python block reads is defined by it or an earlier block
+    of the page (or is a builtin): a snippet a reader copies runs after the
+    ones above it. Assignments later on the same line count (the right-hand
+    side of ``a, b = f(a)`` is checked against earlier lines)."""
+    defined, missing = set(), []
+    for lang, text in blocks(page, langs=("python",)):
+        tree = ast.parse(text)
+        events, builtin = _defined_and_used(tree)
+        stores_by_line = {}
+        for line, _, name, kind in events:
+            if kind == "store":
+                stores_by_line.setdefault(line, set()).add(name)
+        for line, _, name, kind in events:
+            if kind == "store":
+                defined.add(name)
+            elif name not in defined and name not in builtin and name not in stores_by_line.get(line, ()):
+                missing.append(f"{name!r} in: {text.splitlines()[line - 1].strip()}")
+    assert not missing, f"{page}: python blocks use names no earlier block defines:\n" + "\n".join(missing)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", SCRIPT_PAGES)
+def test_script_page_runs(page, tmp_path, env):
+    """The page's python blocks, in order, as one script in an empty folder."""
+    code = "\n".join(text for _, text in blocks(page, langs=("python",)))
+    r = run(f'"{sys.executable}" -c {_quote(code)}', tmp_path, env)
+    assert r.returncode == 0, f"{page}: the python blocks failed as one script:\nstderr: {r.stderr[-3000:]}"
+
+
+def test_from_files_exist_or_are_written_first():
+    """``--from FILE`` in a page's bash blocks names a file of the repository
+    or one an earlier command of the page writes (``-o FILE``)."""
+    bad = []
+    for page in ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]:
+        written = set()
+        for _, text in blocks(page, langs=("bash",)):
+            for cmd in commands(text):
+                m = re.search(r"--from\s+(\S+)", cmd)
+                if m and m.group(1) not in written and not (ROOT / m.group(1)).exists():
+                    bad.append(f"{page}: {cmd}")
+                written.update(re.findall(r"(?:-o|--output)\s+(\S+)", cmd))
+    assert not bad, "--from names a file that neither exists nor is written above it:\n" + "\n".join(bad)
 
 
 def _quote(code: str) -> str:
