@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from .common import BadInput, escape, log
+from .common import BadInput, current_bar, escape, log
 
 
 def write_checked_cuda(net, relax, out_dir: Path, name: str | None, *, required: bool = False) -> Path:
@@ -44,7 +44,8 @@ def _write_checked(net, relax, out_dir, name, required, write_module, compile_ch
         from ..codegen.cuda_cubins import PTX_CC, build_archs, install, write_folder
 
         try:  # PTX for compute 7.5, assembled for sm_80 ... sm_120: kept beside the module
-            info = compile_check(tmp, cc=PTX_CC, archs=build_archs(_ptxas()), out_dir=scratch / "kernels")
+            info = compile_check(tmp, cc=PTX_CC, archs=build_archs(_ptxas()), out_dir=scratch / "kernels",
+                                 progress=current_bar())  # the bar: PTX per kernel, then each arch's cubins
         except RuntimeError as e:
             click.echo(f"netgen: error: {e}\nnothing written (use --no-compile to keep an unchecked module)", err=True)
             raise SystemExit(1) from None
