@@ -49,11 +49,16 @@ SUBSTITUTE = {
     'pip install torch==2.13.0 && pip install -e ".[all]" && netgen build --n 10450 --k 5 --target torch':
         ("netgen build --n 10450 --k 5 --target torch", "the install step is not repeated; the build runs as written"),
     'pip install torch==2.13.0 && pip install -e ".[all]" && pip install --no-deps difftopk==0.2.0 diffsort==0.2.0 '
-    '&& python -m pytest -n 2 -q':
+    '&& python -m pytest -n 2 --dist worksteal --run-slow -q':
         (SKIP, "installs and the whole test suite: this test is part of it"),
+    "git clone <this repository's URL> netgen && cd netgen":
+        (SKIP, "the tests run in a clone already"),
+    "python3 -m venv .venv && . .venv/bin/activate":
+        (SKIP, "the tests run in an environment already"),
     "netgen build --n 10450 --k 5 --target cuda":
         ("netgen build --n 10450 --k 5 --target cuda --no-compile",
-         "the PTX/cubin compile check takes ~15 s and needs ptxas; tests/codegen/test_cuda_ptx.py covers it"),
+         "the PTX/cubin compile check takes ~40 CPU-s and needs ptxas; tests/conftest.py's cuda_cli_build runs "
+         "this very command once per session (tests/codegen/test_cuda_ptx.py and others check it)"),
     "netgen table":
         ("netgen table --n 16", "all four n take minutes; n = 16 exercises the same code"),
     "netgen bench --quick -o bench-out":
