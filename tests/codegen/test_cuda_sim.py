@@ -124,9 +124,9 @@ def test_shared_and_global_variants_both_ran(sim):
         "splitter(16,5) logistic float16": shared,
         "splitter(16,5) cauchy float32": shared,  # bfloat16 inputs run the float32 kernels
         "splitter(200,5)": shared,  # float32, layers of up to 96 comparators on 64 threads
-        # the P sweep forward: a row's state is n x n floats (rows of n: 24, 100, 16)
+        # the P sweep forward: a row's state is n x n floats (rows of n: 24, 80, 16)
         "oddeven(24,24)": {k.replace("/5", "/24"): v for k, v in glob.items()},
-        "oddeven(100,100)": {k.replace("/5", "/100"): v for k, v in shared.items()},
+        "oddeven(80,80)": {k.replace("/5", "/80"): v for k, v in shared.items()},
         "splitter(16,5) cauchy float64": {k.replace("/5", "/16"): v for k, v in shared.items()},
     }
     for case, variants in sim["variants"].items():
@@ -136,7 +136,7 @@ def test_shared_and_global_variants_both_ran(sim):
 
 @pytest.mark.slow
 def test_d_kept_or_back_sweep_recomputed(sim):
-    recomputed = ("bitonic(8,8)", "splitter(101,1)", "oddeven(24,24)", "oddeven(100,100)")
+    recomputed = ("bitonic(8,8)", "splitter(101,1)", "oddeven(24,24)", "oddeven(80,80)")
     for case, save_d in sim["save_d"].items():
         assert save_d == (not case.startswith(recomputed)), case
 
@@ -146,7 +146,7 @@ def test_sweep_directions(sim):
     """Sorters from 24 wires sweep P forward over the input columns (the
     build-time rule), the others back over the ranks; one selection network
     is forced forward (k < n)."""
-    forward = ("oddeven(24,24)", "oddeven(100,100)", "splitter(16,5) cauchy float64")
+    forward = ("oddeven(24,24)", "oddeven(80,80)", "splitter(16,5) cauchy float64")
     for case in sim["save_d"]:
         assert case.endswith(" forward" if case.startswith(forward) else " back"), case
 
