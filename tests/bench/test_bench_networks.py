@@ -37,6 +37,9 @@ def test_plan_nnz(n, k):
 def test_portfolio_network_is_netgen_builds_choice(tmp_path):
     path, net = portfolio_network(24, 24, tmp_path)
     ref = build(24, 24).network
+    # the bench skips the proof (verify=False), so only the proof's record differs
+    assert ref.construction["verified"].startswith("proved")
+    ref = ref.with_(construction={key: v for key, v in ref.construction.items() if key != "verified"})
     assert net == ref
     from netgen.io import load
 
