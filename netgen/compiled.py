@@ -71,8 +71,9 @@ def compile_network(
     log: Callable[[str], None] | None = None,
 ) -> Compiled:
     """Run the passes (None or () keeps the comparators exactly as given) and
-    prove the result. ``log`` receives one line per pass and one for the
-    proof, each as soon as it has run."""
+    prove the result, recorded in the network's construction
+    (:func:`record_proof`). ``log`` receives one line per pass and one for
+    the proof, each as soon as it has run."""
     records: list[PassRecord] = []
     if passes:
         on_pass = None if log is None else (lambda rec: log(f"  pass {rec}"))
@@ -86,4 +87,13 @@ def compile_network(
         seconds = time.perf_counter() - t0
         if log is not None:
             log(f"verify: {report} ({seconds:.2f} s)")
+        net = record_proof(net, report)
     return Compiled(net, records, report, verify_seconds=seconds)
+
+
+def record_proof(net: Network, report: Report) -> Network:
+    """``net`` with the verdict in its construction (``"verified": "proved
+    (reachable states)"``): the network ``compile_network`` returns carries
+    its proof, so what ``netgen build`` writes (a JSON file, a module and
+    its hash) equals what the same steps write from Python."""
+    return net.with_(construction={**net.construction, "verified": str(report)})

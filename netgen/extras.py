@@ -2,7 +2,7 @@
 
 ``require(module, what)`` imports ``module`` or raises :class:`MissingExtra`
 (a ValueError, so the CLI prints it as one line with exit code 2) saying
-which ``pip install "netgen[...]"`` provides it. ``hint_for`` maps a
+which ``pip install "netgen-networks[...]"`` provides it. ``hint_for`` maps a
 ModuleNotFoundError raised deeper down to the same message.
 """
 
@@ -28,7 +28,7 @@ class MissingExtra(ValueError):
 def message(module: str, what: str, extra: str | None = None) -> str:
     root = module.split(".")[0]
     extra = extra or EXTRAS.get(root)
-    install = f'pip install "netgen[{extra}]"' if extra else f"pip install {root}"
+    install = f'pip install "netgen-networks[{extra}]"' if extra else f"pip install {root}"
     return f"{what} needs {root}, which is not installed: {install}"
 
 

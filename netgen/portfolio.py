@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from .compiled import Compiled, compile_network
+from .compiled import Compiled, compile_network, record_proof
 from .construct import smallest_estimate
 from .construct._common import MAX_COMPARATORS, check_nk
 from .construct.best import N_MAX, check_objective, objective_key
@@ -193,6 +193,7 @@ def choose(
 
         winner.compiled.report = run_verify(winner.network)
         winner.compiled.verify_seconds = time.perf_counter() - t0
+        winner.compiled.network = record_proof(winner.compiled.network, winner.compiled.report)
         if log is not None:
             log(f"verify (the winner only): {winner.compiled.report} ({winner.compiled.verify_seconds:.2f} s)")
     if progress is not None:

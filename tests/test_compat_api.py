@@ -76,7 +76,9 @@ def test_every_public_name_with_the_published_signature(pkg, mirror):
 METHODS = ["bitonic", "splitter_selection", "bitonic__non_sparse", "odd_even", "neuralsort", "softsort"]
 
 
-@pytest.mark.parametrize("method", METHODS)
+# the fast run (no --run-slow) keeps one of the networks (~5 s each)
+@pytest.mark.parametrize("method", [pytest.param(m, marks=pytest.mark.slow) if m in ("bitonic", "odd_even") else m
+                                    for m in METHODS])
 def test_topk_cross_entropy_every_top1_mode_matches_difftopk(method):
     n, p_k = 16, [0.5, 0.3, 0.2]
     g = torch.Generator().manual_seed(3)
@@ -177,7 +179,7 @@ def test_matrix_networks_equal_the_published_ones(n):
             assert _rowset(a) == _rowset(b), name
 
 
-@pytest.mark.parametrize("n", [8, 11])
+@pytest.mark.parametrize("n", [8, pytest.param(11, marks=pytest.mark.slow)])  # ~9 s each; odd n in the full run
 def test_sort_and_topk_functions(n):
     x = torch.randn(5, n, generator=torch.Generator().manual_seed(n))
     for typ in ("bitonic", "odd_even"):

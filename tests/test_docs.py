@@ -39,6 +39,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ["README.md", "docs/index.md"]  # the getting-started pages: every bash and python block runs
+SCRIPT_PAGES = ["docs/api.md"]  # every python block runs, in order, as one script (names carry over)
 SAMPLE_PAGES = ["docs/cli.md"]  # quoted outputs (console blocks) checked
 TIMEOUT = 300
 
@@ -48,11 +49,16 @@ SUBSTITUTE = {
     'pip install torch==2.13.0 && pip install -e ".[all]" && netgen build --n 10450 --k 5 --target torch':
         ("netgen build --n 10450 --k 5 --target torch", "the install step is not repeated; the build runs as written"),
     'pip install torch==2.13.0 && pip install -e ".[all]" && pip install --no-deps difftopk==0.2.0 diffsort==0.2.0 '
-    '&& python -m pytest -n 2 -q':
+    '&& python -m pytest -n 2 --dist worksteal --run-slow -q':
         (SKIP, "installs and the whole test suite: this test is part of it"),
+    "git clone <this repository's URL> netgen && cd netgen":
+        (SKIP, "the tests run in a clone already"),
+    "python3 -m venv .venv && . .venv/bin/activate":
+        (SKIP, "the tests run in an environment already"),
     "netgen build --n 10450 --k 5 --target cuda":
         ("netgen build --n 10450 --k 5 --target cuda --no-compile",
-         "the PTX/cubin compile check takes ~15 s and needs ptxas; tests/codegen/cuda/test_cuda_ptx.py covers it"),
+         "the PTX/cubin compile check takes ~40 CPU-s and needs ptxas; tests/conftest.py's cuda_cli_build runs "
+         "this very command once per session (tests/codegen/cuda/test_cuda_ptx.py and others check it)"),
     "netgen table":
         ("netgen table --n 16", "all four n take minutes; n = 16 exercises the same code"),
     "netgen bench --quick -o bench-out":
@@ -111,6 +117,7 @@ def test_substitutions_are_current():
     assert not stale, f"SUBSTITUTE maps commands no page documents any more: {stale}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES)
 def test_page_runs(page, tmp_path, env):
     built = {}  # module name prefix -> path printed by `netgen build`
@@ -137,6 +144,71 @@ def test_page_runs(page, tmp_path, env):
             assert r.returncode == 0, f"{page}: python snippet failed:\n{text}\nstderr: {r.stderr[-3000:]}"
             ran += 1
     assert ran, f"{page}: no runnable block found"
+
+
+def _defined_and_used(tree):
+    """Names a block defines (assignments, imports, defs, loop targets) and
+    the names it reads, in source order as ``[(lineno, name, kind)]``."""
+    import builtins
+
+    events = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            events.append((node.lineno, node.col_offset, node.id, "load" if isinstance(node.ctx, ast.Load) else "store"))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for a in node.names:
+                events.append((node.lineno, -1, (a.asname or a.name).split(".")[0], "store"))
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            events.append((node.lineno, -1, node.name, "store"))
+        elif isinstance(node, ast.arg):
+            events.append((getattr(node, "lineno", 0), -1, node.arg, "store"))
+    return sorted(events), set(dir(builtins))
+
+
+@pytest.mark.parametrize("page", SCRIPT_PAGES + PAGES)
+def test_python_blocks_define_what_they_use(page):
+    """Every name a python block reads is defined by it or an earlier block
+    of the page (or is a builtin): a snippet a reader copies runs after the
+    ones above it. Assignments later on the same line count (the right-hand
+    side of ``a, b = f(a)`` is checked against earlier lines)."""
+    defined, missing = set(), []
+    for lang, text in blocks(page, langs=("python",)):
+        tree = ast.parse(text)
+        events, builtin = _defined_and_used(tree)
+        stores_by_line = {}
+        for line, _, name, kind in events:
+            if kind == "store":
+                stores_by_line.setdefault(line, set()).add(name)
+        for line, _, name, kind in events:
+            if kind == "store":
+                defined.add(name)
+            elif name not in defined and name not in builtin and name not in stores_by_line.get(line, ()):
+                missing.append(f"{name!r} in: {text.splitlines()[line - 1].strip()}")
+    assert not missing, f"{page}: python blocks use names no earlier block defines:\n" + "\n".join(missing)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", SCRIPT_PAGES)
+def test_script_page_runs(page, tmp_path, env):
+    """The page's python blocks, in order, as one script in an empty folder."""
+    code = "\n".join(text for _, text in blocks(page, langs=("python",)))
+    r = run(f'"{sys.executable}" -c {_quote(code)}', tmp_path, env)
+    assert r.returncode == 0, f"{page}: the python blocks failed as one script:\nstderr: {r.stderr[-3000:]}"
+
+
+def test_from_files_exist_or_are_written_first():
+    """``--from FILE`` in a page's bash blocks names a file of the repository
+    or one an earlier command of the page writes (``-o FILE``)."""
+    bad = []
+    for page in ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]:
+        written = set()
+        for _, text in blocks(page, langs=("bash",)):
+            for cmd in commands(text):
+                m = re.search(r"--from\s+(\S+)", cmd)
+                if m and m.group(1) not in written and not (ROOT / m.group(1)).exists():
+                    bad.append(f"{page}: {cmd}")
+                written.update(re.findall(r"(?:-o|--output)\s+(\S+)", cmd))
+    assert not bad, "--from names a file that neither exists nor is written above it:\n" + "\n".join(bad)
 
 
 def _quote(code: str) -> str:

@@ -1,7 +1,9 @@
 """A model holding netgen layers saved in one process loads and runs in a
 NEW process: ``torch.save(model)`` (compat modules, an AutoLayer from
 ``topk_loss``, a generated layer built in memory and one from
-``netgen.load(path)``) and a ``state_dict`` round trip."""
+``netgen.load(path)``) and a ``state_dict`` round trip, the latter with
+``torch.load(..., weights_only=True)``, which refuses the pickled model
+(docs/faq.md: save the state_dict)."""
 
 import subprocess
 import sys
@@ -68,6 +70,12 @@ LOAD = '''
 import sys, torch
 sys.path.insert(0, sys.argv[1])
 io = torch.load(sys.argv[1] + "/io.pt")
+try:  # torch's safe loader (the default since torch 2.6) refuses a pickled model: docs/faq.md
+    torch.load(sys.argv[1] + "/model.pt", weights_only=True)
+except Exception as e:  # pickle.UnpicklingError naming the class it will not build
+    assert "weights_only" in str(e), e
+else:
+    raise AssertionError("a pickled model loaded with weights_only=True")
 m = torch.load(sys.argv[1] + "/model.pt", weights_only=False)
 outs = m(io["f"], io["y"])
 err = max((a - b).abs().max().item() for a, b in zip(outs, io["outs"]))
@@ -77,7 +85,7 @@ import model  # a fresh model, then the state_dict
 assert (getattr(m.sort.steepness, "grad", None) is not None) == model.LEARN
 torch.manual_seed(1)
 fresh = model.Model(io["path"])
-fresh.load_state_dict(torch.load(sys.argv[1] + "/state.pt"))
+fresh.load_state_dict(torch.load(sys.argv[1] + "/state.pt", weights_only=True))  # the safe route
 fresh.topk.steepness = 7.0  # plain attributes are not state (as in difftopk)
 if not model.LEARN:
     fresh.sort.steepness = 2.5
@@ -88,6 +96,7 @@ print("ok", err, err2)
 '''
 
 
+@pytest.mark.slow
 def test_torch_save_and_state_dict_load_in_a_new_process(tmp_path):
     (tmp_path / "model.py").write_text(textwrap.dedent(MODEL))
     env = {"NETGEN_CACHE_DIR": str(tmp_path / "cache"), "NETGEN_NUMBA_PARALLEL": "0"}

@@ -18,6 +18,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from netgen.codegen import TARGETS
 from netgen.construct import build
 from netgen.relax.distributions import Relaxation
@@ -66,6 +68,7 @@ def _run(path, lock: str) -> subprocess.CompletedProcess:
                           text=True, timeout=900)
 
 
+@pytest.mark.slow
 def test_workqueue_layer_is_thread_safe_and_the_lock_is_what_makes_it(tmp_path):
     path = tmp_path / "wq_mod.py"
     path.write_text(TARGETS["numba"].emit(build("oddeven", 6, 6), Relaxation("logistic", 4.0)))

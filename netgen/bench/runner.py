@@ -1,6 +1,14 @@
 """Run a benchmark grid: one subprocess per configuration (``netgen.bench.worker``),
 timeouts recorded as such, ratios against a reference method, JSON + CSV +
-plots written to an output folder."""
+plots written to an output folder.
+
+``results.json`` and ``results.csv`` are rewritten after every
+configuration (``"complete": false`` until the last one), so a long run
+that is interrupted keeps what it measured. A method name ending in
+:data:`DEFAULT_THREADS` (``netgen-torch@default-threads``) runs that method
+with torch's and numba's default thread counts (no ``set_num_threads``, the
+thread variables as the user's environment has them): what a script gets
+that never sets them, next to the ``--threads`` rows."""
 
 from __future__ import annotations
 
@@ -16,6 +24,31 @@ from pathlib import Path
 
 from .grid import BENCH_OPTIONS, Grid
 from .networks import cpu_model
+
+#: suffix of a method name: run it with the default thread counts
+DEFAULT_THREADS = "@default-threads"
+#: the thread variables as this process started (a forked configuration with
+#: the default threads gets these back)
+_START_ENV = {v: os.environ.get(v) for v in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS")}
+
+
+def split_method(name: str) -> tuple[str, bool]:
+    """``(method, default_threads)`` of a method name (see DEFAULT_THREADS)."""
+    if name.endswith(DEFAULT_THREADS):
+        return name[: -len(DEFAULT_THREADS)], True
+    return name, False
+
+
+def _thread_env(env, threads) -> None:
+    """Set the thread variables of ``env`` for ``threads`` (None: as this
+    process started)."""
+    for var, start in _START_ENV.items():
+        if threads:
+            env[var] = str(threads)
+        elif start is None:
+            env.pop(var, None)
+        else:
+            env[var] = start
 
 FIELDS = [
     "method", "B", "n", "k", "status", "reason", "kind", "t_fwd_ms", "t_fwdbwd_ms", "peak_mem_mb",
@@ -48,7 +81,7 @@ def _run_forked(cfg, timeout_s, threads):
     imported here, so no interpreter start-up per configuration)."""
     import multiprocessing
 
-    os.environ["NUMBA_NUM_THREADS"] = str(threads)
+    _thread_env(os.environ, threads)
     ctx = multiprocessing.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child, args=(cfg, send), daemon=True)
@@ -79,7 +112,8 @@ def run_one(method, B, n, k, grid: Grid, *, device="cpu", threads=1, cache_dir=N
     ``"subprocess"`` starts ``python -m netgen.bench.worker`` afresh.
     ``network``: the network file the netgen methods run (default: the
     portfolio's choice, built in the worker); ``memory_budget``: bytes the
-    configuration may use (the worker estimates first and skips above it)."""
+    configuration may use (the worker estimates first and skips above it).
+    ``threads`` None: the default thread counts (see DEFAULT_THREADS)."""
     cfg = {
         "method": method, "B": B, "n": n, "k": k, "device": device, "threads": threads,
         "options": BENCH_OPTIONS.get(method, {}) if options is None else options,
@@ -89,8 +123,7 @@ def run_one(method, B, n, k, grid: Grid, *, device="cpu", threads=1, cache_dir=N
         "memory_budget": memory_budget,
     }
     env = dict(os.environ)
-    env["NUMBA_NUM_THREADS"] = str(threads)
-    env["OMP_NUM_THREADS"] = str(threads)
+    _thread_env(env, threads)
     env.setdefault("PYTHONWARNINGS", "ignore")
     row = {"method": method, "B": B, "n": n, "k": k}
     t0 = time.perf_counter()
@@ -141,82 +174,133 @@ def add_ratios(rows, reference: str) -> None:
 
 
 def run_grid(grid: Grid, methods, out_dir, *, reference=None, device="cpu", threads=1, cache_dir=None,
-             progress=None, plots=True, options=None, isolation=None, memory_budget=None, echo=None) -> dict:
+             progress=None, plots=True, options=None, isolation=None, memory_budget=None, echo=None,
+             report=None) -> dict:
     """Run every configuration, write ``results.json``, ``results.csv`` and
     the plots into ``out_dir``; return the JSON document.
 
     The netgen methods run, for each (n, k), the network ``netgen build``
     chooses there (the portfolio), built once here; ``echo`` (if given)
     receives one line per (n, k) naming it. ``memory_budget``: bytes one
-    configuration may use (None: no guard)."""
+    configuration may use (None: no guard). ``progress``: a tqdm-like bar
+    factory (networks built, then configurations run); ``report(row, done,
+    total)`` is called as each configuration finishes, after the partial
+    results were written."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    opts = {m: dict(BENCH_OPTIONS.get(m, {})) for m in methods}
+    opts = {m: dict(BENCH_OPTIONS.get(split_method(m)[0], {})) for m in methods}
     for m, o in (options or {}).items():
         opts.setdefault(m, {}).update(o)
+        for full in methods:  # a method's options apply to its default-threads rows too
+            if full != m and split_method(full)[0] == m:
+                opts[full].update(o)
     if isolation is None:
         isolation = "fork" if hasattr(os, "fork") and sys.platform.startswith("linux") else "subprocess"
     if isolation == "fork":
         import torch  # noqa: F401 - loaded once here, inherited by every forked configuration
     configs = grid.configs(methods)
     networks = {}  # (n, k) -> (path, description)
-    if any(m.startswith("netgen-") for m in methods):
+    needs_networks = any(m.startswith("netgen-") for m in methods)
+    pairs = grid.pairs() if needs_networks else []
+    bar = progress(total=len(pairs) + len(configs), desc="netgen bench") if progress else None
+    if needs_networks:
         from .methods import default_cache_dir
         from .networks import describe, portfolio_network
 
         folder = Path(cache_dir or default_cache_dir()) / "networks"
-        for n, k in grid.pairs():
+        for n, k in pairs:
+            if bar is not None:
+                bar.set_postfix_str(f"building the network n={n} k={k}")
             path, net = portfolio_network(n, k, folder)
             networks[(n, k)] = (str(path), describe(net))
             if echo is not None:
                 echo(f"# n={n} k={k}: netgen runs the network `netgen build --n {n} --k {k}` chooses: "
                      f"{networks[(n, k)][1]}")
+            if bar is not None:
+                bar.update(1)
     rows = []
-    bar = progress(total=len(configs), desc="netgen bench") if progress else None
     t0 = time.perf_counter()
-    for method, B, n, k, skip in configs:
+    setup = dict(grid=grid, methods=methods, reference=reference, device=device, threads=threads, opts=opts,
+                 isolation=isolation, memory_budget=memory_budget, networks=networks)
+    for i, (method, B, n, k, skip) in enumerate(configs):
         if bar is not None:
             bar.set_postfix_str(f"{method} B={B} n={n} k={k}")
         if skip is not None:
             rows.append({"method": method, "B": B, "n": n, "k": k, "status": "skipped", "reason": skip})
         else:
-            net = networks.get((n, k)) if method.startswith("netgen-") else None
-            rows.append(run_one(method, B, n, k, grid, device=device, threads=threads, cache_dir=cache_dir,
-                                options=opts.get(method, {}), isolation=isolation,
+            base, default_threads = split_method(method)
+            net = networks.get((n, k)) if base.startswith("netgen-") else None
+            rows.append(run_one(base, B, n, k, grid, device=device, threads=None if default_threads else threads,
+                                cache_dir=cache_dir, options=opts.get(method, {}), isolation=isolation,
                                 network=None if net is None else net[0], memory_budget=memory_budget))
+            rows[-1]["method"] = method
             if net is not None:
                 rows[-1]["network"] = net[1]
+        done = i + 1 == len(configs)
+        doc = _document(rows, setup, time.perf_counter() - t0, complete=done)
+        _write_results(out, doc)
+        if report is not None:
+            report(doc["results"][-1], i + 1, len(configs))
         if bar is not None:
             bar.update(1)
     if bar is not None:
         bar.close()
-    if reference is not None:
-        add_ratios(rows, reference)
-    doc = {
-        "format": "netgen-bench/1",
-        "reference": reference,
-        "grid": {"batch": list(grid.batch), "n": list(grid.n), "k": list(grid.k), "sort": grid.sort,
-                 "timeout_s": grid.timeout_s, "repeats": grid.repeats, "warmup": grid.warmup},
-        "networks": {f"n={n} k={k}": d for (n, k), (_, d) in networks.items()},
-        "memory_budget_bytes": memory_budget,
-        "methods": list(methods),
-        "options": opts,
-        "machine": {"python": platform.python_version(), "platform": platform.platform(), "cpu": cpu_model(),
-                    "cpus": os.cpu_count(), "device": device, "threads": threads, "isolation": isolation},
-        "total_s": time.perf_counter() - t0,
-        "results": [_clean(r) for r in rows],
-    }
-    (out / "results.json").write_text(json.dumps(doc, indent=1) + "\n")
-    with open(out / "results.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore")
-        w.writeheader()
-        for r in doc["results"]:
-            w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in FIELDS})
+    if not configs:
+        doc = _document(rows, setup, time.perf_counter() - t0, complete=True)
+        _write_results(out, doc)
     if plots:
         from .plots import plot_all
 
         doc["plots"] = [str(p) for p in plot_all(doc, out)]
     return doc
+
+
+def _document(rows, setup, total_s, *, complete) -> dict:
+    """The results document of the rows so far (ratios against the
+    reference among them)."""
+    grid, reference = setup["grid"], setup["reference"]
+    rows = [dict(r) for r in rows]
+    if reference is not None:
+        add_ratios(rows, reference)
+    return {
+        "format": "netgen-bench/1",
+        "complete": complete,
+        "reference": reference,
+        "grid": {"batch": list(grid.batch), "n": list(grid.n), "k": list(grid.k), "sort": grid.sort,
+                 "timeout_s": grid.timeout_s, "repeats": grid.repeats, "warmup": grid.warmup},
+        "networks": {f"n={n} k={k}": d for (n, k), (_, d) in setup["networks"].items()},
+        "memory_budget_bytes": setup["memory_budget"],
+        "methods": list(setup["methods"]),
+        "options": setup["opts"],
+        "machine": {"python": platform.python_version(), "platform": platform.platform(), "cpu": cpu_model(),
+                    "cpus": os.cpu_count(), "device": setup["device"], "threads": setup["threads"],
+                    "default_threads": _default_threads(), "isolation": setup["isolation"]},
+        "total_s": total_s,
+        "results": [_clean(r) for r in rows],
+    }
+
+
+def _default_threads() -> dict:
+    """The thread counts a process gets without setting any (what the
+    ``@default-threads`` rows ran with): torch's default intra-op threads
+    (the physical cores, unless OMP_NUM_THREADS says otherwise) and the
+    thread variables."""
+    return {"cpus": os.cpu_count(), **{v.lower(): s for v, s in _START_ENV.items()}}
+
+
+def _write_results(out: Path, doc: dict) -> None:
+    """results.json and results.csv, each replaced in one step (a reader or
+    an interrupt never sees half a file)."""
+    tmp = out / ".results.json.tmp"
+    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    os.replace(tmp, out / "results.json")
+    tmp = out / ".results.csv.tmp"
+    with open(tmp, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore")
+        w.writeheader()
+        for r in doc["results"]:
+            w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in FIELDS})
+    os.replace(tmp, out / "results.csv")
 
 
 def _clean(r: dict) -> dict:

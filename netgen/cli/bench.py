@@ -1,6 +1,8 @@
 """``netgen bench``: time (forward, forward+backward), peak memory and error
 against the hard top-k of every method over a grid of (B, n, k), one
-process per configuration; JSON, CSV and plots into ``-o DIR``."""
+process per configuration; JSON, CSV and plots into ``-o DIR`` (refused
+when DIR already holds results, unless ``--force``; the JSON and CSV are
+rewritten after every configuration, one stderr line each)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import os
 
 import click
 
-from .common import BadInput, handle_errors, log, progress
+from .common import BadInput, escape, handle_errors, log, progress
 
 
 def _fmt(v, spec):
@@ -19,7 +21,9 @@ def _fmt(v, spec):
 
 @click.command("bench")
 @click.option("-o", "--out", "out_dir", default="bench-out", show_default=True,
-              type=click.Path(file_okay=False), help="folder for results.json, results.csv and the plots")
+              type=click.Path(file_okay=False),
+              help="folder for results.json, results.csv and the plots (refused if it holds results: see --force)")
+@click.option("--force", is_flag=True, help="overwrite the results already in the -o folder")
 @click.option("--quick", is_flag=True, help="small grid (B=16, n=64,256,1024, k=5; under 3 minutes)")
 @click.option("--sorting", is_flag=True,
               help="full sorting, k = n (default B=64, n=32,256,1024; --n and --batch change it, --k is refused)")
@@ -36,6 +40,10 @@ def _fmt(v, spec):
 @click.option("--repeats", type=int, default=None, help="timed repetitions per measurement (median)")
 @click.option("--warmup", type=int, default=None, help="untimed warm-up runs")
 @click.option("--threads", type=int, default=1, show_default=True, help="torch / numba threads per worker")
+@click.option("--default-threads/--no-default-threads", "default_threads", default=True, show_default=True,
+              help="also run netgen-torch with torch's default thread count (rows netgen-torch@default-threads: "
+                   "what a script that never calls torch.set_num_threads gets; slow on a busy machine). "
+                   "Any method can be named METHOD@default-threads in --methods")
 @click.option("--device", default="cpu", show_default=True, type=click.Choice(["cpu", "cuda"]),
               help="cuda: the GPU table instead of the grid (netgen/bench/gpu.py; B 64,500,4096, n 1000,10450, k 5)")
 @click.option("--temperature", "temps", multiple=True, metavar="METHOD=VALUE",
@@ -48,13 +56,13 @@ def _fmt(v, spec):
               help="start a fresh interpreter per configuration instead of forking (slower start-up)")
 @click.option("--list", "list_methods", is_flag=True, help="list the method names and exit")
 @handle_errors
-def command(out_dir, quick, sorting, max_memory, methods, reference, batch, ns, ks, timeout, repeats, warmup, threads, device,
-            temps, cache_dir, no_plots, use_subprocess, list_methods):
+def command(out_dir, force, quick, sorting, max_memory, methods, reference, batch, ns, ks, timeout, repeats, warmup,
+            threads, default_threads, device, temps, cache_dir, no_plots, use_subprocess, list_methods):
     """Benchmark netgen's generated layers against the baselines.
 
     \b
     Examples:
-      netgen bench --quick -o docs/img/bench
+      netgen bench --quick -o bench-out
       netgen bench --methods lapsum,softsort,netgen-numba --n 1024,10450 --k 5 -o out
       netgen bench --sorting -o sort-out
 
@@ -64,15 +72,19 @@ def command(out_dir, quick, sorting, max_memory, methods, reference, batch, ns, 
     from ..bench.grid import DEFAULT, QUICK, SORTING, parse_ints
     from ..bench.networks import cpu_model, memory_budget
     from ..bench.methods import all_names
+    from ..bench.runner import DEFAULT_THREADS, split_method
 
     if device == "cuda" and not list_methods:
+        _check_out(out_dir, force, ("gpu_results.json",))
         return _gpu_table(out_dir, methods, batch, ns, ks, repeats)
     names = all_names()
     if list_methods:
         click.echo("\n".join(names))
         return
     chosen = names if methods is None else [m.strip() for m in methods.split(",") if m.strip()]
-    unknown = [m for m in chosen if m not in names]
+    if default_threads and "netgen-torch" in chosen and "netgen-torch" + DEFAULT_THREADS not in chosen:
+        chosen.insert(chosen.index("netgen-torch") + 1, "netgen-torch" + DEFAULT_THREADS)
+    unknown = [m for m in chosen if split_method(m)[0] not in names]
     if unknown or not chosen:
         raise BadInput(f"unknown method(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(names)}")
     if reference is None:
@@ -122,6 +134,7 @@ def command(out_dir, quick, sorting, max_memory, methods, reference, batch, ns, 
             options[name] = {"temperature": float(value)}
         except ValueError:
             raise BadInput(f"--temperature value must be a number, got {t!r}") from None
+    _check_out(out_dir, force, RESULT_FILES)
     if not no_plots:  # before the (long) run, not after it
         from ..extras import require
 
@@ -132,21 +145,49 @@ def command(out_dir, quick, sorting, max_memory, methods, reference, batch, ns, 
                + ("none" if budget is None else f"{budget / 2**30:.1f} GiB"))
     doc = run_grid(grid, chosen, out_dir, reference=reference, device=device, threads=threads,
                    cache_dir=cache_dir, progress=progress, plots=not no_plots, options=options,
-                   isolation="subprocess" if use_subprocess else None, memory_budget=budget, echo=click.echo)
-    head = f"{'method':<18} {'B':>4} {'n':>6} {'k':>3} {'status':<8} {'fwd ms':>9} {'f+b ms':>9} " \
+                   isolation="subprocess" if use_subprocess else None, memory_budget=budget, echo=click.echo,
+                   report=_report)
+    w = max([18] + [len(r["method"]) for r in doc["results"]])
+    head = f"{'method':<{w}} {'B':>4} {'n':>6} {'k':>3} {'status':<8} {'fwd ms':>9} {'f+b ms':>9} " \
            f"{'peak MiB':>8} {'saved':>8} {'err P':>7} {'x ref':>7}"
     click.echo(f"# reference: {reference}; 'x ref' = fwd+bwd time / reference's; peak = RSS rise (MiB), "
                "saved = outputs + tensors saved for backward (MiB); err P = mean TV distance to the hard top-k")
     click.echo(head)
     for r in doc["results"]:
         click.echo(
-            f"{r['method']:<18} {r['B']:>4} {r['n']:>6} {r['k']:>3} {r['status']:<8} "
+            f"{r['method']:<{w}} {r['B']:>4} {r['n']:>6} {r['k']:>3} {r['status']:<8} "
             f"{_fmt(r.get('t_fwd_ms'), '9.3f')} {_fmt(r.get('t_fwdbwd_ms'), '9.3f')} "
             f"{_fmt(r.get('peak_mem_mb'), '8.1f')} {_fmt(r.get('saved_mb'), '8.1f')} {_fmt(r.get('err_P'), '7.3f')} {_fmt(r.get('ratio_fwdbwd'), '7.2f')}"
             + ("" if r["status"] == "ok" else f"  {r.get('reason', '')}")
         )
     log(f"netgen bench: {len(doc['results'])} configurations in {doc['total_s']:.0f} s; wrote "
         f"{out_dir}/results.json, results.csv" + (", plots" if not no_plots else ""))
+
+
+#: what a run writes into its folder (an existing one is not overwritten without --force)
+RESULT_FILES = ("results.json", "results.csv", "time_fwd.png", "time_fwdbwd.png", "memory.png", "saved.png",
+                "error.png")
+
+
+def _check_out(out_dir, force, files) -> None:
+    """Refuse (exit 2) to overwrite earlier results in ``out_dir`` unless ``force``."""
+    from pathlib import Path
+
+    there = [f for f in files if (Path(out_dir) / f).exists()]
+    if there and not force:
+        raise BadInput(f"{out_dir} already holds results ({', '.join(there)}); pass --force to overwrite them, "
+                       f"or choose another folder with -o")
+
+
+def _report(row, done, total) -> None:
+    """One stderr line per finished configuration (the results files were
+    just rewritten with it)."""
+    what = f"[{done}/{total}] {row['method']} B={row['B']} n={row['n']} k={row['k']}: {row['status']}"
+    if row["status"] == "ok":
+        what += f", fwd {row.get('t_fwd_ms') or 0:.3f} ms, f+b {row.get('t_fwdbwd_ms') or 0:.3f} ms"
+    elif row.get("reason"):
+        what += f" ({escape(str(row['reason']))[:120]})"
+    log(what + (f" [{row['wall_s']:.0f} s]" if row.get("wall_s") is not None else ""))
 
 
 def _gpu_table(out_dir, methods, batch, ns, ks, repeats):

@@ -55,7 +55,7 @@ def command(n, k, kind, objective, from_file, target, output, name, passes, only
     \b
     netgen build --n 10450 --k 5 --target cuda
     netgen build --n 16 --k 5 --network splitter -o net.json
-    netgen build --from Sort_24_123_12.json --target torch
+    netgen build --from net.json --target torch
     """
     from .. import compiler
     from ..portfolio import PortfolioError
@@ -115,7 +115,7 @@ def command(n, k, kind, objective, from_file, target, output, name, passes, only
             raise SystemExit(1)
         if report.status != "proved":
             log("warning: the network was sampled, not proved")
-        net = net.with_(construction={**net.construction, "verified": str(report)})
+        # the proof is in net.construction already (netgen.compiled.record_proof), as from Python
 
     if target == "json":
         _write_json(net, output)
@@ -148,7 +148,8 @@ def _write_module(target, net, output, name, distribution, options, no_compile, 
     out_dir = Path(output) if output else Path("generated")
     try:  # the target's build step runs too (cuda: the module is written only after its kernels compiled)
         path = write_module(target, net, relax, out_dir=out_dir, name=name, build=not no_compile,
-                            required=compile_check, log=lambda line: log(escape(line)))
+                            required=compile_check, log=lambda line: log(escape(line)),
+                            progress=current_bar())  # the bar: PTX per kernel, then each arch's cubins
     except BuildError as e:
         click.echo(f"netgen: error: {e} (use --no-compile to keep an unchecked module)", err=True)
         raise SystemExit(1) from None

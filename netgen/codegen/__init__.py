@@ -116,6 +116,7 @@ def write_module(
     build: bool = True,
     required: bool = False,
     log=None,
+    progress=None,
 ) -> Path:
     """Emit ``<out_dir>/<name>.py`` and run the target's build step (the
     same artefacts as ``netgen build``: for cuda, the compile check and the
@@ -137,6 +138,6 @@ def write_module(
     say(f"emitted {t.name} module in {time.perf_counter() - t0:.2f} s")
     path = Path(out_dir) / f"{name}.py"
     if build and t.build is not None:
-        return t.build.run(source, path, required=required, log=say)
+        return t.build.run(source, path, required=required, log=say, progress=progress)
     atomic_write_text(path, source)
     return path

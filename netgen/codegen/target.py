@@ -86,7 +86,7 @@ class EmitOptions:
 @dataclass(frozen=True)
 class BuildStep:
     """What a target does after emitting a module: ``run(source, path, *,
-    required, log) -> path`` writes ``path`` (and whatever goes beside it),
+    required, log, progress) -> path`` writes ``path`` (and whatever goes beside it),
     nothing at all when it fails (:class:`BuildError`) or, with
     ``required``, when it cannot run in full (:class:`BuildIncomplete`)."""
 

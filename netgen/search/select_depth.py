@@ -81,7 +81,7 @@ def _require_pysat():
     try:
         from pysat.solvers import Solver
     except ImportError:
-        raise ValueError("the SAT search needs python-sat: pip install 'netgen[search]' (or pip install python-sat)") from None
+        raise ValueError("the SAT search needs python-sat: pip install 'netgen-networks[search]' (or pip install python-sat)") from None
     return Solver
 
 

@@ -16,7 +16,7 @@ end), and since the inputs are symmetric under every permutation of the
 wires, the first layer is (0, 1), (2, 3), ..., max to the even wire, for
 some number of comparators. A target's wire is left alone after its layer.
 
-Needs python-sat (``pip install 'netgen[search]'``).
+Needs python-sat (``pip install 'netgen-networks[search]'``).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def _require_pysat():
     try:
         from pysat.solvers import Cadical153
     except ImportError:
-        raise ValueError("the SAT search needs python-sat: pip install 'netgen[search]' (or pip install python-sat)") from None
+        raise ValueError("the SAT search needs python-sat: pip install 'netgen-networks[search]' (or pip install python-sat)") from None
     return Cadical153
 
 

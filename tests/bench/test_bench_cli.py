@@ -85,3 +85,56 @@ def test_bad_arguments_exit_2(tmp_path, args, msg):
     r = invoke(*args, "-o", str(tmp_path / "x"))
     assert r.exit_code == 2, r.output
     assert msg in r.output and len(r.output.strip().splitlines()) == 1
+
+
+def test_existing_results_are_not_overwritten_without_force(tmp_path):
+    out = tmp_path / "b"
+    args = ("--methods", "softsort", "--batch", "2", "--n", "8", "--k", "2", "--repeats", "1", "--warmup", "0",
+            "--no-plots", "-o", str(out))
+    assert invoke(*args).exit_code == 0
+    first = (out / "results.json").read_text()
+    r = invoke(*args)
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
+    assert "already holds results (results.json, results.csv)" in r.output and "--force" in r.output
+    assert (out / "results.json").read_text() == first
+    r = invoke(*args, "--force")
+    assert r.exit_code == 0, r.output
+    assert (out / "results.json").read_text() != first
+
+
+def test_partial_results_are_written_as_they_come(tmp_path):
+    from netgen.bench.runner import run_grid
+
+    seen = []
+
+    def report(row, done, total):
+        doc = json.loads((tmp_path / "results.json").read_text())
+        seen.append((done, total, doc["complete"], len(doc["results"]), row["method"]))
+
+    g = bgrid.Grid(batch=(2,), n=(8, 12), k=(2,), timeout_s=60, repeats=1, warmup=0)
+    run_grid(g, ["softsort", "lapsum_topk"], tmp_path, plots=False, report=report)
+    assert seen == [(1, 4, False, 1, "softsort"), (2, 4, False, 2, "lapsum_topk"), (3, 4, False, 3, "softsort"),
+                    (4, 4, True, 4, "lapsum_topk")]
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_default_thread_rows(tmp_path):
+    out = tmp_path / "d"
+    r = invoke("--methods", "netgen-torch", "--batch", "2", "--n", "8", "--k", "2", "--repeats", "1",
+               "--warmup", "0", "--threads", "1", "--no-plots", "-o", str(out))
+    assert r.exit_code == 0, r.output
+    doc = json.loads((out / "results.json").read_text())
+    rows = {x["method"]: x for x in doc["results"]}
+    assert set(rows) == {"netgen-torch", "netgen-torch@default-threads"}
+    assert all(x["status"] == "ok" for x in rows.values()), rows
+    assert rows["netgen-torch"]["threads"] == 1
+    assert rows["netgen-torch@default-threads"]["threads"] >= 1 and doc["machine"]["default_threads"]["cpus"] >= 1
+    assert "[2/2] netgen-torch@default-threads B=2 n=8 k=2: ok" in r.stderr
+    r = invoke("--methods", "netgen-torch", "--batch", "2", "--n", "8", "--k", "2", "--repeats", "1",
+               "--warmup", "0", "--no-default-threads", "--no-plots", "-o", str(tmp_path / "e"))
+    assert r.exit_code == 0, r.output
+    assert [x["method"] for x in json.loads((tmp_path / "e" / "results.json").read_text())["results"]] == ["netgen-torch"]
+    # any method by name
+    r = invoke("--methods", "softsort@default-threads", "--batch", "2", "--n", "8", "--k", "2", "--repeats", "1",
+               "--warmup", "0", "--no-plots", "-o", str(tmp_path / "f"))
+    assert r.exit_code == 0, r.output

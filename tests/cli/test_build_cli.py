@@ -250,3 +250,25 @@ def test_a_generated_module_that_does_not_compile_is_an_internal_error(tmp_path,
     assert len(lines) == 1 and "netgen bug" in lines[0], r.output
     assert "Traceback" not in r.output
     assert not list(tmp_path.rglob("*.py"))
+
+
+@pytest.mark.parametrize("target", ["torch", "numba"])
+@pytest.mark.parametrize("kind", ["splitter", None])
+def test_cli_and_python_pipeline_write_the_same_module(tmp_path, target, kind):
+    """docs/api.md's pipeline and `netgen build` write the same file (name,
+    hash and bytes) for the same network: both record the proof in the
+    network's construction (netgen.compiled.record_proof). Without a kind:
+    the portfolio, netgen.compiler.compile."""
+    from netgen.codegen import write_module
+    from netgen.compiler import compile as compile_nk, compile_network, construct
+    from netgen.relax.distributions import default_relaxation
+
+    args = ["build", "--n", "40", "--k", "3", "--target", target, "-o", str(tmp_path / "cli")]
+    r = run(*args, *(["--network", kind] if kind else []))
+    assert r.exit_code == 0, r.output
+    (cli,) = (tmp_path / "cli").glob("*.py")
+    compiled = compile_network(construct(40, 3, kind)) if kind else compile_nk(40, 3)
+    net = compiled.network
+    assert net.construction["verified"].startswith("proved")
+    api = write_module(target, net, default_relaxation(net), out_dir=tmp_path / "api")
+    assert api.name == cli.name and api.read_bytes() == cli.read_bytes()

@@ -36,7 +36,7 @@ def assert_one_line(r, extra):
     lines = [l for l in r.stderr.splitlines() if l.strip()]
     assert len(lines) == 1, r.stderr
     assert lines[0].startswith("netgen: error: ")
-    assert f'pip install "netgen[{extra}]"' in lines[0], lines[0]
+    assert f'pip install "netgen-networks[{extra}]"' in lines[0], lines[0]
 
 
 @pytest.mark.parametrize("suffix", ["png", "svg"])

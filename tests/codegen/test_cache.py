@@ -76,6 +76,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow
 def test_concurrent_processes(cache_dir):
     env = {**os.environ, "NETGEN_CACHE_DIR": str(cache_dir)}
     procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(1.0 + (i % 2))], env=env, stdout=subprocess.PIPE,

@@ -326,44 +326,53 @@ def _case(target, tmp_path_factory):
 _SIM: dict = {}
 
 
-def _simulated(target, check):
+def _simulated(target, check, shared_once):
     """Result of ``check`` for ``target`` in the CUDA simulator (all checks
-    run in one subprocess per target, once; it reports each as it
-    finishes)."""
+    run in one subprocess per target, once per session, shared by the
+    xdist workers; it reports each as it finishes)."""
     if target not in _SIM:
-        env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", **TARGETS[target].test.env)
-        results = _SIM[target] = {}
-        try:
-            proc = subprocess.run([sys.executable, __file__, target], capture_output=True, text=True, env=env,
-                                  timeout=SIM_TIMEOUT)
-            out, why = proc.stdout, f"the simulator process failed: {proc.stderr[-3000:]}"
-        except subprocess.TimeoutExpired as e:
-            out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-            why = f"not reached within {SIM_TIMEOUT} s"
-        for line in out.splitlines():
-            if line.startswith("{"):
-                results.update(json.loads(line))
-        for name in CHECKS:
-            results.setdefault(name, why)
+        _SIM[target] = shared_once(f"contract-{target}", lambda folder: _simulate(target))
     return _SIM[target][check]
+
+
+def _simulate(target) -> dict:
+    results = {}
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", **TARGETS[target].test.env)
+    try:
+        proc = subprocess.run([sys.executable, __file__, target], capture_output=True, text=True, env=env,
+                              timeout=SIM_TIMEOUT)
+        out, why = proc.stdout, f"the simulator process failed: {proc.stderr[-3000:]}"
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        why = f"not reached within {SIM_TIMEOUT} s"
+    for line in out.splitlines():
+        if line.startswith("{"):
+            results.update(json.loads(line))
+    for name in CHECKS:
+        results.setdefault(name, why)
+    return results
 
 
 SIM_TIMEOUT = 1500
 
 
 def pytest_generate_tests(metafunc):
+    import pytest
+
     if "target" in metafunc.fixturenames:
-        metafunc.parametrize("target", list(TARGETS))
+        # the cuda target runs in the CUDA simulator (~25 s for all checks): slow
+        metafunc.parametrize("target", [pytest.param(t, marks=pytest.mark.slow) if TARGETS[t].test.simulator else t
+                                        for t in TARGETS])
     if "check" in metafunc.fixturenames:
         metafunc.parametrize("check", list(CHECKS))
 
 
-def test_contract(target, check, tmp_path_factory):
+def test_contract(target, check, tmp_path_factory, shared_once):
     missing = _available(target)
     if missing:
         pytest.skip(f"{target}: {missing}")
     if TARGETS[target].test.simulator:
-        result = _simulated(target, check)
+        result = _simulated(target, check, shared_once)
         assert result == "ok", f"{target} (simulator): {result}"
         return
     CHECKS[check](_case(target, tmp_path_factory))

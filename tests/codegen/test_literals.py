@@ -150,7 +150,8 @@ def test_any_construction_text_every_target(target, tmp_path_factory):
     if target in ("numba",):
         pytest.importorskip("numba")
 
-    @settings(max_examples=15 if TARGETS[target].test.simulator else 25, deadline=None,
+    # simulated targets (cuda): 6 examples (each loads a ~1 s module; the literal code is the targets' shared renderer)
+    @settings(max_examples=6 if TARGETS[target].test.simulator else 25, deadline=None,
               suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
     @given(constructions)
     @example({"kind": PAYLOAD})

@@ -80,15 +80,15 @@ def _emit(net, r, plan, options) -> str:
     return emit(net, r, plan, options)
 
 
-def _build(source, path, *, required=False, log=None):
+def _build(source, path, *, required=False, log=None, progress=None):
     from .build import build
 
-    return build(source, path, required=required, log=log)
+    return build(source, path, required=required, log=log, progress=progress)
 
 
 def _available() -> str | None:
     if not (_target.has("numba_cuda") or _target.has("numba.cuda")):
-        return 'numba-cuda is not installed (pip install "netgen[cuda]")'
+        return 'numba-cuda is not installed (pip install "netgen-networks[cuda]")'
     import torch
 
     if not torch.cuda.is_available():

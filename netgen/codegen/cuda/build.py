@@ -17,7 +17,7 @@ from pathlib import Path
 from ..target import BuildError, BuildIncomplete
 
 
-def build(source: str, path: Path, *, required: bool = False, log=None) -> Path:
+def build(source: str, path: Path, *, required: bool = False, log=None, progress=None) -> Path:
     """Write the cuda module ``source`` to ``path`` after its compile check:
     the source goes to a private ``netgen_cuda_*`` scratch folder first,
     :func:`netgen.codegen.cuda.emit.compile_check` runs on it, the kernels
@@ -27,14 +27,15 @@ def build(source: str, path: Path, *, required: bool = False, log=None) -> Path:
     check was partly skipped and how to get it, module written, unless
     ``required``: :class:`BuildIncomplete`, nothing written. Ctrl-C or
     SIGTERM: scratch removed, workers gone, nothing written. ``log`` gets
-    one line per step."""
+    one line per step; ``progress(done, total, what)`` follows the compile
+    (PTX per kernel, then each architecture's cubins)."""
     from .compile import terminate_raises
 
     with terminate_raises():
-        return _build(source, Path(path), required, log or (lambda line: None))
+        return _build(source, Path(path), required, log or (lambda line: None), progress)
 
 
-def _build(source, path, required, log) -> Path:
+def _build(source, path, required, log, progress=None) -> Path:
     from ...io import atomic_write
     from .compile import _ptxas
     from .cubins import PTX_CC, build_archs, install, write_folder
@@ -47,7 +48,8 @@ def _build(source, path, required, log) -> Path:
         log("compiling the cuda module's kernels ...")
         t = time.perf_counter()
         try:  # PTX for compute 7.5, assembled for sm_80 ... sm_120: kept beside the module
-            info = compile_check(tmp, cc=PTX_CC, archs=build_archs(_ptxas()), out_dir=scratch / "kernels")
+            info = compile_check(tmp, cc=PTX_CC, archs=build_archs(_ptxas()), out_dir=scratch / "kernels",
+                                 progress=progress)
         except RuntimeError as e:
             raise BuildError(f"{e}\nnothing written") from None
         if info["skipped"]:

@@ -34,7 +34,7 @@ from pathlib import Path
 #: ``cuda`` extra; CUDA 13 puts it in nvidia/cu13/bin, CUDA 12 in
 #: nvidia/cuda_nvcc/bin), PATH, $CUDA_HOME/bin, $CUDA_PATH/bin, /usr/local/cuda/bin
 ENV_PTXAS = "NETGEN_PTXAS"
-HINT = ("pip install 'netgen[cuda]' (brings ptxas in the nvidia-cuda-nvcc wheel), "
+HINT = ("pip install 'netgen-networks[cuda]' (brings ptxas in the nvidia-cuda-nvcc wheel), "
         f"or set {ENV_PTXAS}=/path/to/ptxas")
 #: run this module (python -m) as the compile worker instead of this one
 #: (tests use a slow fake worker to interrupt a build mid-check)
@@ -132,14 +132,29 @@ def ptx_params(ptx: str) -> list[str]:
 _ENTRY = re.compile(r"^\s*\.(?:visible\s+)?\.entry\s+([A-Za-z_$][\w$]*)", re.M)
 
 
+#: prefix of the worker's progress lines on stderr (one JSON object each:
+#: ``{"total": steps}`` first, then ``{"done": 1, "what": ...}`` per step)
+PROGRESS = "netgen-progress "
+
+
+def _say(report, **event) -> None:
+    if report is not None:
+        report(event)
+
+
 def compile_module(path: str, out_dir: str, cc: tuple[int, int], part: tuple[int, int] = (0, 1),
-                   archs: list[str] | None = None) -> dict:
+                   archs: list[str] | None = None, report=None) -> dict:
     """Compile kernels number ``part[0]``, ``part[0] + part[1]``, ... of the
     module's :func:`kernel_signatures` (all of them by default) to PTX for
     ``cc`` and assemble each PTX for every arch of ``archs`` (``sm_XY``;
     default ``sm_<cc>``): ``NAME.ptx`` and ``NAME.sm_XY.cubin`` in ``out_dir``.
     PTX for a lower ``cc`` assembles for any higher arch (ptxas, like the
-    driver's JIT), so one NVVM compile serves every arch."""
+    driver's JIT), so one NVVM compile serves every arch.
+
+    In phases: every kernel's PTX (NVVM, the bulk of the time), then one
+    phase per arch (ptxas). ``report(event)`` (optional) gets
+    ``{"total": steps}`` and then ``{"done": 1, "what": "PTX _fwd_f32_s"}`` /
+    ``{"done": 1, "what": "sm_90 _fwd_f32_s"}`` as each step finishes."""
     if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
         raise RuntimeError("cannot compile CUDA kernels in a process that runs the CUDA simulator")
     numpy_compat()
@@ -157,18 +172,24 @@ def compile_module(path: str, out_dir: str, cc: tuple[int, int], part: tuple[int
     ptxas = _ptxas()
     assembler = ptxas or "nvJitLink (cuda.core)"
     skipped = ""
-    kernels = []
     # each kernel as its module compiles it: the float32 kernels with fastmath
     fastmath = {k.py_func.__name__: bool(getattr(k, "targetoptions", {}).get("fastmath"))
                 for k in getattr(mod, "KERNELS", {}).values() if hasattr(k, "py_func")}
-    for idx, (name, fn, sig) in enumerate(mod.kernel_signatures()):
-        if idx % part[1] != part[0]:
-            continue
+    mine = [(idx, name, fn, sig) for idx, (name, fn, sig) in enumerate(mod.kernel_signatures())
+            if idx % part[1] == part[0]]
+    _say(report, total=len(mine) * (1 + len(archs)))
+    ptxs = {}
+    for idx, name, fn, sig in mine:  # phase 1: PTX
         ptx, _ = numba.cuda.compile_ptx(fn, sig, cc=cc, fastmath=fastmath.get(name, False))
         ptx_path = out / f"{name}.ptx"
         ptx_path.write_text(ptx)
-        cubins, info = {}, ""
-        for arch in archs:
+        ptxs[name] = (ptx, ptx_path)
+        _say(report, done=1, what=f"PTX {name}")
+    cubins = {name: {} for _, name, _, _ in mine}
+    info = {name: "" for _, name, _, _ in mine}
+    for arch in archs:  # one phase per arch: its cubins
+        for idx, name, fn, sig in mine:
+            ptx, ptx_path = ptxs[name]
             cubin_path = out / f"{name}.{arch}.cubin"
             if ptxas:
                 proc = subprocess.run(
@@ -178,8 +199,8 @@ def compile_module(path: str, out_dir: str, cc: tuple[int, int], part: tuple[int
                 )
                 if proc.returncode != 0:
                     raise RuntimeError(f"ptxas -arch={arch} failed on {name}:\n{proc.stderr}")
-                info = info or " ".join(line.split("ptxas info    : ", 1)[-1].strip()
-                                        for line in proc.stderr.splitlines() if "Used" in line)
+                info[name] = info[name] or " ".join(line.split("ptxas info    : ", 1)[-1].strip()
+                                                    for line in proc.stderr.splitlines() if "Used" in line)
             elif not skipped:
                 try:  # works only where nvJitLink (and, for some versions, a driver) loads
                     cubin_path.write_bytes(_cubin_nvjitlink(ptx, arch))
@@ -187,8 +208,12 @@ def compile_module(path: str, out_dir: str, cc: tuple[int, int], part: tuple[int
                     skipped = f"no ptxas found and nvJitLink failed ({type(e).__name__})"
                     assembler = None
             if cubin_path.exists():
-                cubins[arch] = str(cubin_path)
-        first = next(iter(cubins.values()), None)
+                cubins[name][arch] = str(cubin_path)
+            _say(report, done=1, what=f"{arch} {name}")
+    kernels = []
+    for idx, name, fn, sig in mine:
+        ptx, ptx_path = ptxs[name]
+        first = next(iter(cubins[name].values()), None)
         kernels.append(
             {
                 "index": idx,
@@ -197,10 +222,10 @@ def compile_module(path: str, out_dir: str, cc: tuple[int, int], part: tuple[int
                 "params": ptx_params(ptx),
                 "ptx": str(ptx_path),
                 "cubin": first,
-                "cubins": cubins,
+                "cubins": cubins[name],
                 "ptx_bytes": ptx_path.stat().st_size,
                 "cubin_bytes": os.path.getsize(first) if first else 0,
-                "info": info,
+                "info": info[name],
             }
         )
     return {
@@ -251,7 +276,10 @@ def main(argv: list[str]) -> int:
     major, minor = (int(v) for v in argv[2].split("."))
     part = tuple(int(v) for v in argv[3].split("/")) if len(argv) >= 4 else (0, 1)
     archs = [a for a in argv[4].split(",") if a] if len(argv) == 5 else None
-    result = compile_module(argv[0], argv[1], (major, minor), part, archs)
+    def report(event):
+        print(PROGRESS + json.dumps(event), file=sys.stderr, flush=True)
+
+    result = compile_module(argv[0], argv[1], (major, minor), part, archs, report=report)
     print(json.dumps(result))
     return 0
 

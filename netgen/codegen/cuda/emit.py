@@ -215,13 +215,16 @@ def _doc(net: Network, r) -> str:
 
 
 # ---------------------------------------------------------------- compile check
-def compile_check(path_or_source, cc=(9, 0), out_dir=None, timeout=600, jobs=None, archs=None) -> dict:
+def compile_check(path_or_source, cc=(9, 0), out_dir=None, timeout=600, jobs=None, archs=None, progress=None) -> dict:
     """Compile every kernel of a generated CUDA module to PTX for compute
     capability ``cc`` and assemble it to a cubin (``ptxas -arch=sm_XY``, found
     without a system toolkit: see :func:`netgen.codegen.cuda.compile._ptxas`;
     or nvJitLink via cuda.core where that loads), in separate processes (a
     process is either simulating CUDA or compiling, never both; ``jobs``
-    processes, default min(2, CPUs), share the kernels). No GPU is needed.
+    processes, default :func:`default_jobs`, share the kernels). No GPU is
+    needed. ``progress(done, total, what)`` (optional) is called as each
+    kernel's PTX and each (arch, kernel) cubin is done (a progress bar's
+    hook: the PTX phase, then one phase per arch).
     ``path_or_source``: a path (str or PathLike) of a module, or its source
     text (a str with a newline). ``archs``: assemble the one PTX for each of
     these (``["sm_80", "sm_90"]``; default ``sm_<cc>``; a PTX assembles for
@@ -256,7 +259,7 @@ def compile_check(path_or_source, cc=(9, 0), out_dir=None, timeout=600, jobs=Non
         out = Path(out_dir) if out_dir is not None else Path(scratch) / "ptx"
         out.mkdir(parents=True, exist_ok=True)
         archs = [str(a) for a in archs] if archs else [f"sm_{cc[0]}{cc[1]}"]
-        results, seconds = _compile_all(p, out, cc, jobs, timeout, ptxas, archs)
+        results, seconds = _compile_all(p, out, cc, jobs, timeout, ptxas, archs, progress)
     kernels = sorted((k for r in results for k in r["kernels"]), key=lambda k: k["index"])
     skipped = next((r["skipped"] for r in results if r.get("skipped")), "")
     assembler = None if skipped else results[0]["assembler"]
@@ -283,24 +286,60 @@ def compile_check(path_or_source, cc=(9, 0), out_dir=None, timeout=600, jobs=Non
     }
 
 
-def _compile_all(p: Path, out: Path, cc, jobs, timeout, ptxas=None, archs=None) -> tuple[list, float]:
+def default_jobs() -> int:
+    """Compile processes by default: one per available CPU, at most 4 (each
+    holds numba-cuda and the module, ~0.5 GB; the 16 kernels of a module
+    split 4 ways leave the start-up a small part of each process's time)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(4, cpus))
+
+
+def _compile_all(p: Path, out: Path, cc, jobs, timeout, ptxas=None, archs=None, progress=None) -> tuple[list, float]:
     """Run the compile worker (netgen.codegen.cuda.compile, or the module
     named by NETGEN_CUDA_COMPILE_WORKER) in ``jobs`` processes sharing the
     kernels; RuntimeError with the compiler's message on failure. Whatever
     ends this call (failure, timeout, KeyboardInterrupt, SystemExit), no
-    worker is left running."""
+    worker is left running. ``progress(done, total, what)`` follows the
+    workers' progress lines (PTX per kernel, then each arch's cubins)."""
+    import threading
     import time
 
-    from .compile import ENV_PTXAS, ENV_WORKER
+    from .compile import ENV_PTXAS, ENV_WORKER, PROGRESS
 
     env = dict(os.environ)
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     env[ENV_PTXAS] = ptxas or "none"
     worker = os.environ.get(ENV_WORKER) or "netgen.codegen.cuda.compile"
-    jobs = max(1, int(jobs if jobs is not None else min(2, os.cpu_count() or 1)))
+    jobs = max(1, int(jobs if jobs is not None else default_jobs()))
     t0 = time.perf_counter()
     deadline = t0 + timeout
     procs: list[subprocess.Popen] = []
+    lock = threading.Lock()
+    totals, counts = {}, {"done": 0}
+
+    def follow(j, stream, keep):
+        for line in stream:
+            if not line.startswith(PROGRESS):
+                keep.append(line)
+                continue
+            try:
+                event = json.loads(line[len(PROGRESS):])
+            except ValueError:
+                continue
+            with lock:
+                if "total" in event:
+                    totals[j] = int(event["total"])
+                counts["done"] += int(event.get("done", 0))
+                # until every worker has said how many steps it has, count the others like the ones heard
+                total = round(sum(totals.values()) * jobs / len(totals)) if totals else 0
+                done = counts["done"]
+            if progress is not None and total:
+                progress(min(done, total), total, str(event.get("what", "")))
+
+    readers, outs, errs = [], [], []
     try:
         for j in range(jobs):
             procs.append(subprocess.Popen(
@@ -312,13 +351,21 @@ def _compile_all(p: Path, out: Path, cc, jobs, timeout, ptxas=None, archs=None) 
                 text=True,
                 env=env,
             ))
+            outs.append([])
+            errs.append([])
+            for stream, keep in ((procs[-1].stdout, outs[-1]), (procs[-1].stderr, errs[-1])):
+                readers.append(threading.Thread(target=follow, args=(j, stream, keep), daemon=True))
+                readers[-1].start()
         results, errors = [], []
-        for proc in procs:
+        for j, proc in enumerate(procs):
             try:
-                so, se = proc.communicate(timeout=max(0.1, deadline - time.perf_counter()))
+                proc.wait(timeout=max(0.1, deadline - time.perf_counter()))
             except subprocess.TimeoutExpired:
                 errors.append(f"timed out after {timeout} s")
                 break
+            for r in readers[2 * j: 2 * j + 2]:
+                r.join(timeout=30)
+            so, se = "".join(outs[j]), "".join(errs[j])
             if proc.returncode != 0:
                 errors.append(se.strip()[-4000:])
             else:
@@ -335,9 +382,11 @@ def _compile_all(p: Path, out: Path, cc, jobs, timeout, ptxas=None, archs=None) 
                 proc.kill()
         for proc in procs:
             try:
-                proc.communicate(timeout=30)
-            except (subprocess.TimeoutExpired, ValueError, OSError):
+                proc.wait(timeout=30)
+            except (subprocess.TimeoutExpired, OSError):
                 pass
+        for r in readers:
+            r.join(timeout=5)
 
 
 def _looks_like_source(v) -> bool:

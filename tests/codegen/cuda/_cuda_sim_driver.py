@@ -60,8 +60,8 @@ CASES = [
     ("splitter", 200, 5, "cauchy", K48, 64, 2, "float32", None),
     # the P sweep forward over the input columns (sorters): global scratch, the sweep recomputed
     ("oddeven", 24, 24, "cauchy", 0, 32, 2, "float64", "recompute"),
-    # forward, float32, shared (100 x 100 floats), layers of 50 comparators on 32 threads, B = 1, recomputed
-    ("oddeven", 100, 100, "logistic", K48, 32, 1, "float32", None),
+    # forward, float32, shared (80 x 80 floats), layers of up to 40 comparators on 32 threads, B = 1, recomputed
+    ("oddeven", 80, 80, "logistic", K48, 32, 1, "float32", None),
     # forward forced on a selection network (k < n: P's rows are 5 of the 16 wires), D kept
     ("splitter", 16, 5, "cauchy", K48, 32, 2, "float64", "save", "forward"),
 ]

@@ -178,6 +178,7 @@ def test_stale_or_damaged_files_are_not_loaded(module, tmp_path):
     assert rec["from_cubin"] == [] and len(rec["compiled"]) == 16
 
 
+@pytest.mark.slow
 def test_module_in_the_cache_saves_numba_cubin_for_the_next_process(tmp_path):
     """A module built in memory (netgen's cache: content-addressed file):
     the first process compiles (fake numba compile) and saves what numba
@@ -249,21 +250,17 @@ def _elf_sm(data: bytes) -> int:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
+def built(cuda_cli_build):
+    """The session's one ``netgen build --target cuda`` (tests/conftest.py)."""
     from netgen.codegen.cuda.compile import _ptxas
 
     if _ptxas() is None:
-        pytest.skip("no ptxas (pip install 'netgen[cuda]' brings the nvidia-cuda-nvcc wheel)")
-    out = tmp_path_factory.mktemp("cubin_build")
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    env.pop("NUMBA_ENABLE_CUDASIM", None)
-    proc = subprocess.run([sys.executable, "-m", "netgen.cli", "build", "--n", "8", "--k", "3", "--target", "cuda",
-                           "-o", str(out)], capture_output=True, text=True, env=env, timeout=1200)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    (module,) = out.glob("*.py")
-    return module, proc.stderr
+        pytest.skip("no ptxas (pip install 'netgen-networks[cuda]' brings the nvidia-cuda-nvcc wheel)")
+    assert cuda_cli_build["returncode"] == 0, cuda_cli_build["stderr"][-3000:]
+    return Path(cuda_cli_build["module"]), cuda_cli_build["stderr"]
 
 
+@pytest.mark.slow
 def test_build_writes_cubins_for_the_listed_architectures(built):
     module, log = built
     folder, tag, _ = rt.cubin_source(str(module))
@@ -284,6 +281,7 @@ def test_build_writes_cubins_for_the_listed_architectures(built):
     assert "kernels for sm_80, sm_86, sm_89, sm_90" in log
 
 
+@pytest.mark.slow
 def test_write_module_gives_what_netgen_build_gives(built, tmp_path):
     """The Python API runs the target's build step too: write_module of the
     built module's network and relaxation writes the same module (same
@@ -308,6 +306,7 @@ def test_write_module_gives_what_netgen_build_gives(built, tmp_path):
     assert bare.read_bytes() == module.read_bytes() and not folder_of(bare).exists()
 
 
+@pytest.mark.slow
 def test_built_module_first_call_loads_its_cubins(built, tmp_path):
     """The real build's files, a fresh process, numba-cuda's compile patched
     to raise: every kernel comes from the sm_89 cubin by its real entry."""
@@ -322,6 +321,7 @@ def test_built_module_first_call_loads_its_cubins(built, tmp_path):
     check_loaded(rec, truth, "sm_89")
 
 
+@pytest.mark.slow
 def test_concurrent_first_processes_share_the_cache(tmp_path):
     """Three processes' first calls at once on one module in the cache:
     each compiles (fake) and saves; the files are complete, written once,

@@ -106,8 +106,10 @@ def test_forward_plan_is_the_input_cone():
 
 
 @pytest.mark.parametrize("mode", ["save", "recompute"])
-@pytest.mark.parametrize("kind,n,k", [("oddeven", 12, 12), ("oddeven", 7, 7), ("bitonic", 8, 8), ("splitter", 16, 5),
-                                      ("splitter", 9, 1)])
+# the fast run (no --run-slow) keeps one sorter and one selection network
+@pytest.mark.parametrize("kind,n,k", [pytest.param("oddeven", 12, 12, marks=pytest.mark.slow), ("oddeven", 7, 7),
+                                      pytest.param("bitonic", 8, 8, marks=pytest.mark.slow), ("splitter", 16, 5),
+                                      pytest.param("splitter", 9, 1, marks=pytest.mark.slow)])
 def test_forward_direction(make_engine, mode, kind, n, k):
     """The forward sweep (lanes = input columns) against the reference in
     float64: sorters (odd n too) and selection networks (k < n: the sweep
@@ -166,7 +168,8 @@ def test_sorting_modes_and_group_sizes(make_engine, mode):
 
 
 @pytest.mark.parametrize("mode", ["save", "recompute"])
-@pytest.mark.parametrize("kind,n,k", [("splitter", 16, 5), ("splitter", 9, 1), ("bitonic", 8, 8)])
+@pytest.mark.parametrize("kind,n,k", [("splitter", 16, 5), pytest.param("splitter", 9, 1, marks=pytest.mark.slow),
+                                      pytest.param("bitonic", 8, 8, marks=pytest.mark.slow)])  # fast run: one
 def test_topk_modes(make_engine, mode, kind, n, k):
     """Selection networks (ranges of rows that groups of 2 split; k = 1) in
     both modes; unbatched input; gradcheck."""

@@ -52,7 +52,8 @@ def close(a, b, tol):
     return (a - b).abs().max().item() <= tol * scale
 
 
-@pytest.mark.parametrize("backend,n,k", [("aot_eager", 16, 3), ("inductor", 8, 2)])
+@pytest.mark.parametrize("backend,n,k", [("aot_eager", 16, 3),
+                                         pytest.param("inductor", 8, 2, marks=pytest.mark.slow)])  # ~20 s: C++ compile
 def test_fullgraph_equals_eager(backend, n, k):
     layer = torch_layer(n, k).Layer()
     x, W, w, y = inputs(n, k)
