@@ -122,6 +122,7 @@ class Target:
     emitter: Callable[..., str]
     build: BuildStep | None = None
     test: TestMode = TestMode()
+    lanes: bool = False  # its Layer implements the lane sweeps _back/_fwd (netgen.ops registers it)
 
     def emit(self, net: "Network", r: "Relaxation", options=None) -> str:
         """Source of the generated module for ``net`` relaxed by ``r`` (a

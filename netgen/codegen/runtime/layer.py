@@ -75,11 +75,12 @@ class LayerBase(torch.nn.Module):
     def _default_steepness(self):
         raise NotImplementedError
 
-    def _call(self, x):
-        """The checks of every call; the steepness to compute with."""
+    def _call(self, x, steepness=None):
+        """The checks of every call; the steepness to compute with
+        (``steepness``: this call's, else the layer's, else the relaxation's)."""
         refuse_transforms()
         check_input(x, self.n)
-        s = self.steepness
+        s = self.steepness if steepness is None else steepness
         return self.steepness_value(self._default_steepness() if s is None else s, x)
 
     def forward(self, x):
@@ -95,6 +96,16 @@ class LayerBase(torch.nn.Module):
         """P[..., :, y] of shape (..., k) for integer class indices y (...)."""
         return self._column(x, y, self._call(x))
 
+    def back(self, x, W, steepness=None):
+        """W P of shape (..., m, n) for x (..., n) and W (m, k) or (..., m, k),
+        without forming P (docs/operators.md, the lane sweeps)."""
+        return self._back(x, W, self._call(x, steepness))
+
+    def fwd(self, x, V, steepness=None):
+        """P V of shape (..., k, d) for x (..., n) and V (n, d) or (..., n, d),
+        without forming P."""
+        return self._fwd(x, V, self._call(x, steepness))
+
     def hard(self, x):
         """The exact network: values (..., k) and the input indices they came
         from (int64); a comparator swaps only on a strict inequality. Never
@@ -104,6 +115,12 @@ class LayerBase(torch.nn.Module):
 
     def _values(self, x, s):
         return self._forward(x, s)[0]
+
+    def _back(self, x, W, s):
+        raise NotImplementedError(f"{type(self).__name__} has no lane sweeps (back)")
+
+    def _fwd(self, x, V, s):
+        raise NotImplementedError(f"{type(self).__name__} has no lane sweeps (fwd)")
 
 
 #: what a generated module copies from this file
