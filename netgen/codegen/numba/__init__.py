@@ -3,8 +3,9 @@
 * :mod:`.emit`: the emitter (literals, engine constants, the rendered swap
   functions), build time;
 * :mod:`.vector`, :mod:`.engine`, :mod:`.kernels`, :mod:`.host`,
-  :mod:`.layer`: the runtime copied into every module (vector helpers, the
-  P engine, the kernels, pool and threads, autograd and ``Layer``).
+  :mod:`.lanes`, :mod:`.layer`: the runtime copied into every module
+  (vector helpers, the P engine, the kernels, pool and threads, the lane
+  sweeps, autograd and ``Layer``).
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ TARGET = Target(
     budget=BUDGET,
     toolchain=("numba", "torch"),
     emitter=_emit,
+    lanes=True,  # Layer.back / Layer.fwd: the lane sweeps of netgen/codegen/numba/lanes.py
     # serial kernels compile ~3x faster; the contract does not depend on threads
     test=TestMode(env={"NETGEN_NUMBA_PARALLEL": "0"}),
 )

@@ -23,7 +23,8 @@ holds:
   adjoint), :mod:`~netgen.codegen.numba.kernels` (five
   dtype-generic kernels, each compiled parallel and serial),
   :mod:`~netgen.codegen.numba.host` (pool, threads, numpy-level
-  wrappers), :mod:`~netgen.codegen.numba.layer` (autograd, checks,
+  wrappers), :mod:`~netgen.codegen.numba.lanes` (the lane sweeps ``W P``,
+  ``P V`` and their backward), :mod:`~netgen.codegen.numba.layer` (autograd, checks,
   ``Layer``) and :mod:`~netgen.codegen.runtime.common` (shared checks and
   ``hard``).
 
@@ -82,7 +83,7 @@ def emit(net: Network, r, plan: Plan, options=None) -> str:
     from . import engine as eng
     from . import host
     from . import kernels as kern
-    from . import layer
+    from . import lanes, layer
     from . import vector as vec
 
     direction, mode, group = plan.direction, plan.mode, plan.group
@@ -132,13 +133,17 @@ def emit(net: Network, r, plan: Plan, options=None) -> str:
     L.blank(2)
     L(assemble(host.PARTS, names))
     L.blank(2)
+    L(assemble(lanes.PARTS, names))
+    L.blank(2)
+    L(statements(lanes, lanes.STATE, names))
+    L.blank(2)
     L(assemble(base.PARTS, names))
     L.blank(2)
     L(statements(layer, layer.STATE, names))
     L.blank(2)
     L(assemble(layer.PARTS, names))
     source = L.render()
-    check_interface(source, names, (common, tables, base, vec, eng, kern, host, layer), "generated numba module")
+    check_interface(source, names, (common, tables, base, vec, eng, kern, host, lanes, layer), "generated numba module")
     return source
 
 

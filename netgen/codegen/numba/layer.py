@@ -29,6 +29,7 @@ from ..runtime.common import check_labels, check_values, hard_network, refuse_se
 from ..runtime.layer import LayerBase
 from ..runtime.tables import _A, _B, _K, _N, _OFFSETS, _OUTS
 from .host import column_backward_numpy, column_numpy, rows_backward_numpy, rows_numpy
+from .lanes import lanes_backward_numpy, lanes_numpy
 
 # ---- what the emitter writes (stand-ins here, not copied into modules) ----
 #: the module globals the copied code reads and neither defines nor imports
@@ -104,6 +105,44 @@ class _Column(torch.autograd.Function):
         return gxt, gst, None, None, None
 
 
+class _LaneSweep(torch.autograd.Function):
+    """(values (B, k), lanes (B, m, n)) of :func:`.lanes.lanes_numpy` for
+    lanes ``S`` of shape (1 or B, m, n) in wire space, with its written
+    backward: gradients to x, the steepness tensor and S (summed over the
+    rows when one S serves every row)."""
+
+    @staticmethod
+    def forward(ctx, x, s_t, S, back, stp, threads):
+        ctx.set_materialize_grads(False)
+        sgrad = bool(ctx.needs_input_grad[1])
+        adj = bool(ctx.needs_input_grad[0]) or sgrad
+        keep = adj or bool(ctx.needs_input_grad[2])
+        values, out, saved = lanes_numpy(_np(x, x.dtype), _np(S, x.dtype), back, stp, keep, adj, sgrad, threads)
+        ctx.saved, ctx.back, ctx.threads = saved, back, threads
+        ctx.s_dtype = None if s_t is None else s_t.dtype
+        ctx.shared = S.shape[0] == 1
+        ctx.m = S.shape[1]
+        ctx.save_for_backward(x, s_t, S)  # what a second derivative would be taken with respect to
+        return torch.from_numpy(values), torch.from_numpy(out)
+
+    @staticmethod
+    def backward(ctx, gv, gout):
+        if (gv is None and gout is None) or ctx.saved is None:
+            return None, None, None, None, None, None
+        saved = ctx.saved
+        dt = saved.ps.dtype
+        G0 = np.zeros((saved.B, ctx.m, _N), dtype=dt) if gout is None else _np(gout, _TORCH[dt])
+        gS, gx, gs = lanes_backward_numpy(saved, None if gv is None else _np(gv, _TORCH[dt]), G0, ctx.back,
+                                          ctx.threads)
+        gxt = torch.from_numpy(gx) if ctx.needs_input_grad[0] else None
+        gst = _sgrad(gs, ctx.s_dtype) if ctx.needs_input_grad[1] else None
+        gSt = None
+        if ctx.needs_input_grad[2]:
+            gSt = torch.from_numpy(gS)
+            gSt = gSt.sum(0, keepdim=True) if ctx.shared else gSt
+        gxt, gst, gSt = refuse_second_order((gxt, gst, gSt), ctx.saved_tensors)
+        return gxt, gst, gSt, None, None, None
+
 
 def _prepare(x, s):
     """x (checked by the Layer base) on the CPU, NaN/inf and an overflowing
@@ -118,6 +157,41 @@ def _prepare(x, s):
     x2 = x.reshape(-1, _N).to(cdt)
     check_values(x2.t(), stp)
     return x2, x.shape[:-1], x.dtype, stp, s if learn else None
+
+
+def _lane_arg(t, name, lead, rows, cdt):
+    """W (m, k) / V (n, d), or with leading dims that broadcast to the batch
+    ``lead``, as (1 or B, a, b) in the compute dtype ``cdt`` (``rows``: the
+    size of the side P is applied to: k for W's last dim, n for V's rows)."""
+    what = f"(..., m, {_K})" if name == "W" else f"(..., {_N}, d)"
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if not t.dtype.is_floating_point:
+        raise ValueError(f"{name} must be floating point, got {t.dtype}")
+    if t.dim() < 2 or t.shape[-1 if name == "W" else -2] != rows:
+        raise ValueError(f"{name} must have shape {what}, got {tuple(t.shape)}")
+    if t.device.type != "cpu":
+        raise ValueError(f"{name} is on {t.device}; the numba target runs on CPU tensors")
+    try:
+        ok = torch.broadcast_shapes(t.shape[:-2], lead) == lead
+    except RuntimeError:
+        ok = False
+    if not ok:
+        raise ValueError(f"{name}'s leading dims {tuple(t.shape[:-2])} do not broadcast to the batch shape "
+                         f"{tuple(lead)} of x")
+    if t.numel() and not bool(torch.isfinite(t.detach()).all()):
+        raise ValueError(f"{name} contains NaN or inf values")
+    t = t.to(cdt)
+    if t.dim() == 2:
+        return t.unsqueeze(0)
+    return t.expand(*lead, *t.shape[-2:]).reshape(-1, *t.shape[-2:])
+
+
+def _empty(x2, s_t, S, shape, dt):
+    """An empty batch's result of ``shape`` (connected to x, s and S for
+    autograd: zero gradients), no kernel."""
+    z = x2.sum() * 0 + S.sum() * 0 + (0 if s_t is None else s_t * 0)
+    return (torch.zeros(shape, dtype=x2.dtype) + z).to(dt)
 
 
 def _check_threads(threads):
@@ -173,6 +247,42 @@ class Layer(LayerBase):
         values, P = _Rows.apply(x2, s_t, stp, self.threads)
         return values.reshape(*lead, _K).to(dt), P.reshape(*lead, _K, _N).to(dt)
 
+    @torch.compiler.disable
+    def back(self, x, W, steepness=None):
+        return LayerBase.back(self, x, W, steepness)
+
+    @torch.compiler.disable
+    def fwd(self, x, V, steepness=None):
+        return LayerBase.fwd(self, x, V, steepness)
+
+    def _values(self, x, s):
+        x2, lead, dt, stp, s_t = _prepare(x, s)
+        S = x2.new_zeros(1, 0, _N)
+        if x2.shape[0] == 0:
+            return _empty(x2, s_t, S, (*lead, _K), dt)
+        values, _ = _LaneSweep.apply(x2, s_t, S, False, stp, self.threads)
+        return values.reshape(*lead, _K).to(dt)
+
+    def _back(self, x, W, s):
+        x2, lead, dt, stp, s_t = _prepare(x, s)
+        W = _lane_arg(W, "W", lead, _K, x2.dtype)
+        m = W.shape[1]
+        S = W.new_zeros(W.shape[0], m, _N).index_copy(2, _OUTS, W)  # W on the output wires
+        if x2.shape[0] == 0:
+            return _empty(x2, s_t, S, (*lead, m, _N), dt)
+        _, Z = _LaneSweep.apply(x2, s_t, S, True, stp, self.threads)
+        return Z.reshape(*lead, m, _N).to(dt)
+
+    def _fwd(self, x, V, s):
+        x2, lead, dt, stp, s_t = _prepare(x, s)
+        V = _lane_arg(V, "V", lead, _N, x2.dtype)
+        d = V.shape[2]
+        S = V.transpose(1, 2)
+        if x2.shape[0] == 0:
+            return _empty(x2, s_t, S, (*lead, _K, d), dt)
+        _, U = _LaneSweep.apply(x2, s_t, S, False, stp, self.threads)
+        return U[:, :, _OUTS].transpose(1, 2).reshape(*lead, _K, d).to(dt)
+
     def _column(self, x, y, s):
         x2, lead, dt, stp, s_t = _prepare(x, s)
         y, _ = check_labels(y, lead, _N, x2.device, True)
@@ -189,4 +299,4 @@ class Layer(LayerBase):
 #: module-level state a generated module copies by name
 STATE = ("_TORCH",)
 #: what a generated module copies from this file, in order
-PARTS = (_np, _sgrad, _Rows, _Column, _prepare, _check_threads, Layer)
+PARTS = (_np, _sgrad, _Rows, _Column, _LaneSweep, _prepare, _lane_arg, _empty, _check_threads, Layer)

@@ -1,0 +1,212 @@
+"""The lane sweeps of the generated numba module (docs/operators.md,
+section 3): ``W P`` and ``P V`` without forming P, the soft values alone,
+and their written backward.
+
+Real code, copied into generated modules by source extraction (kernels and
+host functions: :data:`PARTS`; the compiled kernels: :data:`STATE`, after
+the parts); it reads the module's tables, the values kernel of
+:mod:`.kernels`, the values' adjoint of :mod:`.engine` and the pool and
+thread choice of :mod:`.host`.
+
+Every kernel runs ``prange`` over blocks of ``_W`` batch rows (batch
+innermost, like the other kernels), so a comparator's update of one lane
+is one 16-row vector operation. Per block and lane the scratch is one
+``(n, _W)`` slice: O(n) per lane and row, never B x k x n.
+
+* ``_lanes_fwd``: m lanes ``S`` (in wire space: ``(1 or B, m, n)``) swept
+  with the values' probabilities ``ps`` (from ``_fwd_vals``), from the last
+  comparator to the first (``back``: ``R <- R M_l``, so ``W P`` when ``S``
+  holds W on the output wires) or from the first to the last (``P V`` on
+  the output wires when ``S`` holds V); with ``save``, each comparator's
+  lane differences ``D`` (before the update) are kept for the backward.
+* ``_lanes_bwd``: per block, the adjoint lanes pushed the other way
+  through the comparators (``dL/dp_i += (G_a - G_c) . D_i`` over the
+  lanes, then the same mixing: M_l is symmetric), giving dL/dS, then the
+  values' adjoint swept back once with that dL/dp (``_vals_adjoint``:
+  dL/dx and dL/ds; with ``use_gv`` also dL/dvalues). With no lane it is the
+  backward of the values alone.
+
+The comparators that reach no output wire (``_LIVE`` False) are skipped by
+the lane sweeps: no lane is non-zero on their wires where it matters.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from ..runtime.tables import _COMPS, _K, _N, _OFFSETS, _OUTPUTS, _SIZE, _WA, _WB, plan
+from .engine import _vals_adjoint
+from .host import _give, _Saved, _take, _Threads
+from .kernels import _jit
+from .vector import _W, _ftz_off, _ftz_on, _load_block, _store_block, _vmix, _vmixd, _vpush, _vq
+
+__all__ = ["PARTS", "STATE"]
+
+# ---- what the emitter writes (stand-ins here, not copied into modules) ----
+#: the module globals the copied code reads and neither defines nor imports
+READS = ("NETWORK", "_PARALLEL")
+NETWORK: dict = {"n": 2, "layers": [[[0, 1]]], "outputs": [0]}
+_PARALLEL = True
+
+
+# ---------------------------------------------------------------- copied parts
+def _lanes_fwd_py(S, back, ca, cb, live, ps, D, save, out):
+    # out[b, e, :] = the lanes S[b or 0, e, :] swept through the comparators
+    # (back: last to first, else first to last) with p = ps[blk, i, j];
+    # save: D[blk, i, e, j] = R[a, e, j] - R[c, e, j] before comparator i
+    B, m, n = out.shape
+    size = ca.shape[0]
+    shared = S.shape[0] == 1
+    for blk in numba.prange((B + _W - 1) // _W):
+        b0 = blk * _W
+        nb = min(_W, B - b0)
+        mx = _ftz_on()
+        R = np.zeros((n, m, _W), dtype=out.dtype)  # padding rows (j >= nb) stay 0 unless shared
+        for e in range(m):
+            if shared:
+                for w in range(n):
+                    R[w, e, :] = S[0, e, w]
+            else:
+                _load_block(S[:, e], b0, nb, R[:, e])
+        pj = ps[blk]
+        qv = np.empty(_W, dtype=out.dtype)
+        for t in range(size):
+            i = size - 1 - t if back else t
+            if not live[i]:
+                continue
+            Ra = R[ca[i]]
+            Rc = R[cb[i]]
+            _vq(pj[i], qv)
+            if save:
+                Di = D[blk, i]
+                for e in range(m):
+                    _vmixd(Ra[e], Rc[e], qv, Di[e])
+            else:
+                for e in range(m):
+                    _vmix(Ra[e], Rc[e], qv)
+        for e in range(m):
+            _store_block(R[:, e], b0, nb, out[:, e])
+        _ftz_off(mx)
+
+
+def _lanes_bwd_py(gv, use_gv, G0, back, ca, cb, outs, live, ps, sv, ss, sgrad, D, adj, gS, gx, gsr):
+    # per block: the adjoint lanes G0 (B, m, n) pushed through the
+    # comparators in the order opposite to _lanes_fwd, accumulating dL/dp
+    # in gpp (with adj); gS = the pushed lanes (dL/dS per row). With adj,
+    # the values' adjoint (dL/dvalues = gv with use_gv) then gives
+    # gx (B, n) and gsr[b] = dL/ds of row b (with sgrad).
+    B, m, n = gS.shape
+    size = ca.shape[0]
+    for blk in numba.prange((B + _W - 1) // _W):
+        b0 = blk * _W
+        nb = min(_W, B - b0)
+        mx = _ftz_on()
+        G = np.zeros((n, m, _W), dtype=gS.dtype)
+        for e in range(m):
+            _load_block(G0[:, e], b0, nb, G[:, e])
+        gpp = np.zeros((size if adj else 1, _W), dtype=gS.dtype)  # dL/dp per comparator and row
+        pj = ps[blk]
+        qv = np.empty(_W, dtype=gS.dtype)
+        if m > 0:
+            for t in range(size):
+                i = t if back else size - 1 - t
+                if not live[i]:
+                    continue
+                Ga = G[ca[i]]
+                Gc = G[cb[i]]
+                _vq(pj[i], qv)
+                if adj:
+                    Di = D[blk, i]
+                    gi = gpp[i]
+                    for e in range(m):
+                        _vpush(Ga[e], Gc[e], qv, Di[e], gi)
+                else:
+                    for e in range(m):
+                        _vmix(Ga[e], Gc[e], qv)
+            for e in range(m):
+                _store_block(G[:, e], b0, nb, gS[:, e])
+        if adj:
+            gxb = np.zeros((n, _W), dtype=gS.dtype)
+            gsb = np.zeros(_W, dtype=gS.dtype)
+            _vals_adjoint(gv, use_gv, b0, nb, ca, cb, outs, pj, sv[blk], ss[blk], sgrad, gpp, gxb, gsb)
+            _store_block(gxb, b0, nb, gx)
+            for j in range(nb):
+                gsr[b0 + j] = gsb[j]
+        _ftz_off(mx)
+
+
+def lanes_numpy(x, S, back, stp, keep, adj, sgrad, threads):
+    """Values ``(B, k)`` and the lanes ``S`` (``(1 or B, m, n)``, wire space)
+    swept (``back``: last comparator first) as ``(B, m, n)``, for a (B, n)
+    C-contiguous ``x``; ``saved`` feeds :func:`lanes_backward_numpy` (None
+    unless ``keep``: the probabilities, for dL/dS; ``adj``: what dL/dx
+    needs too; ``sgrad``: and dL/ds)."""
+    B = x.shape[0]
+    dt = x.dtype
+    m = S.shape[1]
+    stp = dt.type(stp)
+    nblk = (B + _W - 1) // _W
+    adj = bool(adj or sgrad)
+    keep = bool(keep or adj)
+    values = np.empty((B, _K), dtype=dt)
+    out = np.empty((B, m, _N), dtype=dt)
+    ps = _take((nblk, _SIZE, _W), dt)
+    # without adj / sgrad: one scratch slot per block, overwritten
+    sv = _take((nblk, _SIZE, 2, _W), dt) if adj else np.empty((nblk, 1, 2, _W), dtype=dt)
+    ss = _take((nblk, _SIZE, 2, _W), dt) if sgrad else np.empty((nblk, 1, 2, _W), dtype=dt)
+    keep_D = adj and m > 0
+    D = _take((nblk, _SIZE, m, _W), dt) if keep_D else np.empty((nblk, 0, m, _W), dtype=dt)
+    with _Threads(threads, B * _SIZE * (m + 1), ("lanes", dt)) as th:
+        th.kernels[0](x, stp, _WA, _WB, _OUTPUTS, values, ps, sv, ss, adj, sgrad)
+        if m > 0:
+            (_LANE_KERNELS_SERIAL if th.serial else _LANE_KERNELS)[0](S, back, _WA, _WB, _LIVE, ps, D, keep_D, out)
+    if not keep:
+        _give(ps)
+        return values, out, None
+    arrays = (ps,) + ((sv,) if adj else ()) + ((ss,) if sgrad else ()) + ((D,) if keep_D else ())
+    return values, out, _Saved(B, arrays, ps=ps, sv=sv, ss=ss if sgrad else sv, D=D, sgrad=sgrad, adj=adj)
+
+
+def lanes_backward_numpy(saved, gv, G0, back, threads):
+    """Adjoint of :func:`lanes_numpy`: from dL/dvalues ``gv`` ((B, k) or
+    None) and dL/dlanes ``G0`` ((B, m, n)), returns dL/dS per row
+    ``(B, m, n)``, dL/dx ``(B, n)`` (with ``adj``, else None) and dL/ds (a
+    float; 0.0 unless the forward ran with ``sgrad``)."""
+    B = saved.B
+    adj = saved.adj
+    ps = saved.ps
+    dt = ps.dtype
+    m = G0.shape[1]
+    use_gv = gv is not None
+    if gv is None:
+        gv = np.zeros((B, 0), dtype=dt)
+    gS = np.empty((B, m, _N), dtype=dt)
+    gx = np.empty((B, _N) if adj else (0, _N), dtype=dt)
+    gsr = np.zeros(B if adj else 0, dtype=dt)
+    with _Threads(threads, B * _SIZE * (m + 1), ("lanes_bwd", dt)) as th:
+        (_LANE_KERNELS_SERIAL if th.serial else _LANE_KERNELS)[1](
+            gv, use_gv, G0, back, _WA, _WB, _OUTPUTS, _LIVE, ps, saved.sv, saved.ss, saved.sgrad, saved.D, adj,
+            gS, gx, gsr)
+    gs = float(gsr.sum(dtype=np.float64)) if saved.sgrad and adj else 0.0
+    return gS, (gx if adj else None), gs
+
+
+#: what a generated module copies from this file, in order
+PARTS = (_lanes_fwd_py, _lanes_bwd_py, lanes_numpy, lanes_backward_numpy)
+
+# ------------------------------------------------------- copied by name (STATE)
+# The comparators that reach an output wire (the others cannot change W P,
+# P V or the values), from the back-sweep plan of the network.
+_LIVE = np.ascontiguousarray(np.less(*plan(_N, _COMPS, _OFFSETS, NETWORK["outputs"], "back")[:2]))
+# Each lane kernel twice, like the kernels of netgen.codegen.numba.kernels:
+# parallel and a serial copy (suffix _s) for small calls.
+_lanes_fwd = _jit(_lanes_fwd_py, _PARALLEL)
+_lanes_bwd = _jit(_lanes_bwd_py, _PARALLEL)
+_lanes_fwd_s = _jit(_lanes_fwd_py, False, "_s")
+_lanes_bwd_s = _jit(_lanes_bwd_py, False, "_s")
+_LANE_KERNELS = (_lanes_fwd, _lanes_bwd)
+_LANE_KERNELS_SERIAL = (_lanes_fwd_s, _lanes_bwd_s)
+
+#: module-level state a generated module copies by name, after :data:`PARTS`
+STATE = ("_LIVE", "_lanes_fwd", "_lanes_bwd", "_lanes_fwd_s", "_lanes_bwd_s", "_LANE_KERNELS", "_LANE_KERNELS_SERIAL")
