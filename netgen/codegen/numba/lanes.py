@@ -54,7 +54,8 @@ _PARALLEL = True
 def _lanes_fwd_py(S, back, ca, cb, live, ps, D, save, out):
     # out[b, e, :] = the lanes S[b or 0, e, :] swept through the comparators
     # (back: last to first, else first to last) with p = ps[blk, i, j];
-    # save: D[blk, i, e, j] = R[a, e, j] - R[c, e, j] before comparator i
+    # save: D[blk, i * m + e, j] = R[a * m + e, j] - R[c * m + e, j] before
+    # comparator i. R[w * m + e, j]: lane e of wire w, row b0 + j.
     B, m, n = out.shape
     size = ca.shape[0]
     shared = S.shape[0] == 1
@@ -62,31 +63,31 @@ def _lanes_fwd_py(S, back, ca, cb, live, ps, D, save, out):
         b0 = blk * _W
         nb = min(_W, B - b0)
         mx = _ftz_on()
-        R = np.zeros((n, m, _W), dtype=out.dtype)  # padding rows (j >= nb) stay 0 unless shared
+        R = np.zeros((n * m, _W), dtype=out.dtype)  # padding rows (j >= nb) stay 0 unless shared
         for e in range(m):
             if shared:
                 for w in range(n):
-                    R[w, e, :] = S[0, e, w]
+                    R[w * m + e, :] = S[0, e, w]
             else:
-                _load_block(S[:, e], b0, nb, R[:, e])
+                _load_block(S[:, e], b0, nb, R[e::m])
         pj = ps[blk]
+        Db = D[blk]
         qv = np.empty(_W, dtype=out.dtype)
         for t in range(size):
             i = size - 1 - t if back else t
             if not live[i]:
                 continue
-            Ra = R[ca[i]]
-            Rc = R[cb[i]]
+            a = ca[i] * m
+            c = cb[i] * m
             _vq(pj[i], qv)
             if save:
-                Di = D[blk, i]
                 for e in range(m):
-                    _vmixd(Ra[e], Rc[e], qv, Di[e])
+                    _vmixd(R[a + e], R[c + e], qv, Db[i * m + e])
             else:
                 for e in range(m):
-                    _vmix(Ra[e], Rc[e], qv)
+                    _vmix(R[a + e], R[c + e], qv)
         for e in range(m):
-            _store_block(R[:, e], b0, nb, out[:, e])
+            _store_block(R[e::m], b0, nb, out[:, e])
         _ftz_off(mx)
 
 
@@ -102,30 +103,30 @@ def _lanes_bwd_py(gv, use_gv, G0, back, ca, cb, outs, live, ps, sv, ss, sgrad, D
         b0 = blk * _W
         nb = min(_W, B - b0)
         mx = _ftz_on()
-        G = np.zeros((n, m, _W), dtype=gS.dtype)
+        G = np.zeros((n * m, _W), dtype=gS.dtype)  # laid out like R of _lanes_fwd
         for e in range(m):
-            _load_block(G0[:, e], b0, nb, G[:, e])
+            _load_block(G0[:, e], b0, nb, G[e::m])
         gpp = np.zeros((size if adj else 1, _W), dtype=gS.dtype)  # dL/dp per comparator and row
         pj = ps[blk]
+        Db = D[blk]
         qv = np.empty(_W, dtype=gS.dtype)
         if m > 0:
             for t in range(size):
                 i = t if back else size - 1 - t
                 if not live[i]:
                     continue
-                Ga = G[ca[i]]
-                Gc = G[cb[i]]
+                a = ca[i] * m
+                c = cb[i] * m
                 _vq(pj[i], qv)
                 if adj:
-                    Di = D[blk, i]
                     gi = gpp[i]
                     for e in range(m):
-                        _vpush(Ga[e], Gc[e], qv, Di[e], gi)
+                        _vpush(G[a + e], G[c + e], qv, Db[i * m + e], gi)
                 else:
                     for e in range(m):
-                        _vmix(Ga[e], Gc[e], qv)
+                        _vmix(G[a + e], G[c + e], qv)
             for e in range(m):
-                _store_block(G[:, e], b0, nb, gS[:, e])
+                _store_block(G[e::m], b0, nb, gS[:, e])
         if adj:
             gxb = np.zeros((n, _W), dtype=gS.dtype)
             gsb = np.zeros(_W, dtype=gS.dtype)
@@ -156,7 +157,7 @@ def lanes_numpy(x, S, back, stp, keep, adj, sgrad, threads):
     sv = _take((nblk, _SIZE, 2, _W), dt) if adj else np.empty((nblk, 1, 2, _W), dtype=dt)
     ss = _take((nblk, _SIZE, 2, _W), dt) if sgrad else np.empty((nblk, 1, 2, _W), dtype=dt)
     keep_D = adj and m > 0
-    D = _take((nblk, _SIZE, m, _W), dt) if keep_D else np.empty((nblk, 0, m, _W), dtype=dt)
+    D = _take((nblk, _SIZE * m, _W), dt) if keep_D else np.empty((nblk, 0, _W), dtype=dt)
     with _Threads(threads, B * _SIZE * (m + 1), ("lanes", dt)) as th:
         th.kernels[0](x, stp, _WA, _WB, _OUTPUTS, values, ps, sv, ss, adj, sgrad)
         if m > 0:
