@@ -62,6 +62,34 @@ LAPSUM_ALPHA = 0.1
 P_ROUTE_LIMIT = 4 << 30  # bytes of P above which the r @ P route is not run
 
 
+def ensure_backend(backend: str) -> None:
+    """``--backend numba`` before netgen.ops registers the numba target's
+    lane kernels: a stand-in backend over the generated layer's ``back`` /
+    ``fwd`` / values (netgen.codegen.auto.build_layer, cached like
+    AutoLayer). Does nothing once the target is registered."""
+    from netgen.ops import backends
+
+    if backend != "numba" or "numba" in backends.BACKENDS:
+        return
+    from netgen.codegen.auto import build_layer
+
+    class NumbaLayerLanes:
+        def __init__(self, net, r):
+            self.net, self.relaxation = net, r
+            self.layer = build_layer(net, r, "numba")
+
+        def values(self, x, s):
+            return self.layer._values(x, self.layer._call(x, s))
+
+        def back(self, x, s, W):
+            return self.layer.back(x, W, steepness=s)
+
+        def fwd(self, x, s, V):
+            return self.layer.fwd(x, V, steepness=s)
+
+    backends.register("numba", lambda device: device.type == "cpu", NumbaLayerLanes)
+
+
 def baselines_dir(arg: str | None) -> Path:
     if arg:
         return Path(arg)
@@ -85,6 +113,7 @@ def methods(case: str, backend: str, baselines: Path) -> dict:
 
     import netgen.ops as ops
 
+    ensure_backend(backend)
     if op == "soft_rank":
         out[f"netgen soft_rank ({backend})"] = fwd_bwd(lambda t: ops.soft_rank(t, target=backend))
     elif op == "topk_mask":

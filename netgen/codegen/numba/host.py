@@ -45,11 +45,13 @@ _NNZ_PER_ROW = _NNZ + _SIZE  # updates of one batch row through the back-sweep a
 # it when autograd frees the graph (_Saved.__del__), and so does P once the
 # caller has dropped it (_take_out), so a training loop does not fault in
 # fresh pages every step (P of sort n = 1024 at B = 64 is 268 MB: a fresh
-# one cost 60-140 ms of page faults and zeroing per call). At most 2 free
-# arrays per shape, _POOL_SHAPES shapes (the oldest dropped), _POOL_BYTES
-# in all; free_buffers() empties it.
+# one cost 60-140 ms of page faults and zeroing per call). At most
+# _POOL_PER_SHAPE free arrays per shape (a lane sweep of one lane holds
+# three of one shape: p, the lane differences and dL/dp), _POOL_SHAPES
+# shapes (the oldest dropped), _POOL_BYTES in all; free_buffers() empties it.
 _POOL: dict = {}
 _POOL_SHAPES = 8
+_POOL_PER_SHAPE = 3
 _POOL_BYTES = 1 << 30
 _POOL_LOCK = threading.Lock()
 # numba's workqueue threading layer is not reentrant: two Python threads
@@ -91,7 +93,7 @@ def _give(*arrays):
                 del _POOL[next(iter(_POOL))]
             held = sum(b.nbytes for free in _POOL.values() for b in free)
             free = _POOL.setdefault(key, [])
-            if len(free) < 2 and held + a.nbytes <= _POOL_BYTES:
+            if len(free) < _POOL_PER_SHAPE and held + a.nbytes <= _POOL_BYTES:
                 free.append(a)
 
 
@@ -298,7 +300,7 @@ def column_backward_numpy(saved, gcol, threads=None):
 
 
 #: module-level state a generated module copies by name (with its comments)
-STATE = ("_NNZ_PER_ROW", "_POOL", "_POOL_SHAPES", "_POOL_BYTES", "_POOL_LOCK", "_RUN_LOCK", "_CHOOSE_WORK", "_CHOOSE_EMA",
+STATE = ("_NNZ_PER_ROW", "_POOL", "_POOL_SHAPES", "_POOL_PER_SHAPE", "_POOL_BYTES", "_POOL_LOCK", "_RUN_LOCK", "_CHOOSE_WORK", "_CHOOSE_EMA",
          "_CHOOSE_PROBE", "_CHOOSE_PROBE_MAX", "_CHOICE")
 #: what a generated module copies from this file, in order
 PARTS = (_take, _give, _take_out, free_buffers, _Saved, _needs_lock, _Threads, _choose_serial, _note_time, rows_numpy,

@@ -91,10 +91,10 @@ def _lanes_fwd_py(S, back, ca, cb, live, ps, D, save, out):
         _ftz_off(mx)
 
 
-def _lanes_bwd_py(gv, use_gv, G0, back, ca, cb, outs, live, ps, sv, ss, sgrad, D, adj, gS, gx, gsr):
+def _lanes_bwd_py(gv, use_gv, G0, back, ca, cb, outs, live, ps, sv, ss, sgrad, D, adj, gpp, gS, gx, gsr):
     # per block: the adjoint lanes G0 (B, m, n) pushed through the
     # comparators in the order opposite to _lanes_fwd, accumulating dL/dp
-    # in gpp (with adj); gS = the pushed lanes (dL/dS per row). With adj,
+    # in gpp[blk] (scratch, with adj); gS = the pushed lanes (dL/dS per row). With adj,
     # the values' adjoint (dL/dvalues = gv with use_gv) then gives
     # gx (B, n) and gsr[b] = dL/ds of row b (with sgrad).
     B, m, n = gS.shape
@@ -106,7 +106,9 @@ def _lanes_bwd_py(gv, use_gv, G0, back, ca, cb, outs, live, ps, sv, ss, sgrad, D
         G = np.zeros((n * m, _W), dtype=gS.dtype)  # laid out like R of _lanes_fwd
         for e in range(m):
             _load_block(G0[:, e], b0, nb, G[e::m])
-        gpp = np.zeros((size if adj else 1, _W), dtype=gS.dtype)  # dL/dp per comparator and row
+        gp = gpp[blk]  # dL/dp per comparator and row
+        if adj:
+            gp[:] = 0.0
         pj = ps[blk]
         Db = D[blk]
         qv = np.empty(_W, dtype=gS.dtype)
@@ -119,7 +121,7 @@ def _lanes_bwd_py(gv, use_gv, G0, back, ca, cb, outs, live, ps, sv, ss, sgrad, D
                 c = cb[i] * m
                 _vq(pj[i], qv)
                 if adj:
-                    gi = gpp[i]
+                    gi = gp[i]
                     for e in range(m):
                         _vpush(G[a + e], G[c + e], qv, Db[i * m + e], gi)
                 else:
@@ -130,7 +132,7 @@ def _lanes_bwd_py(gv, use_gv, G0, back, ca, cb, outs, live, ps, sv, ss, sgrad, D
         if adj:
             gxb = np.zeros((n, _W), dtype=gS.dtype)
             gsb = np.zeros(_W, dtype=gS.dtype)
-            _vals_adjoint(gv, use_gv, b0, nb, ca, cb, outs, pj, sv[blk], ss[blk], sgrad, gpp, gxb, gsb)
+            _vals_adjoint(gv, use_gv, b0, nb, ca, cb, outs, pj, sv[blk], ss[blk], sgrad, gp, gxb, gsb)
             _store_block(gxb, b0, nb, gx)
             for j in range(nb):
                 gsr[b0 + j] = gsb[j]
@@ -185,10 +187,14 @@ def lanes_backward_numpy(saved, gv, G0, back, threads):
     gS = np.empty((B, m, _N), dtype=dt)
     gx = np.empty((B, _N) if adj else (0, _N), dtype=dt)
     gsr = np.zeros(B if adj else 0, dtype=dt)
+    nblk = ps.shape[0]
+    gpp = _take((nblk, _SIZE, _W), dt) if adj else np.empty((nblk, 0, _W), dtype=dt)
     with _Threads(threads, B * _SIZE * (m + 1), ("lanes_bwd", dt)) as th:
         (_LANE_KERNELS_SERIAL if th.serial else _LANE_KERNELS)[1](
             gv, use_gv, G0, back, _WA, _WB, _OUTPUTS, _LIVE, ps, saved.sv, saved.ss, saved.sgrad, saved.D, adj,
-            gS, gx, gsr)
+            gpp, gS, gx, gsr)
+    if adj:
+        _give(gpp)
     gs = float(gsr.sum(dtype=np.float64)) if saved.sgrad and adj else 0.0
     return gS, (gx if adj else None), gs
 

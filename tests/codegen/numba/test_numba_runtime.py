@@ -154,7 +154,7 @@ def test_pool_reuses_and_bounds_its_buffers(monkeypatch):
     for i in range(numba_host._POOL_SHAPES + 3):
         numba_host._give(*(np.empty((i + 1,)) for _ in range(3)))
     assert len(numba_host._POOL) == numba_host._POOL_SHAPES  # oldest shapes dropped
-    assert all(len(free) <= 2 for free in numba_host._POOL.values())
+    assert all(len(free) <= numba_host._POOL_PER_SHAPE for free in numba_host._POOL.values())
     numba_host.free_buffers()
     assert not numba_host._POOL
 
