@@ -209,3 +209,22 @@ def test_other_relaxation(make):
     x = _x(3, 7)
     W = torch.randn(2, 7, dtype=torch.float64)
     torch.testing.assert_close(layer.back(x, W), ref.back(net, x, W, r), atol=TOL, rtol=0)
+
+
+def test_second_order_refused_and_a_retained_graph_reused(make):
+    """create_graph=True: the first-order gradient is right and
+    differentiating it again is refused; a graph kept with retain_graph
+    gives the same gradients twice; torch.func transforms are refused."""
+    layer, net, r = make("splitter", 9, 3)
+    x = _x(4, 9).requires_grad_(True)
+    W = torch.randn(2, 3, dtype=torch.float64, requires_grad=True)
+    Z = layer.back(x, W)
+    (g,) = torch.autograd.grad((Z ** 2).sum(), x, create_graph=True, retain_graph=True)
+    (g0,) = torch.autograd.grad((ref.back(net, x, W, r) ** 2).sum(), x)
+    torch.testing.assert_close(g.detach(), g0, atol=1e-11, rtol=0)
+    with pytest.raises(RuntimeError, match="second-order"):
+        g.pow(2).sum().backward()
+    (g2,) = torch.autograd.grad((Z ** 2).sum(), x)  # the same saved state, a second time
+    torch.testing.assert_close(g2, g0, atol=1e-11, rtol=0)
+    with pytest.raises(ValueError, match="torch.func"):
+        torch.func.vmap(lambda t: layer.back(t, W.detach()))(x.detach())

@@ -1,0 +1,99 @@
+"""First call of the numba target's lane sweeps for a new (n, k): what an
+operator call (``soft_rank`` / ``topk_mask`` through the numba layer's
+``back``) costs in a fresh process, split into the network
+(``netgen.ops.network_for``), the module (``build_layer(net, r, "numba")``:
+emit + import, or a cache read) and the first forward + backward (numba
+compiles the kernels it uses, or loads them from its disk cache), and a
+second call for comparison.
+
+For each case two fresh processes share one empty temporary
+NETGEN_CACHE_DIR: "cold" builds everything, "warm" (a later process) finds
+the network, the module and numba's cached kernels. float32, B = 64,
+torch 1 thread (the serial kernel copies). Prints the CPU model and load.
+
+    python benchmarks/numba_lanes_first_call.py
+    python benchmarks/numba_lanes_first_call.py --cases 1024:1024 10450:5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def child(n: int, k: int) -> None:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import torch
+
+    torch.set_num_threads(1)
+    import netgen.ops as ops
+    from netgen.codegen.auto import build_layer
+    from netgen.relax.distributions import default_relaxation
+
+    out = {}
+    t = time.perf_counter()
+    net = ops.network_for(n, k)
+    out["network"] = time.perf_counter() - t
+    t = time.perf_counter()
+    layer = build_layer(net, default_relaxation(net), "numba")
+    out["module"] = time.perf_counter() - t
+    x = torch.randn(64, n)
+    W = (n - torch.arange(k, dtype=torch.float32))[None] if k == n else torch.ones(1, k)
+
+    def call():
+        xr = x.detach().requires_grad_(True)
+        layer.back(xr, W).sum().backward()
+
+    for name in ("first call", "second call"):
+        t = time.perf_counter()
+        call()
+        out[name] = time.perf_counter() - t
+    print(json.dumps(out))
+
+
+def cpu_model() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cases", nargs="+", default=["256:256", "1024:1024", "4096:4096", "10450:5"])
+    ap.add_argument("--child", nargs=2, type=int, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child:
+        return child(*a.child)
+    print(f"# {cpu_model()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (shared machine); "
+          "wall seconds; float32, B = 64, 1 thread; back (one lane) forward + backward")
+    print("| n | k | process | network | module | first call | total | second call | <= 1 s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for case in a.cases:
+        n, k = map(int, case.split(":"))
+        with tempfile.TemporaryDirectory(prefix="ng-lanes-first-") as tmp:
+            env = dict(os.environ, NETGEN_CACHE_DIR=tmp)
+            for proc in ("cold", "warm"):
+                p = subprocess.run([sys.executable, __file__, "--child", str(n), str(k)], env=env,
+                                   capture_output=True, text=True)
+                if p.returncode:
+                    print(f"| {n} | {k} | {proc} | failed: {(p.stderr.strip().splitlines() or ['?'])[-1][:80]} |")
+                    continue
+                d = json.loads(p.stdout.strip().splitlines()[-1])
+                total = d["network"] + d["module"] + d["first call"]
+                print(f"| {n} | {k} | {proc} | {d['network']:.2f} | {d['module']:.2f} | {d['first call']:.2f} | "
+                      f"{total:.2f} | {d['second call'] * 1e3:.1f} ms | {'yes' if total <= 1 else '**no**'} |",
+                      flush=True)
+
+
+if __name__ == "__main__":
+    main()
