@@ -39,7 +39,7 @@ from ..runtime.tables import _COMPS, _K, _N, _OFFSETS, _OUTPUTS, _SIZE, _WA, _WB
 from .engine import _vals_adjoint
 from .host import _give, _Saved, _take, _Threads
 from .kernels import _jit
-from .vector import _W, _ftz_off, _ftz_on, _load_block, _store_block, _vmix, _vmixd, _vpush, _vq
+from .vector import _W, _ftz_off, _ftz_on, _load_block, _store_block, _vmix, _vmixd, _vpush, _vpush1, _vq
 
 __all__ = ["PARTS", "STATE"]
 
@@ -107,22 +107,25 @@ def _lanes_bwd_py(gv, use_gv, G0, back, ca, cb, outs, live, ps, sv, ss, sgrad, D
         for e in range(m):
             _load_block(G0[:, e], b0, nb, G[e::m])
         gp = gpp[blk]  # dL/dp per comparator and row
-        if adj:
-            gp[:] = 0.0
         pj = ps[blk]
         Db = D[blk]
         qv = np.empty(_W, dtype=gS.dtype)
+        if m == 0 and adj:
+            gp[:] = 0.0
         if m > 0:
             for t in range(size):
                 i = t if back else size - 1 - t
                 if not live[i]:
+                    if adj:
+                        gp[i, :] = 0.0
                     continue
                 a = ca[i] * m
                 c = cb[i] * m
                 _vq(pj[i], qv)
-                if adj:
+                if adj:  # gp[i] written by the first lane (no zeroing, no read), added to by the others
                     gi = gp[i]
-                    for e in range(m):
+                    _vpush1(G[a], G[c], qv, Db[i * m], gi)
+                    for e in range(1, m):
                         _vpush(G[a + e], G[c + e], qv, Db[i * m + e], gi)
                 else:
                     for e in range(m):

@@ -173,7 +173,7 @@ def _lane_arg(t, name, lead, rows, cdt):
     if t.device.type != "cpu":
         raise ValueError(f"{name} is on {t.device}; the numba target runs on CPU tensors")
     try:
-        ok = torch.broadcast_shapes(t.shape[:-2], lead) == lead
+        ok = t.dim() == 2 or torch.broadcast_shapes(t.shape[:-2], lead) == lead
     except RuntimeError:
         ok = False
     if not ok:

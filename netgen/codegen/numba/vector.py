@@ -232,6 +232,21 @@ def _vpush(typingctx, ga, gc, q, dr, acc):
 
 
 @intrinsic
+def _vpush1(typingctx, ga, gc, q, dr, acc):
+    """acc = (ga - gc) dr (acc is only written), then :func:`_vmix` (ga, gc, q)."""
+    def codegen(context, builder, sig, args):
+        (pa, pc, pq, pd, pacc), load, store = _vptrs(context, builder, sig, args)
+        add, sub, mul = _fops(builder)
+        a, c = load(pa), load(pc)
+        store(mul(sub(a, c), load(pd)), pacc)
+        t = mul(load(pq), sub(c, a))
+        store(add(a, t), pa)
+        store(sub(c, t), pc)
+        return context.get_dummy_value()
+    return types.void(ga, gc, q, dr, acc), codegen
+
+
+@intrinsic
 def _vadj(typingctx, ga, gc, q, s0, s1, gp):
     """gd = (ga - gc) s0 + gp s1; t = q (gc - ga) + gd; ga += t; gc -= t."""
     def codegen(context, builder, sig, args):
@@ -248,4 +263,4 @@ def _vadj(typingctx, ga, gc, q, s0, s1, gp):
 
 #: what a generated module copies from this file, in order
 PARTS = (_x86, _mxcsr, _ftz_on, _ftz_off, _one_like, _by_float, _load_block, _store_block, _load_cols, _store_cols,
-         _vptrs, _fops, _vq, _vmix, _vmixd, _vpush, _vadj)
+         _vptrs, _fops, _vq, _vmix, _vmixd, _vpush, _vpush1, _vadj)
