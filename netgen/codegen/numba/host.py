@@ -47,11 +47,11 @@ _NNZ_PER_ROW = _NNZ + _SIZE  # updates of one batch row through the back-sweep a
 # fresh pages every step (P of sort n = 1024 at B = 64 is 268 MB: a fresh
 # one cost 60-140 ms of page faults and zeroing per call). At most
 # _POOL_PER_SHAPE free arrays per shape (a lane sweep of one lane holds
-# three of one shape: p, the lane differences and dL/dp), _POOL_SHAPES
+# four of one shape: p, d, the lane differences and dL/dp), _POOL_SHAPES
 # shapes (the oldest dropped), _POOL_BYTES in all; free_buffers() empties it.
 _POOL: dict = {}
 _POOL_SHAPES = 8
-_POOL_PER_SHAPE = 3
+_POOL_PER_SHAPE = 4
 _POOL_BYTES = 1 << 30
 _POOL_LOCK = threading.Lock()
 # numba's workqueue threading layer is not reentrant: two Python threads

@@ -39,18 +39,88 @@ from ..runtime.tables import _COMPS, _K, _N, _OFFSETS, _OUTPUTS, _SIZE, _WA, _WB
 from .engine import _vals_adjoint
 from .host import _give, _Saved, _take, _Threads
 from .kernels import _jit
-from .vector import _W, _ftz_off, _ftz_on, _load_block, _store_block, _vmix, _vmixd, _vpush, _vpush1, _vq
+from .vector import _W, _ftz_off, _ftz_on, _load_block, _one_like, _store_block, _vadj, _vmix, _vmixd, _vpush, _vpush1, _vq
 
 __all__ = ["PARTS", "STATE"]
 
 # ---- what the emitter writes (stand-ins here, not copied into modules) ----
 #: the module globals the copied code reads and neither defines nor imports
-READS = ("NETWORK", "_PARALLEL")
+READS = ("NETWORK", "_PARALLEL", "_CACHE", "_swap")
 NETWORK: dict = {"n": 2, "layers": [[[0, 1]]], "outputs": [0]}
 _PARALLEL = True
+_CACHE = False
+
+
+def _swap(d, stp):  # pragma: no cover - rendered per relaxation and float type
+    raise NotImplementedError
 
 
 # ---------------------------------------------------------------- copied parts
+def _lanes_vals_py(x, stp, ca, cb, outs, values, ps, ds, adj):
+    # the values by the forward sweep keeping ps[blk, i, j] = p of row
+    # blk * _W + j and, with adj, ds[blk, i, j] = d (without: one scratch
+    # slot): the lean forward, whose backward recomputes dp from d
+    # (_vals_adjoint_d); 2 floats per comparator and row against the 3 of
+    # _fwd_vals (p, dp d, dp), which a steepness gradient still uses
+    B, n = x.shape
+    size = ca.shape[0]
+    k = outs.shape[0]
+    for blk in numba.prange((B + _W - 1) // _W):
+        b0 = blk * _W
+        nb = min(_W, B - b0)
+        mx = _ftz_on()
+        v = np.zeros((n, _W), dtype=x.dtype)  # padding rows (j >= nb) stay 0
+        _load_block(x, b0, nb, v)
+        qv = np.empty(_W, dtype=x.dtype)
+        pj = ps[blk]
+        for i in range(size):
+            va = v[ca[i]]
+            vc = v[cb[i]]
+            pi = pj[i]
+            di = ds[blk, i if adj else 0]
+            for j in range(_W):
+                d = va[j] - vc[j]
+                p, dp, dps = _swap(d, stp)
+                pi[j] = p
+                di[j] = d
+            _vq(pi, qv)
+            _vmix(va, vc, qv)
+        for j in range(nb):
+            for r in range(k):
+                values[b0 + j, r] = v[outs[r], j]
+        _ftz_off(mx)
+
+
+@numba.njit(cache=_CACHE, error_model="numpy", fastmath={"contract"})
+def _vals_adjoint_d(gv, use_gv, b0, nb, ca, cb, outs, dsb, stp, gpp, gx):
+    # _vals_adjoint of the P engine for the lean forward: p, dp d and dp
+    # recomputed from the saved d (the same swap code: the same numbers);
+    # no dL/ds (that takes _fwd_vals' saved state)
+    size = ca.shape[0]
+    k = outs.shape[0]
+    n = gx.shape[0]
+    g = np.zeros((n, _W), dtype=gx.dtype)
+    qv = np.empty(_W, dtype=gx.dtype)
+    s0 = np.empty(_W, dtype=gx.dtype)
+    s1 = np.empty(_W, dtype=gx.dtype)
+    if use_gv:
+        for j in range(nb):
+            for r in range(k):
+                g[outs[r], j] += gv[b0 + j, r]
+    for i in range(size - 1, -1, -1):
+        di = dsb[i]
+        for j in range(_W):
+            d = di[j]
+            p, dp, dps = _swap(d, stp)
+            qv[j] = _one_like(d) - p
+            s0[j] = dp * d
+            s1[j] = dp
+        _vadj(g[ca[i]], g[cb[i]], qv, s0, s1, gpp[i])
+    for w in range(n):
+        for j in range(_W):
+            gx[w, j] += g[w, j]
+
+
 def _lanes_fwd_py(S, back, ca, cb, live, ps, D, save, out):
     # out[b, e, :] = the lanes S[b or 0, e, :] swept through the comparators
     # (back: last to first, else first to last) with p = ps[blk, i, j];
@@ -91,12 +161,14 @@ def _lanes_fwd_py(S, back, ca, cb, live, ps, D, save, out):
         _ftz_off(mx)
 
 
-def _lanes_bwd_py(gv, use_gv, G0, back, ca, cb, outs, live, ps, sv, ss, sgrad, D, adj, gpp, gS, gx, gsr):
+def _lanes_bwd_py(gv, use_gv, G0, back, ca, cb, outs, live, ps, sv, ss, sgrad, ds, stp, lean, D, adj, gpp, gS,
+                  gx, gsr):
     # per block: the adjoint lanes G0 (B, m, n) pushed through the
     # comparators in the order opposite to _lanes_fwd, accumulating dL/dp
     # in gpp[blk] (scratch, with adj); gS = the pushed lanes (dL/dS per row). With adj,
     # the values' adjoint (dL/dvalues = gv with use_gv) then gives
-    # gx (B, n) and gsr[b] = dL/ds of row b (with sgrad).
+    # gx (B, n) and gsr[b] = dL/ds of row b (with sgrad): from the lean
+    # forward's d (lean) or from _fwd_vals' saved state.
     B, m, n = gS.shape
     size = ca.shape[0]
     for blk in numba.prange((B + _W - 1) // _W):
@@ -135,7 +207,10 @@ def _lanes_bwd_py(gv, use_gv, G0, back, ca, cb, outs, live, ps, sv, ss, sgrad, D
         if adj:
             gxb = np.zeros((n, _W), dtype=gS.dtype)
             gsb = np.zeros(_W, dtype=gS.dtype)
-            _vals_adjoint(gv, use_gv, b0, nb, ca, cb, outs, pj, sv[blk], ss[blk], sgrad, gp, gxb, gsb)
+            if lean:
+                _vals_adjoint_d(gv, use_gv, b0, nb, ca, cb, outs, ds[blk], stp, gp, gxb)
+            else:
+                _vals_adjoint(gv, use_gv, b0, nb, ca, cb, outs, pj, sv[blk], ss[blk], sgrad, gp, gxb, gsb)
             _store_block(gxb, b0, nb, gx)
             for j in range(nb):
                 gsr[b0 + j] = gsb[j]
@@ -158,20 +233,26 @@ def lanes_numpy(x, S, back, stp, keep, adj, sgrad, threads):
     values = np.empty((B, _K), dtype=dt)
     out = np.empty((B, m, _N), dtype=dt)
     ps = _take((nblk, _SIZE, _W), dt)
+    lean = not sgrad  # keep d alone (dL/ds takes _fwd_vals' dp d, dp, dps d, dps)
     # without adj / sgrad: one scratch slot per block, overwritten
-    sv = _take((nblk, _SIZE, 2, _W), dt) if adj else np.empty((nblk, 1, 2, _W), dtype=dt)
+    ds = _take((nblk, _SIZE, _W), dt) if adj and lean else np.empty((nblk, 1, _W), dtype=dt)
+    sv = _take((nblk, _SIZE, 2, _W), dt) if sgrad else np.empty((nblk, 1, 2, _W), dtype=dt)
     ss = _take((nblk, _SIZE, 2, _W), dt) if sgrad else np.empty((nblk, 1, 2, _W), dtype=dt)
     keep_D = adj and m > 0
     D = _take((nblk, _SIZE * m, _W), dt) if keep_D else np.empty((nblk, 0, _W), dtype=dt)
     with _Threads(threads, B * _SIZE * (m + 1), ("lanes", dt)) as th:
-        th.kernels[0](x, stp, _WA, _WB, _OUTPUTS, values, ps, sv, ss, adj, sgrad)
+        kern = _LANE_KERNELS_SERIAL if th.serial else _LANE_KERNELS
+        if lean:
+            kern[0](x, stp, _WA, _WB, _OUTPUTS, values, ps, ds, adj)
+        else:
+            th.kernels[0](x, stp, _WA, _WB, _OUTPUTS, values, ps, sv, ss, adj, sgrad)
         if m > 0:
-            (_LANE_KERNELS_SERIAL if th.serial else _LANE_KERNELS)[0](S, back, _WA, _WB, _LIVE, ps, D, keep_D, out)
+            kern[1](S, back, _WA, _WB, _LIVE, ps, D, keep_D, out)
     if not keep:
         _give(ps)
         return values, out, None
-    arrays = (ps,) + ((sv,) if adj else ()) + ((ss,) if sgrad else ()) + ((D,) if keep_D else ())
-    return values, out, _Saved(B, arrays, ps=ps, sv=sv, ss=ss if sgrad else sv, D=D, sgrad=sgrad, adj=adj)
+    arrays = (ps,) + ((ds,) if adj and lean else ()) + ((sv, ss) if sgrad else ()) + ((D,) if keep_D else ())
+    return values, out, _Saved(B, arrays, ps=ps, ds=ds, sv=sv, ss=ss, D=D, sgrad=sgrad, adj=adj, lean=lean, stp=stp)
 
 
 def lanes_backward_numpy(saved, gv, G0, back, threads):
@@ -193,9 +274,9 @@ def lanes_backward_numpy(saved, gv, G0, back, threads):
     nblk = ps.shape[0]
     gpp = _take((nblk, _SIZE, _W), dt) if adj else np.empty((nblk, 0, _W), dtype=dt)
     with _Threads(threads, B * _SIZE * (m + 1), ("lanes_bwd", dt)) as th:
-        (_LANE_KERNELS_SERIAL if th.serial else _LANE_KERNELS)[1](
-            gv, use_gv, G0, back, _WA, _WB, _OUTPUTS, _LIVE, ps, saved.sv, saved.ss, saved.sgrad, saved.D, adj,
-            gpp, gS, gx, gsr)
+        (_LANE_KERNELS_SERIAL if th.serial else _LANE_KERNELS)[2](
+            gv, use_gv, G0, back, _WA, _WB, _OUTPUTS, _LIVE, ps, saved.sv, saved.ss, saved.sgrad, saved.ds, saved.stp,
+            saved.lean, saved.D, adj, gpp, gS, gx, gsr)
     if adj:
         _give(gpp)
     gs = float(gsr.sum(dtype=np.float64)) if saved.sgrad and adj else 0.0
@@ -203,7 +284,7 @@ def lanes_backward_numpy(saved, gv, G0, back, threads):
 
 
 #: what a generated module copies from this file, in order
-PARTS = (_lanes_fwd_py, _lanes_bwd_py, lanes_numpy, lanes_backward_numpy)
+PARTS = (_lanes_vals_py, _vals_adjoint_d, _lanes_fwd_py, _lanes_bwd_py, lanes_numpy, lanes_backward_numpy)
 
 # ------------------------------------------------------- copied by name (STATE)
 # The comparators that reach an output wire (the others cannot change W P,
@@ -211,12 +292,15 @@ PARTS = (_lanes_fwd_py, _lanes_bwd_py, lanes_numpy, lanes_backward_numpy)
 _LIVE = np.ascontiguousarray(np.less(*plan(_N, _COMPS, _OFFSETS, NETWORK["outputs"], "back")[:2]))
 # Each lane kernel twice, like the kernels of netgen.codegen.numba.kernels:
 # parallel and a serial copy (suffix _s) for small calls.
+_lanes_vals = _jit(_lanes_vals_py, _PARALLEL)
 _lanes_fwd = _jit(_lanes_fwd_py, _PARALLEL)
 _lanes_bwd = _jit(_lanes_bwd_py, _PARALLEL)
+_lanes_vals_s = _jit(_lanes_vals_py, False, "_s")
 _lanes_fwd_s = _jit(_lanes_fwd_py, False, "_s")
 _lanes_bwd_s = _jit(_lanes_bwd_py, False, "_s")
-_LANE_KERNELS = (_lanes_fwd, _lanes_bwd)
-_LANE_KERNELS_SERIAL = (_lanes_fwd_s, _lanes_bwd_s)
+_LANE_KERNELS = (_lanes_vals, _lanes_fwd, _lanes_bwd)
+_LANE_KERNELS_SERIAL = (_lanes_vals_s, _lanes_fwd_s, _lanes_bwd_s)
 
 #: module-level state a generated module copies by name, after :data:`PARTS`
-STATE = ("_LIVE", "_lanes_fwd", "_lanes_bwd", "_lanes_fwd_s", "_lanes_bwd_s", "_LANE_KERNELS", "_LANE_KERNELS_SERIAL")
+STATE = ("_LIVE", "_lanes_vals", "_lanes_fwd", "_lanes_bwd", "_lanes_vals_s", "_lanes_fwd_s", "_lanes_bwd_s",
+         "_LANE_KERNELS", "_LANE_KERNELS_SERIAL")
