@@ -92,10 +92,11 @@ def _lanes_vals_py(x, stp, ca, cb, outs, values, ps, ds, adj):
 
 
 @numba.njit(cache=_CACHE, error_model="numpy", fastmath={"contract"})
-def _vals_adjoint_d(gv, use_gv, b0, nb, ca, cb, outs, dsb, stp, gpp, gx):
+def _vals_adjoint_d(gv, use_gv, b0, nb, ca, cb, outs, dsb, stp, gpp, use_gpp, gx):
     # _vals_adjoint of the P engine for the lean forward: p, dp d and dp
     # recomputed from the saved d (the same swap code: the same numbers);
-    # no dL/ds (that takes _fwd_vals' saved state)
+    # dL/dp = gpp (use_gpp; else 0: the values alone); no dL/ds (that takes
+    # _fwd_vals' saved state)
     size = ca.shape[0]
     k = outs.shape[0]
     n = gx.shape[0]
@@ -103,6 +104,7 @@ def _vals_adjoint_d(gv, use_gv, b0, nb, ca, cb, outs, dsb, stp, gpp, gx):
     qv = np.empty(_W, dtype=gx.dtype)
     s0 = np.empty(_W, dtype=gx.dtype)
     s1 = np.empty(_W, dtype=gx.dtype)
+    zero = np.zeros(_W, dtype=gx.dtype)
     if use_gv:
         for j in range(nb):
             for r in range(k):
@@ -115,7 +117,7 @@ def _vals_adjoint_d(gv, use_gv, b0, nb, ca, cb, outs, dsb, stp, gpp, gx):
             qv[j] = _one_like(d) - p
             s0[j] = dp * d
             s1[j] = dp
-        _vadj(g[ca[i]], g[cb[i]], qv, s0, s1, gpp[i])
+        _vadj(g[ca[i]], g[cb[i]], qv, s0, s1, gpp[i] if use_gpp else zero)
     for w in range(n):
         for j in range(_W):
             gx[w, j] += g[w, j]
@@ -182,7 +184,7 @@ def _lanes_bwd_py(gv, use_gv, G0, back, ca, cb, outs, live, ps, sv, ss, sgrad, d
         pj = ps[blk]
         Db = D[blk]
         qv = np.empty(_W, dtype=gS.dtype)
-        if m == 0 and adj:
+        if m == 0 and adj and not lean:
             gp[:] = 0.0
         if m > 0:
             for t in range(size):
@@ -208,7 +210,7 @@ def _lanes_bwd_py(gv, use_gv, G0, back, ca, cb, outs, live, ps, sv, ss, sgrad, d
             gxb = np.zeros((n, _W), dtype=gS.dtype)
             gsb = np.zeros(_W, dtype=gS.dtype)
             if lean:
-                _vals_adjoint_d(gv, use_gv, b0, nb, ca, cb, outs, ds[blk], stp, gp, gxb)
+                _vals_adjoint_d(gv, use_gv, b0, nb, ca, cb, outs, ds[blk], stp, gp, m > 0, gxb)
             else:
                 _vals_adjoint(gv, use_gv, b0, nb, ca, cb, outs, pj, sv[blk], ss[blk], sgrad, gp, gxb, gsb)
             _store_block(gxb, b0, nb, gx)
@@ -272,12 +274,13 @@ def lanes_backward_numpy(saved, gv, G0, back, threads):
     gx = np.empty((B, _N) if adj else (0, _N), dtype=dt)
     gsr = np.zeros(B if adj else 0, dtype=dt)
     nblk = ps.shape[0]
-    gpp = _take((nblk, _SIZE, _W), dt) if adj else np.empty((nblk, 0, _W), dtype=dt)
+    need = adj and (m > 0 or not saved.lean)  # dL/dp from lanes, or zeros for _vals_adjoint
+    gpp = _take((nblk, _SIZE, _W), dt) if need else np.empty((nblk, 0, _W), dtype=dt)
     with _Threads(threads, B * _SIZE * (m + 1), ("lanes_bwd", dt)) as th:
         (_LANE_KERNELS_SERIAL if th.serial else _LANE_KERNELS)[2](
             gv, use_gv, G0, back, _WA, _WB, _OUTPUTS, _LIVE, ps, saved.sv, saved.ss, saved.sgrad, saved.ds, saved.stp,
             saved.lean, saved.D, adj, gpp, gS, gx, gsr)
-    if adj:
+    if need:
         _give(gpp)
     gs = float(gsr.sum(dtype=np.float64)) if saved.sgrad and adj else 0.0
     return gS, (gx if adj else None), gs
