@@ -38,19 +38,23 @@ def measure(step, reps: int) -> tuple[list[float], int, bool]:
     return times, status("VmHWM") - rss_loaded, peak_reset
 
 
-def interleaved(steps: dict, reps: int, before=None) -> dict:
+def interleaved(steps: dict, reps: int, before=None, clock=None) -> dict:
     """Median seconds of each ``steps[name]()`` over ``reps`` rounds, one call
     of every step per round (a shared machine's noise spreads over all of
-    them); ``before()`` runs untimed before each call."""
+    them); ``before()`` runs untimed before each call. ``clock``: the timer
+    (default ``time.perf_counter``, wall; ``time.thread_time`` counts only
+    this thread's CPU, for single-threaded steps on a busy machine)."""
     import statistics
     import time
+
+    clock = time.perf_counter if clock is None else clock
 
     times = {name: [] for name in steps}
     for _ in range(reps):
         for name, step in steps.items():
             if before is not None:
                 before()
-            t = time.perf_counter()
+            t = clock()
             step()
-            times[name].append(time.perf_counter() - t)
+            times[name].append(clock() - t)
     return {name: statistics.median(ts) for name, ts in times.items()}

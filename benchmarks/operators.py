@@ -217,6 +217,9 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--baselines", default=None)
     ap.add_argument("--no-memory", action="store_true", help="skip the fresh-process memory runs")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="wall time, or this thread's CPU time (every method runs on the calling thread with "
+                         "torch at 1 thread: steadier on a shared machine)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per memory process")
     ap.add_argument("--child", nargs=2, metavar=("CASE", "METHOD"), help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -228,7 +231,7 @@ def main():
 
     print(f"# {cpu_model()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (shared machine); "
           f"torch {torch.__version__}, 1 thread, float32; backend {a.backend!r}; medians of {a.reps} interleaved "
-          f"rounds; memory: peak RSS of one call in a fresh process")
+          f"rounds ({a.clock} time); memory: peak RSS of one call in a fresh process")
     print("| case | method | fwd+bwd ms | time vs anchor | working memory MiB | memory vs anchor |")
     print("|---|---|---|---|---|---|")
     for case in a.cases:
@@ -240,7 +243,8 @@ def main():
         for s in runnable.values():
             s()  # warm-up
         warm = time.perf_counter() - t0
-        times = interleaved(runnable, a.reps) if runnable else {}
+        clock = time.thread_time if a.clock == "cpu" else time.perf_counter
+        times = interleaved(runnable, a.reps, clock=clock) if runnable else {}
         anchor = next((m for m in ms if m.startswith(("torchsort", "LapSum")) and m in times), None)
         mems = {m: (None, "") if a.no_memory else memory_of(case, m, a.backend, baselines, a.timeout)
                 for m in runnable}

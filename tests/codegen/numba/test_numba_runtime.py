@@ -41,7 +41,9 @@ def _run_vector_ops(a, c, p, d, acc, s0, s1, gp):
     V._vpush(a3, c3, q, d, acc3)
     a4, c4 = a.copy(), c.copy()
     V._vadj(a4, c4, q, s0, s1, gp)
-    return q, a1, c1, a2, c2, d2, a3, c3, acc3, a4, c4
+    a5, c5, acc5 = a.copy(), c.copy(), acc.copy()
+    V._vpush1(a5, c5, q, d, acc5)
+    return q, a1, c1, a2, c2, d2, a3, c3, acc3, a4, c4, a5, c5, acc5
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -54,7 +56,8 @@ def test_vector_updates_match_numpy(dtype):
     t = q * (c - a)
     gd = (a - c) * s0 + gp * s1
     t4 = q * (c - a) + gd
-    want = (q, a + t, c - t, a + t, c - t, a - c, a + t, c - t, acc + (a - c) * d, a + t4, c - t4)
+    want = (q, a + t, c - t, a + t, c - t, a - c, a + t, c - t, acc + (a - c) * d, a + t4, c - t4, a + t, c - t,
+            (a - c) * d)
     tol = 1e-6 if dtype == np.float32 else 1e-14
     for g, w in zip(got, want):
         assert g.dtype == dtype
