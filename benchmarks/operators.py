@@ -97,7 +97,7 @@ def baselines_dir(arg: str | None) -> Path:
     return Path(env) / "site" if env else Path("/tmp/netgen-baselines/site")
 
 
-def methods(case: str, backend: str, baselines: Path) -> dict:
+def methods(case: str, backend: str, baselines: Path, p_route: bool = True) -> dict:
     """name -> (step() running forward + backward, or a str: why skipped)."""
     op, n, k, B, base = CASES[case]
     g = torch.Generator().manual_seed(0)
@@ -145,7 +145,9 @@ def methods(case: str, backend: str, baselines: Path) -> dict:
     p_bytes = B * (k or n) * n * 4
     label = {"soft_rank": "netgen r @ P (generated layer)", "topk_mask": "netgen P.sum(-2) (generated layer)",
              "soft_sort": "netgen layer values (P computed too)"}[op]
-    if p_bytes > P_ROUTE_LIMIT:
+    if not p_route:
+        pass
+    elif p_bytes > P_ROUTE_LIMIT:
         out[label] = f"skipped: P alone needs {p_bytes / 2**30:,.0f} GiB ({B} x {k or n} x {n} float32)"
     else:
         try:
@@ -218,6 +220,9 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--baselines", default=None)
     ap.add_argument("--no-memory", action="store_true", help="skip the fresh-process memory runs")
+    ap.add_argument("--no-p-route", action="store_true",
+                    help="leave out the generated layer's P route (its GB-sized calls evict the caches between the "
+                         "others' calls)")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="wall time, or this thread's CPU time (every method runs on the calling thread with "
                          "torch at 1 thread: steadier on a shared machine)")
@@ -238,7 +243,7 @@ def main():
     for case in a.cases:
         op, n, k, B, base = CASES[case]
         where = f"{op} n={n}" + (f" k={k}" if k else "") + f" B={B}"
-        ms = methods(case, a.backend, baselines)
+        ms = methods(case, a.backend, baselines, not a.no_p_route)
         runnable = {m: s for m, s in ms.items() if callable(s)}
         t0 = time.perf_counter()
         for s in runnable.values():
