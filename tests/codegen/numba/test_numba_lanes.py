@@ -22,7 +22,9 @@ from netgen.relax.distributions import Relaxation, default_relaxation
 pytest.importorskip("numba")
 
 TOL = 1e-12
-NETS = [("oddeven", 7, 7), ("bitonic", 8, 8), ("splitter", 9, 1), ("splitter", 9, 3)]
+# odd n with k = n, k = 1 and 1 < k < n in the fast run; one more sorter with --run-slow
+NETS = [("oddeven", 7, 7), pytest.param("bitonic", 8, 8, marks=pytest.mark.slow), ("splitter", 9, 1),
+        ("splitter", 9, 3)]
 
 
 @pytest.fixture(scope="module")
@@ -203,6 +205,7 @@ def test_parallel_module_as_shipped(make):
         torch.testing.assert_close(a, b, atol=1e-11, rtol=0)
 
 
+@pytest.mark.slow
 def test_other_relaxation(make):
     r = Relaxation("logistic", steepness=4.0)
     layer, net, _ = make("oddeven", 7, 7, r=r)
