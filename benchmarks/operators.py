@@ -120,6 +120,13 @@ def methods(case: str, backend: str, baselines: Path, p_route: bool = True) -> d
         out[f"netgen topk_mask ({backend})"] = fwd_bwd(lambda t: ops.topk_mask(t, k, target=backend))
     else:
         out[f"netgen soft_sort ({backend})"] = fwd_bwd(lambda t: ops.soft_sort(t, target=backend).values)
+        if backend == "numba":  # the values sweep alone, without soft_sort's torch.sort indices
+            from netgen.ops.backends import lanes_for
+            from netgen.relax.distributions import default_relaxation
+
+            net = ops.network_for(n, n)
+            lanes = lanes_for(net, default_relaxation(net), "numba", "cpu")
+            out["netgen numba values sweep alone (no indices)"] = fwd_bwd(lambda t: lanes.values(t, lanes.relaxation.steepness).flip(-1))
 
     if str(baselines) not in sys.path:
         sys.path.insert(0, str(baselines))
