@@ -171,13 +171,19 @@ class AutoLayer(LayerBase):
 
     # the base has checked x and the steepness; the generated layer for x's device runs the call
     def _forward(self, x, s):
-        return self.layer_for(x.device)(x)
+        return self.layer_for(x.device, s)(x)
 
     def _values(self, x, s):
-        return self.layer_for(x.device).values(x)
+        return self.layer_for(x.device, s).values(x)
 
     def _column(self, x, y, s):
-        return self.layer_for(x.device).column(x, y)
+        return self.layer_for(x.device, s).column(x, y)
+
+    def _back(self, x, W, s):
+        return self.layer_for(x.device, s).back(x, W)
+
+    def _fwd(self, x, V, s):
+        return self.layer_for(x.device, s).fwd(x, V)
 
     def _hard(self, x):
         return self.layer_for(x.device).hard(x)
