@@ -6,11 +6,12 @@ Each layer is a handful of vector ops over its comparators in the module's
 wire-major layout (wires first, batch innermost; lanes ``(n, m, B)``),
 written in place and differentiated by autograd: the one node with a
 written derivative is :class:`_Swap` (``p`` with the rendered ``dp/dd`` and
-``dp/ds``), every other op (``index_select``, ``torch.lerp``,
-``index_copy_``) is torch's. Autograd keeps, per row, each comparator's
-``d`` and ``p`` and the two gathered operands of each mixed pair (values:
-about 4 size floats; each lane 2 size more): O(size) per lane and row,
-never B x k x n unless the result is P itself. (A written backward, as the
+``dp/ds``), every other op (``index_select``, ``mul``, ``index_add_``) is
+torch's. A layer mixes rows a, b as ``t[a] -= q D``, ``t[b] += q D`` with
+``D = t[a] - t[b]`` and ``q = 1 - p``, so autograd keeps, per row, each
+comparator's ``d`` and ``q`` (values: 2 size floats) and each lane's ``D``
+(one size more per lane): O(size) per lane and row, never B x k x n
+unless the result is P itself. (A written backward, as the
 P engine's, would keep less; this one was chosen for being short and
 checked by gradcheck, docs/operators.md.)
 
@@ -58,32 +59,36 @@ class _Swap(torch.autograd.Function):
         return g * _swap(d, s)[1], None
 
 
-def _mix(t, al, bl, p):
-    """One layer's mixing of the rows al, bl of t, in place:
-    t[a] <- p t[a] + (1-p) t[b], t[b] <- (1-p) t[a] + p t[b]."""
-    ta, tb = t.index_select(0, al), t.index_select(0, bl)
-    t.index_copy_(0, al, torch.lerp(tb, ta, p))
-    t.index_copy_(0, bl, torch.lerp(ta, tb, p))
+def _mix(t, al, bl, q, D=None):
+    """One layer's mixing of the rows al, bl of t, in place, with q = 1 - p:
+    t[a] <- p t[a] + (1-p) t[b] = t[a] - q D, t[b] <- t[b] + q D for
+    D = t[a] - t[b] (given, or computed). Written as two ``index_add_``:
+    their backward passes the gradient of t through untouched (an
+    ``index_copy_`` would copy all of it twice per layer)."""
+    if D is None:
+        D = t.index_select(0, al) - t.index_select(0, bl)
+    qD = q * D
+    t.index_add_(0, al, qD, alpha=-1)
+    t.index_add_(0, bl, qD)
 
 
 def _lane_sweep(xt, s, a, b, lanes=None, keep=False):
     """The value sweep of xt (n, B) (a copy is written), with ``lanes``
     (n, d, B) mixed beside it in place; returns the final wires and, with
-    ``keep``, each layer's p (for the back-sweep)."""
+    ``keep``, each layer's q = 1 - p (for the back-sweep)."""
     v = xt.clone()
-    ps = []
+    qs = []
     for l in range(_DEPTH):
         s0, e0 = _OFFSETS[l], _OFFSETS[l + 1]
         al, bl = a[s0:e0], b[s0:e0]
-        xa, xb = v.index_select(0, al), v.index_select(0, bl)
-        p = _Swap.apply(xa - xb, s)
-        v.index_copy_(0, al, torch.lerp(xb, xa, p))
-        v.index_copy_(0, bl, torch.lerp(xa, xb, p))
+        d = v.index_select(0, al) - v.index_select(0, bl)
+        q = torch.rsub(_Swap.apply(d, s), 1)
+        _mix(v, al, bl, q, d)
         if lanes is not None:
-            _mix(lanes, al, bl, p.unsqueeze(1))
+            _mix(lanes, al, bl, q.unsqueeze(1))
         if keep:
-            ps.append(p)
-    return v, ps
+            qs.append(q)
+    return v, qs
 
 
 def _lane_input(t, name, batch, rows, side, xt):
@@ -128,12 +133,12 @@ def _values_lanes(xt, s, bad, a, b, outs):
 def _back_lanes(xt, s, bad, a, b, outs, Wt):
     """W P: (n, m, B) for Wt (k, m, B): the m lanes start on the output wires
     and are mixed from the last layer to the first with the sweep's p."""
-    _, ps = _lane_sweep(xt if bad is None else xt.masked_fill(bad, 0.0), s, a, b, keep=True)
+    _, qs = _lane_sweep(xt if bad is None else xt.masked_fill(bad, 0.0), s, a, b, keep=True)
     R = Wt.new_zeros((xt.shape[0], Wt.shape[1], xt.shape[1]))
     R.index_copy_(0, outs, Wt)
     for l in range(_DEPTH - 1, -1, -1):
         s0, e0 = _OFFSETS[l], _OFFSETS[l + 1]
-        _mix(R, a[s0:e0], b[s0:e0], ps[l].unsqueeze(1))
+        _mix(R, a[s0:e0], b[s0:e0], qs[l].unsqueeze(1))
     return _nan_lanes(R, bad)
 
 
