@@ -127,3 +127,30 @@ def test_operators_run_on_the_target(name):
     for f in (lambda t: ops.soft_rank(x, dim=1, target=t), lambda t: ops.soft_sort(x, target=t).values,
               lambda t: ops.topk_mask(x, 3, target=t), lambda t: ops.soft_topk(x, 3, return_P=True, target=t).P):
         torch.testing.assert_close(f(name), f("reference"), atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("target", ["torch", "numba"])
+def test_a_call_steepness_reaches_every_layer_method(target):
+    """LayerBase.forward/values/column take this call's steepness (the
+    operators' backends hand theirs over); AutoLayer passes it on."""
+    from netgen.codegen.auto import AutoLayer, build_layer
+
+    if target == "numba":
+        pytest.importorskip("numba")
+    net = build("oddeven", 5, 5)
+    r = Relaxation("cauchy", steepness=4.0)
+    x = rand(3, 5)
+    want_v, want_P = ref.forward(net, x, r, steepness=2.5)
+    for layer in (build_layer(net, r, target), AutoLayer(net, r, target=target)):
+        torch.testing.assert_close(layer.values(x, steepness=2.5), want_v, atol=1e-12, rtol=0)
+        v, P = layer(x, steepness=2.5)
+        torch.testing.assert_close(P, want_P, atol=1e-12, rtol=0)
+        y = torch.tensor([0, 4, 2])
+        torch.testing.assert_close(layer.column(x, y, steepness=2.5), want_P[torch.arange(3), :, y], atol=1e-12,
+                                   rtol=0)
+        torch.testing.assert_close(layer.values(x), ref.soft_values(net, x, r), atol=1e-12, rtol=0)  # its own again
+        if target == "torch":
+            W = rand(2, 5, seed=9)
+            torch.testing.assert_close(layer.back(x, W, steepness=2.5), W @ want_P, atol=1e-12, rtol=0)
+            torch.testing.assert_close(layer.fwd(x, x.unsqueeze(-1), steepness=2.5)[..., 0], want_v, atol=1e-12,
+                                       rtol=0)
