@@ -4,16 +4,17 @@ and ``P V`` (d lanes swept beside the values), never forming P.
 
 Each layer is a handful of vector ops over its comparators in the module's
 wire-major layout (wires first, batch innermost; lanes ``(n, m, B)``),
-written in place and differentiated by autograd: the one node with a
-written derivative is :class:`_Swap` (``p`` with the rendered ``dp/dd`` and
-``dp/ds``), every other op (``index_select``, ``mul``, ``index_add_``) is
-torch's. A layer mixes rows a, b as ``t[a] -= q D``, ``t[b] += q D`` with
-``D = t[a] - t[b]`` and ``q = 1 - p``, so autograd keeps, per row, each
-comparator's ``d`` and ``q`` (values: 2 size floats) and each lane's ``D``
-(one size more per lane): O(size) per lane and row, never B x k x n
-unless the result is P itself. (A written backward, as the
-P engine's, would keep less; this one was chosen for being short and
-checked by gradcheck, docs/operators.md.)
+in place: rows a, b mix as ``t[a] -= q D``, ``t[b] += q D`` with
+``D = t[a] - t[b]`` and ``q = 1 - p`` (two ``index_add_``). One
+``autograd.Function`` per sweep with the written backward of
+docs/operators.md section 3 (the lanes' adjoint gives dL/dp of every
+comparator, then the value sweep's adjoint gives dL/dx and dL/ds). Kept
+per row for the backward: each comparator's q, d, dp/dd (and dp/ds with a
+steepness gradient) and each lane's D: (3 + lanes) size floats, O(size)
+per lane and row, never B x k x n unless the result is P itself; every op
+of the backward touches a layer's comparators only (no full-width
+temporaries). Once differentiable, as the module's other sweeps (a second
+derivative raises).
 
 Real code, copied into generated torch modules by source extraction
 (:data:`PARTS`); the stand-ins below only let this file import and lint on
@@ -26,10 +27,12 @@ import math
 
 import torch
 
+from ..runtime.common import refuse_second_order
+
 # ---- what the emitter writes (stand-ins here, not copied into modules) ----
 #: the module globals the copied code reads and neither defines nor imports
-READS = ("_N", "_DEPTH", "_OFFSETS", "_swap")
-_N = _DEPTH = 0
+READS = ("_N", "_SIZE", "_DEPTH", "_OFFSETS", "_swap")
+_N = _SIZE = _DEPTH = 0
 _OFFSETS: tuple = (0,)
 
 
@@ -38,57 +41,141 @@ def _swap(d, s, ds=False):  # pragma: no cover - rendered per relaxation
 
 
 # ---------------------------------------------------------------- copied parts
-class _Swap(torch.autograd.Function):
-    """p = F(s phi(d)) for the lane sweeps, with the rendered dp/dd and
-    dp/ds as its derivative (finite at ART ties); ``s`` is a float or a 0-d
-    tensor (then dL/ds is returned for it)."""
+class _Lanes(torch.autograd.Function):
+    """One lane sweep with its written backward (docs/operators.md, section
+    3). ``mode``: "values" (P x: (k, B)), "back" (W P: (n, m, B) for lanes
+    Wt (k, m, B)) or "fwd" (P V: (k, d, B) for lanes Vt (n, d, B)). Layout
+    wire-major: xt (n, B); a layer mixes rows a, b as t[a] -= q D,
+    t[b] += q D (D = t[a] - t[b], q = 1 - p), by index_add_. Kept for the
+    backward, per row: each comparator's q, d and dp/dd (and dp/ds with a
+    steepness gradient) and, per lane, its D at each comparator (back: in
+    the order the back-sweep made them)."""
 
     @staticmethod
-    def forward(ctx, d, s):
-        ctx.save_for_backward(d, s if isinstance(s, torch.Tensor) else None)
-        ctx.s = None if isinstance(s, torch.Tensor) else s
-        return _swap(d, s)[0]
+    def forward(ctx, xt, s, lanes, bad, a, b, outs, mode):
+        ctx.set_materialize_grads(False)
+        n, B = xt.shape
+        want_s = ctx.needs_input_grad[1]
+        train = ctx.needs_input_grad[0] or want_s or ctx.needs_input_grad[2]
+        v = xt.clone() if bad is None else xt.masked_fill(bad, 0.0)
+        q_all = xt.new_empty(_SIZE, B)
+        d_all = xt.new_empty(_SIZE, B) if train else None
+        g_all = xt.new_empty(_SIZE, B) if train else None
+        h_all = xt.new_empty(_SIZE, B) if want_s else None
+        U = lanes.clone(memory_format=torch.contiguous_format) if mode == "fwd" else None
+        D_all = xt.new_empty((_SIZE,) + tuple(lanes.shape[1:])) if train and mode != "values" else None
+        for l in range(_DEPTH):
+            s0, e0 = _OFFSETS[l], _OFFSETS[l + 1]
+            al, bl = a[s0:e0], b[s0:e0]
+            d = v.index_select(0, al) - v.index_select(0, bl)
+            if want_s:
+                p, g, h = _swap(d, s, True)
+                h_all[s0:e0] = h
+            else:
+                p, g = _swap(d, s)
+            q = torch.rsub(p, 1)
+            c = q * d
+            v.index_add_(0, al, c, alpha=-1)
+            v.index_add_(0, bl, c)
+            q_all[s0:e0] = q
+            if train:
+                d_all[s0:e0] = d
+                g_all[s0:e0] = g
+            if U is not None:
+                D = U.index_select(0, al) - U.index_select(0, bl)
+                if D_all is not None:
+                    D_all[s0:e0] = D
+                c = q.unsqueeze(1) * D
+                U.index_add_(0, al, c, alpha=-1)
+                U.index_add_(0, bl, c)
+        if mode == "values":
+            out = v.index_select(0, outs)
+        elif mode == "fwd":
+            out = U.index_select(0, outs)
+        else:  # back: R <- R M_l from the last layer to the first
+            out = lanes.new_zeros((n,) + tuple(lanes.shape[1:]))
+            out.index_copy_(0, outs, lanes)
+            for l in range(_DEPTH - 1, -1, -1):
+                s0, e0 = _OFFSETS[l], _OFFSETS[l + 1]
+                al, bl = a[s0:e0], b[s0:e0]
+                D = out.index_select(0, al) - out.index_select(0, bl)
+                if D_all is not None:
+                    D_all[s0:e0] = D
+                c = q_all[s0:e0].unsqueeze(1) * D
+                out.index_add_(0, al, c, alpha=-1)
+                out.index_add_(0, bl, c)
+        if train:
+            ctx.save_for_backward(bad, a, b, outs, q_all, d_all, g_all, h_all, D_all, xt,
+                                  s if isinstance(s, torch.Tensor) else None, lanes)
+        ctx.mode = mode
+        return out if bad is None else out.masked_fill_(bad, math.nan)
 
     @staticmethod
-    def backward(ctx, g):
-        d, st = ctx.saved_tensors
-        s = ctx.s if st is None else st
-        if ctx.needs_input_grad[1]:
-            _, dp, dps = _swap(d, s, True)
-            return g * dp, (g * dps).sum()
-        return g * _swap(d, s)[1], None
+    def backward(ctx, g_out):
+        if g_out is None:
+            return None, None, None, None, None, None, None, None
+        bad, a, b, outs, q_all, d_all, g_all, h_all, D_all, xt, s, lanes = ctx.saved_tensors
+        with torch.no_grad():
+            gx, gs, gl = _lanes_backward(ctx.mode, g_out, bad, a, b, outs, q_all, d_all, g_all, h_all, D_all)
+        gx, gs, gl = refuse_second_order((gx, gs, gl), (xt, s, lanes))
+        return (gx if ctx.needs_input_grad[0] else None, gs if ctx.needs_input_grad[1] else None,
+                gl if ctx.needs_input_grad[2] else None, None, None, None, None, None)
 
 
-def _mix(t, al, bl, q, D=None):
-    """One layer's mixing of the rows al, bl of t, in place, with q = 1 - p:
-    t[a] <- p t[a] + (1-p) t[b] = t[a] - q D, t[b] <- t[b] + q D for
-    D = t[a] - t[b] (given, or computed). Written as two ``index_add_``:
-    their backward passes the gradient of t through untouched (an
-    ``index_copy_`` would copy all of it twice per layer)."""
-    if D is None:
-        D = t.index_select(0, al) - t.index_select(0, bl)
-    qD = q * D
-    t.index_add_(0, al, qD, alpha=-1)
-    t.index_add_(0, bl, qD)
-
-
-def _lane_sweep(xt, s, a, b, lanes=None, keep=False):
-    """The value sweep of xt (n, B) (a copy is written), with ``lanes``
-    (n, d, B) mixed beside it in place; returns the final wires and, with
-    ``keep``, each layer's q = 1 - p (for the back-sweep)."""
-    v = xt.clone()
-    qs = []
-    for l in range(_DEPTH):
+def _lanes_backward(mode, g_out, bad, a, b, outs, q_all, d_all, g_all, h_all, D_all):
+    """The adjoint sweeps of _Lanes: (dL/dx (n, B), dL/ds or None, dL/dlanes
+    or None). dL/dp of every comparator (gp) comes from the lanes' adjoint
+    (back: forward over the layers; fwd: backward), then the value sweep's
+    adjoint runs last layer first with it."""
+    n, B = _N, q_all.shape[1]
+    gp = q_all.new_zeros(_SIZE, B)
+    u = q_all.new_zeros(n, B)
+    gl = None
+    g_out = g_out if bad is None else g_out.masked_fill(bad, 0.0)
+    if mode == "values":
+        u.index_copy_(0, outs, g_out.to(u.dtype))
+    elif mode == "back":  # G = dL/dR; layer 0 made the result: l = 0 .. L-1
+        G = g_out.to(u.dtype).clone(memory_format=torch.contiguous_format)
+        for l in range(_DEPTH):
+            s0, e0 = _OFFSETS[l], _OFFSETS[l + 1]
+            al, bl = a[s0:e0], b[s0:e0]
+            w = G.index_select(0, al) - G.index_select(0, bl)
+            gp[s0:e0] = torch.linalg.vecdot(w, D_all[s0:e0], dim=1)
+            c = q_all[s0:e0].unsqueeze(1) * w
+            G.index_add_(0, al, c, alpha=-1)
+            G.index_add_(0, bl, c)
+        gl = G.index_select(0, outs)
+    else:  # fwd: the lanes' adjoint, last layer first
+        G = q_all.new_zeros((n,) + tuple(g_out.shape[1:]))
+        G.index_copy_(0, outs, g_out.to(u.dtype))
+        for l in range(_DEPTH - 1, -1, -1):
+            s0, e0 = _OFFSETS[l], _OFFSETS[l + 1]
+            al, bl = a[s0:e0], b[s0:e0]
+            w = G.index_select(0, al) - G.index_select(0, bl)
+            gp[s0:e0] = torch.linalg.vecdot(w, D_all[s0:e0], dim=1)
+            c = q_all[s0:e0].unsqueeze(1) * w
+            G.index_add_(0, al, c, alpha=-1)
+            G.index_add_(0, bl, c)
+        gl = G
+    # the value sweep's adjoint: dL/dd = (gp + w d) dp/dd, dL/ds += (gp + w d) dp/ds
+    for l in range(_DEPTH - 1, -1, -1):
         s0, e0 = _OFFSETS[l], _OFFSETS[l + 1]
         al, bl = a[s0:e0], b[s0:e0]
-        d = v.index_select(0, al) - v.index_select(0, bl)
-        q = torch.rsub(_Swap.apply(d, s), 1)
-        _mix(v, al, bl, q, d)
-        if lanes is not None:
-            _mix(lanes, al, bl, q.unsqueeze(1))
-        if keep:
-            qs.append(q)
-    return v, qs
+        w = u.index_select(0, al) - u.index_select(0, bl)
+        gp_l = gp[s0:e0].addcmul_(w, d_all[s0:e0])  # dL/dp of the layer, in place in gp
+        c = q_all[s0:e0] * w - gp_l * g_all[s0:e0]
+        u.index_add_(0, al, c, alpha=-1)
+        u.index_add_(0, bl, c)
+    gs = None
+    if h_all is not None:
+        gs = torch.linalg.vecdot(gp.flatten(), h_all.flatten())
+        if bad is not None:
+            gs = torch.where(bad.any(), math.nan, gs)
+    if bad is not None:
+        u.masked_fill_(bad, math.nan)
+        if gl is not None:
+            gl = gl.masked_fill(bad, math.nan)
+    return u, gs, gl
 
 
 def _lane_input(t, name, batch, rows, side, xt):
@@ -118,36 +205,21 @@ def _lane_input(t, name, batch, rows, side, xt):
     return t
 
 
-def _nan_lanes(t, bad):
-    """t (..., B) with the bad batch rows NaN (out of place: t may be
-    recorded by autograd)."""
-    return t if bad is None else t.masked_fill(bad, math.nan)
-
-
 def _values_lanes(xt, s, bad, a, b, outs):
     """P x: (k, B)."""
-    v, _ = _lane_sweep(xt if bad is None else xt.masked_fill(bad, 0.0), s, a, b)
-    return _nan_lanes(v.index_select(0, outs), bad)
+    return _Lanes.apply(xt, s, None, bad, a, b, outs, "values")
 
 
 def _back_lanes(xt, s, bad, a, b, outs, Wt):
     """W P: (n, m, B) for Wt (k, m, B): the m lanes start on the output wires
     and are mixed from the last layer to the first with the sweep's p."""
-    _, qs = _lane_sweep(xt if bad is None else xt.masked_fill(bad, 0.0), s, a, b, keep=True)
-    R = Wt.new_zeros((xt.shape[0], Wt.shape[1], xt.shape[1]))
-    R.index_copy_(0, outs, Wt)
-    for l in range(_DEPTH - 1, -1, -1):
-        s0, e0 = _OFFSETS[l], _OFFSETS[l + 1]
-        _mix(R, a[s0:e0], b[s0:e0], qs[l].unsqueeze(1))
-    return _nan_lanes(R, bad)
+    return _Lanes.apply(xt, s, Wt, bad, a, b, outs, "back")
 
 
 def _fwd_lanes(xt, s, bad, a, b, outs, Vt):
     """P V: (k, d, B) for Vt (n, d, B) mixed beside the values."""
-    lanes = Vt.clone(memory_format=torch.contiguous_format)
-    _lane_sweep(xt if bad is None else xt.masked_fill(bad, 0.0), s, a, b, lanes)
-    return _nan_lanes(lanes.index_select(0, outs), bad)
+    return _Lanes.apply(xt, s, Vt, bad, a, b, outs, "fwd")
 
 
 #: what a generated torch module copies from this file, in order
-PARTS = (_Swap, _mix, _lane_sweep, _lane_input, _nan_lanes, _values_lanes, _back_lanes, _fwd_lanes)
+PARTS = (_Lanes, _lanes_backward, _lane_input, _values_lanes, _back_lanes, _fwd_lanes)
