@@ -154,3 +154,34 @@ def test_a_call_steepness_reaches_every_layer_method(target):
             torch.testing.assert_close(layer.back(x, W, steepness=2.5), W @ want_P, atol=1e-12, rtol=0)
             torch.testing.assert_close(layer.fwd(x, x.unsqueeze(-1), steepness=2.5)[..., 0], want_v, atol=1e-12,
                                        rtol=0)
+
+
+def test_torch_lanes_mark_bad_rows_nan_without_a_check():
+    """Where a check would synchronise (a GPU, torch.compile) the torch
+    target runs bad rows on zeros and marks them NaN (results and
+    gradients); the other rows are exact. Driven here on the CPU through
+    the generated module's sweeps with a bad-row mask."""
+    import sys
+
+    from netgen.codegen.auto import build_layer
+
+    net = build("splitter", 9, 3)
+    r = Relaxation("cauchy", steepness=2.0)
+    layer = build_layer(net, r, "torch")
+    mod = sys.modules[type(layer).__module__]
+    x = rand(3, 9)
+    x[1, 4] = float("inf")
+    bad = torch.tensor([False, True, False])
+    xt = x.t().contiguous().requires_grad_()
+    W = rand(2, 3, seed=3)
+    Wt = W.t().unsqueeze(-1).expand(3, 2, 3)
+    s = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
+    out = mod._back_lanes(xt, s, bad, layer.a, layer.b, layer.outs, Wt)  # (n, m, B)
+    assert bool(out[..., 1].isnan().all())
+    good = x[[0, 2]]
+    torch.testing.assert_close(out[..., [0, 2]].permute(2, 1, 0), ref.back(net, good, W, r, 2.0), atol=1e-12, rtol=0)
+    out[..., [0, 2]].sum().backward()
+    assert bool(xt.grad[:, 1].isnan().all()) and bool(torch.isfinite(xt.grad[:, [0, 2]]).all())
+    assert bool(s.grad.isnan())  # dL/ds sums over the rows: NaN when one is bad
+    v = mod._values_lanes(xt.detach(), 2.0, bad, layer.a, layer.b, layer.outs)
+    assert bool(v[:, 1].isnan().all()) and bool(torch.isfinite(v[:, [0, 2]]).all())
