@@ -136,26 +136,12 @@ def _lanes_backward(mode, g_out, bad, a, b, outs, q_all, d_all, g_all, h_all, D_
         u.index_copy_(0, outs, g_out.to(u.dtype))
     elif mode == "back":  # G = dL/dR; layer 0 made the result: l = 0 .. L-1
         G = g_out.to(u.dtype).clone(memory_format=torch.contiguous_format)
-        for l in range(_DEPTH):
-            s0, e0 = _OFFSETS[l], _OFFSETS[l + 1]
-            al, bl = a[s0:e0], b[s0:e0]
-            w = G.index_select(0, al) - G.index_select(0, bl)
-            gp[s0:e0] = torch.linalg.vecdot(w, D_all[s0:e0], dim=1)
-            c = q_all[s0:e0].unsqueeze(1) * w
-            G.index_add_(0, al, c, alpha=-1)
-            G.index_add_(0, bl, c)
+        _lane_adjoint(G, range(_DEPTH), a, b, q_all, D_all, gp)
         gl = G.index_select(0, outs)
     else:  # fwd: the lanes' adjoint, last layer first
         G = q_all.new_zeros((n,) + tuple(g_out.shape[1:]))
         G.index_copy_(0, outs, g_out.to(u.dtype))
-        for l in range(_DEPTH - 1, -1, -1):
-            s0, e0 = _OFFSETS[l], _OFFSETS[l + 1]
-            al, bl = a[s0:e0], b[s0:e0]
-            w = G.index_select(0, al) - G.index_select(0, bl)
-            gp[s0:e0] = torch.linalg.vecdot(w, D_all[s0:e0], dim=1)
-            c = q_all[s0:e0].unsqueeze(1) * w
-            G.index_add_(0, al, c, alpha=-1)
-            G.index_add_(0, bl, c)
+        _lane_adjoint(G, range(_DEPTH - 1, -1, -1), a, b, q_all, D_all, gp)
         gl = G
     # the value sweep's adjoint: dL/dd = (gp + w d) dp/dd, dL/ds += (gp + w d) dp/ds
     for l in range(_DEPTH - 1, -1, -1):
@@ -176,6 +162,20 @@ def _lanes_backward(mode, g_out, bad, a, b, outs, q_all, d_all, g_all, h_all, D_
         if gl is not None:
             gl = gl.masked_fill(bad, math.nan)
     return u, gs, gl
+
+
+def _lane_adjoint(G, layers, a, b, q_all, D_all, gp):
+    """The lanes' adjoint through ``layers`` (in that order), in place in G
+    (n, c, B): at each layer dL/dp += sum over lanes of (G[a] - G[b]) D
+    (into gp), then G <- G M_l (M_l is symmetric)."""
+    for l in layers:
+        s0, e0 = _OFFSETS[l], _OFFSETS[l + 1]
+        al, bl = a[s0:e0], b[s0:e0]
+        w = G.index_select(0, al) - G.index_select(0, bl)
+        gp[s0:e0] = torch.linalg.vecdot(w, D_all[s0:e0], dim=1)
+        c = q_all[s0:e0].unsqueeze(1) * w
+        G.index_add_(0, al, c, alpha=-1)
+        G.index_add_(0, bl, c)
 
 
 def _lane_input(t, name, batch, rows, side, xt):
@@ -222,4 +222,4 @@ def _fwd_lanes(xt, s, bad, a, b, outs, Vt):
 
 
 #: what a generated torch module copies from this file, in order
-PARTS = (_Lanes, _lanes_backward, _lane_input, _values_lanes, _back_lanes, _fwd_lanes)
+PARTS = (_Lanes, _lanes_backward, _lane_adjoint, _lane_input, _values_lanes, _back_lanes, _fwd_lanes)
