@@ -143,7 +143,7 @@ def test_a_call_steepness_reaches_every_layer_method(target):
     want_v, want_P = ref.forward(net, x, r, steepness=2.5)
     for layer in (build_layer(net, r, target), AutoLayer(net, r, target=target)):
         torch.testing.assert_close(layer.values(x, steepness=2.5), want_v, atol=1e-12, rtol=0)
-        v, P = layer(x, steepness=2.5)
+        _, P = layer(x, steepness=2.5)
         torch.testing.assert_close(P, want_P, atol=1e-12, rtol=0)
         y = torch.tensor([0, 4, 2])
         torch.testing.assert_close(layer.column(x, y, steepness=2.5), want_P[torch.arange(3), :, y], atol=1e-12,
