@@ -20,7 +20,7 @@ Registered backends: ``"reference"`` (:mod:`netgen.relax.reference` under
 autograd: the definition; O(size) memory per lane and row, slow) and, for
 every code-generation target whose :class:`~netgen.codegen.target.Target`
 says ``lanes=True``, its generated layer (:class:`LayerLanes`: built by
-:func:`netgen.codegen.auto.build_layer`, kept in memory and in netgen's
+:func:`netgen.codegen.cache.build_layer` = ``netgen.codegen.auto.build_layer``, kept in memory and in netgen's
 cache on disk). ``target="auto"`` takes the usable target of highest
 ``Target.preference`` that runs on the device and has lanes (as
 :class:`~netgen.codegen.auto.AutoLayer` picks), else the reference; naming
@@ -76,7 +76,7 @@ class ReferenceLanes:
 
 class LayerLanes:
     """A code-generation target's lane sweeps: its generated ``Layer``
-    (:func:`netgen.codegen.auto.build_layer`: from netgen's cache on disk,
+    (:func:`netgen.codegen.cache.build_layer`, as AutoLayer's: from netgen's cache on disk,
     emitted once per machine) calling ``values`` / ``back`` / ``fwd`` with
     the call's steepness; one layer per device it was used on."""
 
@@ -87,7 +87,7 @@ class LayerLanes:
     def _for(self, x):
         layer = self._on.get(x.device)
         if layer is None:
-            from ..codegen.auto import build_layer
+            from ..codegen.cache import build_layer
 
             layer = self._on[x.device] = build_layer(self.net, self.relaxation, self.target).to(x.device)
         return layer

@@ -185,3 +185,23 @@ def test_torch_lanes_mark_bad_rows_nan_without_a_check():
     assert bool(s.grad.isnan())  # dL/ds sums over the rows: NaN when one is bad
     v = mod._values_lanes(xt.detach(), 2.0, bad, layer.a, layer.b, layer.outs)
     assert bool(v[:, 1].isnan().all()) and bool(torch.isfinite(v[:, [0, 2]]).all())
+
+
+def test_a_first_call_imports_neither_dynamo_nor_sympy(tmp_path):
+    """The first operator call of a process stays light: the backends build
+    layers without netgen.codegen.auto (whose AutoLayer imports
+    torch._dynamo, 0.74 s CPU) and the torch lanes check shapes without
+    torch.broadcast_shapes (which imports sympy, 0.7 s)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys, torch, netgen; x = torch.randn(3, 12); netgen.soft_rank(x, target='torch'); "
+            "netgen.topk_mask(x, 2, target='torch'); print(sorted(m for m in ('torch._dynamo', 'sympy') "
+            "if m in sys.modules))")
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(root), NETGEN_CACHE_DIR=str(tmp_path))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "[]"

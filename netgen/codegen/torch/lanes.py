@@ -189,11 +189,8 @@ def _lane_input(t, name, batch, rows, side, xt):
     if t.dim() < 2 or t.shape[side] != rows:
         want = f"(..., m, {rows})" if side == -1 else f"(..., {rows}, d)"
         raise ValueError(f"{name} must have shape {want}, got {tuple(t.shape)}")
-    try:
-        ok = torch.broadcast_shapes(t.shape[:-2], batch) == torch.Size(batch)
-    except RuntimeError:
-        ok = False
-    if not ok:
+    lead, batch = tuple(t.shape[:-2]), tuple(batch)  # (torch.broadcast_shapes imports sympy: 0.7 s once)
+    if len(lead) > len(batch) or any(e not in (1, f) for e, f in zip(lead[::-1], batch[::-1])):
         raise ValueError(f"{name}'s leading dims {tuple(t.shape[:-2])} do not broadcast to the batch shape "
                          f"{tuple(batch)} of x")
     if t.device != xt.device:
