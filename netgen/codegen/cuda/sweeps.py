@@ -1,8 +1,7 @@
 """Statement writers of the ``cuda`` target's kernels: the pieces the
 kernel bodies of :mod:`netgen.codegen.cuda.kernels` are made of (the
-prologue, the loop over a launch's (row, lane group) items, the layer loop
-with its warp/block barriers, a comparator's lanes, the comparator update,
-the row load with the bad-row check, the values' adjoint, dL/dx out), each
+prologue, the layer loop with its warp/block barriers, the rank sweeps, the
+comparator update, the row load with the bad-row check, dL/dx out), each
 written once. Each states trusted statements into a
 :class:`~netgen.codegen.lines.Lines` builder; values reach them only
 through :func:`~netgen.codegen.lines.literal` and
@@ -12,51 +11,45 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 from ..lines import Lines, literal
 from ..render import scalar_literal
 
-#: most lanes a thread updates per round of one comparator (the lane
-#: sweeps in the direction of the module's P: k ranks going back, n input
-#: columns going forward); the other direction's kernels (the column,
-#: ranks, masks: one lane) update one lane per round
-UNROLL_LANES = 8
+#: rank sweeps of networks with k <= UNROLL_RANKS get one guarded copy of
+#: the update per rank instead of a rank loop (docs/cuda-kernels.md)
+UNROLL_RANKS = 8
 WARP = 32
 
 
 @dataclass(frozen=True)
 class Ctx:
     """What a body writer needs besides the statements: the float type,
-    the variant, the swap code (defining p, dp, dps from d), the network's
-    k, n and size (literals in the kernels), the row stride of the lane
-    state ``ns`` (n rounded up to an odd number: a warp reading one wire
-    of 32 lanes, or 32 wires of one lane, hits 32 banks) and ``u``, the
-    lanes a thread updates per round of a comparator (see
-    :data:`UNROLL_LANES`)."""
+    the variant, the swap code (defining p, dp, dps from d), k, and the P
+    sweep: ``fwd`` (forward over the input columns, else back over the
+    ranks) and ``lanes`` (its lanes per wire: n or k)."""
 
     ft: str
     variant: str
     swap: str
     k: int
-    n: int
-    size: int
-    u: int = 1
+    fwd: bool = False
+    lanes: int = 0
 
-    @property
-    def ns(self) -> int:
-        return self.n | 1
+    def __post_init__(self) -> None:
+        if not self.lanes:
+            object.__setattr__(self, "lanes", self.k)
 
 
-def prologue(L: Lines, c: Ctx) -> None:
-    """Thread indices, unsigned constants, the float constants (locals: the
-    compiler folds them), k, n, the lane rows' stride NS and the network's
-    size S (literals: index arithmetic multiplies by constants), the
-    per-round offsets of the unrolled lanes (``NSu``, ``Su``), the layer
-    count, the steepness."""
-    ft = c.ft
+def prologue(L: Lines, ft: str, length: str, k: int, lanes: int | None = None) -> None:
+    """Block and thread indices, unsigned constants, the float constants
+    (locals: the compiler folds them), k (the network's, a constant), m
+    (the P sweep's lanes per wire: k going back, n going forward; a
+    constant: the wire-major index arithmetic multiplies by a literal), n,
+    the steepness."""
     nan, inf = ("np.float32(math.nan)", "np.float32(math.inf)") if ft == "float32" else ("math.nan", "math.inf")
-    L("tx = np.uint32(cuda.threadIdx.x)",
+    L("b = np.uint32(cuda.blockIdx.x)",
+      "tx = np.uint32(cuda.threadIdx.x)",
       "nt = np.uint32(cuda.blockDim.x)",
       "U0 = np.uint32(0)",
       "U1 = np.uint32(1)",
@@ -67,57 +60,35 @@ def prologue(L: Lines, c: Ctx) -> None:
       f"NAN = {nan}",
       f"INF = {inf}",
       "L = np.uint32(offs.shape[0]) - U1",
-      f"k = np.uint32({literal(c.k)})",
-      f"n = np.uint32({literal(c.n)})",
-      f"NS = np.uint32({literal(c.ns)})",
-      f"S = np.uint32({literal(c.size)})",
-      "s = sv[0]")
-    for u in range(3, c.u + 1):
-        L(f"U{u} = np.uint32({u})")
-    if c.u > 1:
-        L("NS1 = NS", "S1 = S")
-    for u in range(2, c.u + 1):
-        L(f"NS{u} = np.uint32({literal(u * c.ns)})", f"S{u} = np.uint32({literal(u * c.size)})")
+      f"k = np.uint32({literal(k)})",
+      f"m = np.uint32({literal(k if lanes is None else lanes)})",
+      "s = sv[0]",
+      f"n = np.uint32({length}.shape[1])")
 
 
 def alloc(L: Lines, c: Ctx) -> None:
-    """``sm``: the block's state (dynamic shared memory, or the global
-    scratch row of this block: a launch's grid is at most its scratch rows)."""
-    L(f"sm = cuda.shared.array(0, dtype=numba.{c.ft})" if c.variant == "shared"
-      else "sm = scratch[np.uint32(cuda.blockIdx.x)]")
+    """``sm``: the block's wire arrays (dynamic shared memory or the
+    block's scratch row)."""
+    L(f"sm = cuda.shared.array(0, dtype=numba.{c.ft})" if c.variant == "shared" else "sm = scratch[b]")
 
 
-@contextmanager
-def items(L: Lines) -> Iterator[None]:
-    """The block's (row, lane group) items: item = blockIdx.x, then every
-    gridDim.x-th (a grid smaller than the work loops: the persistent grid
-    of the recomputing backward, whose scratch D is per block). Defines
-    ``b`` (the launch's row), ``g0`` (the group's first lane), ``nl`` (its
-    lanes: G, fewer in the last group, 0 without lanes), ``ge`` = g0 + nl,
-    ``bS`` = b S (the row's first comparator in the flat per-comparator
-    arrays); a barrier ends each item (the next one reuses ``sm``)."""
-    L("G32 = np.uint32(G)", "m32 = np.uint32(m)", "groups32 = np.uint32(groups)", "items32 = np.uint32(items)",
-      "grid = np.uint32(cuda.gridDim.x)", "item = np.uint32(cuda.blockIdx.x)")
-    with L.block("while item < items32:"):
-        L("b = np.uint32(item // groups32)",
-          "g0 = np.uint32(np.uint32(item - b * groups32) * G32)",
-          "nl = np.uint32(m32 - g0) if np.uint32(m32 - g0) < G32 else G32",
-          "ge = np.uint32(g0 + nl)",
-          "bS = np.uint32(b * S)")
-        yield
-        L("cuda.syncthreads()", "item = np.uint32(item + grid)")
+#: a comparator's wires: (name, its load with the comparator index for
+#: ``{}``, a zero of its type) for :func:`layers`
+WIRES = (("a", "wa[{}]", "U0"), ("c", "wb[{}]", "U0"))
 
 
-#: a comparator's wires from the interleaved table ``wab`` (wab[2 i],
-#: wab[2 i + 1]: one address for both) for :func:`layers`
-WAB = (("a", "wab[{0} + {0}]", "U0"), ("c", "wab[{0} + {0} + U1]", "U0"))
-#: its plan range of lanes from the interleaved ``cr`` (cr[2 i], cr[2 i + 1])
-CR = (("lo", "cr[{0} + {0}]", "U0"), ("hi", "cr[{0} + {0} + U1]", "U0"))
-#: p as the values sweep saved it
-P_SAVED = (("p", "ps[np.uint32(bS + {0})]", "ZERO"),)
+def rank_tables(d_index: bool) -> tuple[tuple[str, str, str], ...]:
+    """What a rank sweep loads per comparator (for :func:`layers`; plain
+    loads, so that a prefetch waits for nothing): its plan range, its wires
+    (``wa_``, ``wb_``), p and, where D is indexed, its first D index
+    ``j``."""
+    out = (("lo", "clo[{}]", "U0"), ("hi", "chi[{}]", "U0"), ("wa_", "wa[{}]", "U0"), ("wb_", "wb[{}]", "U0"),
+           ("p", "psb[{}]", "ZERO"))
+    return out + ((("j", "doff[{}]", "U0"),) if d_index else ())
 
 
-def layers(L: Lines, reverse: bool, loads=WAB, prefetch: bool = False, ahead: int = 2) -> Iterator[None]:
+def layers(L: Lines, reverse: bool, loads=WIRES, prefetch: bool = False, ahead: int = 2,
+           count32: bool = False) -> Iterator[None]:
     """The layer loop around the comparator code (for comparator ``i``), a
     generator: ``for _ in layers(...)`` writes the comparator code once per
     copy it yields. Threads stride over a layer's comparators; a layer of <=
@@ -133,42 +104,50 @@ def layers(L: Lines, reverse: bool, loads=WAB, prefetch: bool = False, ahead: in
     no load of the offsets waits on a layer's dependent path (it was two
     dependent L2 round trips per layer). With ``ahead`` = 1 the compiler
     may compute the next layer's narrow test at the top from the bound just
-    loaded (one round trip back); ``ahead`` = 2 costs a register.
+    loaded (one round trip back: the back-sweep did); ``ahead`` = 2 costs a
+    register.
 
     ``prefetch`` (needs ``ahead`` = 2): the ``loads`` of the first
-    comparator a thread runs in a layer are made a layer earlier (after the
-    loop of the layer before; before the loop for the first layer) into
+    comparator a thread runs in a layer are made a layer earlier (at the top
+    of the layer before; before the loop for the first layer) into
     ``pf_<name>``, and that first comparator is a copy of its own (the first
     yield) reading them from registers; the loop then runs the rest (the
     second yield). A layer of one comparator per thread -- the narrow tail
     of a selection network -- then waits for no table load. Costs a
     register per load. (docs/cuda-kernels.md, Round 4)
 
-    The layer index is a uint32 ``while`` counter and the layer count is
-    read as uint32 (``L32``): ``for li in range(...)`` kept two 64-bit
-    induction variables live across the comparator loop (Round 5)."""
+    ``count32``: the layer loop is a ``while`` loop on a uint32 layer index
+    instead of ``for li in range(U0, L, U1)``, whose 64-bit induction
+    variables hold four registers across the comparator loop, and reads
+    the layer count as uint32 (``L32``; the prologue's ``L`` is a uint64:
+    a register pair across the forward's comparator loop) (the column
+    kernels; docs/cuda-kernels.md, Round 5)."""
     if prefetch and ahead != 2:  # pragma: no cover - a bug in a body writer
         raise ValueError("prefetch needs the next layer's bounds: ahead=2")
     U = {1: "U1", 2: "U2"}[ahead]
     new = "nb" if ahead == 1 else "nn"  # the bound loaded at the top of a layer
     past = ("ls" if reverse else "le") if ahead == 1 else "nb"  # its value where there is no such layer
-    L("L32 = np.uint32(L)")
     if reverse:
-        L("ls = offs[L32 - U1 if L32 > U0 else U0]", "le = offs[L32]")
+        L("ls = offs[L - U1 if L > U0 else U0]", "le = offs[L]")
         if ahead == 2:
-            L("nb = offs[L32 - U2] if L32 >= U2 else ls")
+            L("nb = offs[L - U2] if L >= U2 else ls")
     else:
-        L("ls = offs[U0]", "le = offs[U1 if L32 > U0 else U0]")
+        L("ls = offs[U0]", "le = offs[U1 if L > U0 else U0]")
         if ahead == 2:
-            L("nb = offs[U2] if L32 >= U2 else le")
+            L("nb = offs[U2] if L >= U2 else le")
     if prefetch:
         _prefetch(L, "ls", "le", loads)
-    L("lr = L32" if reverse else "l = U0")
-    with L.block("while lr > U0:" if reverse else "while l < L32:"):
+    NL = "L32" if count32 else "L"  # the layer count as the loop reads it
+    if count32:  # the layer index a uint32 counter (reverse: lr = l + 1); L itself is 64-bit
+        L(*(("lr = np.uint32(L)",) if reverse else ("L32 = np.uint32(L)", "l = U0")))
+    with L.block(("while lr > U0:" if reverse else "while l < L32:") if count32 else "for li in range(U0, L, U1):"):
         if reverse:
-            L("l = np.uint32(lr - U1)", f"{new} = offs[np.uint32(l - {U})] if l >= {U} else {past}")
+            L("l = np.uint32(lr - U1)" if count32 else "l = np.uint32(L - U1 - li)",
+              f"{new} = offs[np.uint32(l - {U})] if l >= {U} else {past}")
         else:
-            L(f"lf = np.uint32(l + U1 + {U})", f"{new} = offs[lf] if lf <= L32 else {past}")
+            if not count32:
+                L("l = np.uint32(li)")
+            L(f"lf = np.uint32(l + U1 + {U})", f"{new} = offs[lf] if lf <= {NL} else {past}")
         L("narrow = np.uint32(le - ls) <= WARP")
         with L.block("if narrow:"):
             L("i0 = np.uint32(ls + tx) if tx < WARP else le", "di = WARP")
@@ -188,7 +167,7 @@ def layers(L: Lines, reverse: bool, loads=WAB, prefetch: bool = False, ahead: in
         if prefetch:  # the next layer's first comparator, loaded now
             _prefetch(L, *(("nb", "ls") if reverse else ("le", "nb")), loads)
         L("nxt_narrow = l > U0 and np.uint32(ls - nb) <= WARP" if reverse
-          else "nxt_narrow = np.uint32(l + U2) <= L32 and np.uint32(nb - le) <= WARP")
+          else f"nxt_narrow = np.uint32(l + U2) <= {NL} and np.uint32(nb - le) <= WARP")
         with L.block("if narrow and nxt_narrow:"):
             with L.block("if tx < WARP:"):
                 L("cuda.syncwarp()")
@@ -198,7 +177,8 @@ def layers(L: Lines, reverse: bool, loads=WAB, prefetch: bool = False, ahead: in
             L("ls, le = (nb, ls)" if reverse else "ls, le = (le, nb)")
         else:
             L("ls, le, nb = (nb, ls, nn)" if reverse else "ls, le, nb = (le, nb, nn)")
-        L("lr = l" if reverse else "l = np.uint32(l + U1)")
+        if count32:
+            L("lr = l" if reverse else "l = np.uint32(l + U1)")
 
 
 def _prefetch(L: Lines, start: str, end: str, loads) -> None:
@@ -211,31 +191,30 @@ def _prefetch(L: Lines, start: str, end: str, loads) -> None:
 
 
 @contextmanager
-def strided(L: Lines, var: str, stop: str) -> Iterator[None]:
-    """The threads' strided loop ``var`` = tx, tx + nt, ... < ``stop`` as a
-    ``while`` loop on a uint32 ``var`` (NVVM unrolls a ``range`` loop
-    fourfold with 64-bit induction variables: in the column kernels those
-    copies, not the comparator loop, set the register count;
-    docs/cuda-kernels.md, Round 5)."""
+def strided(L: Lines, var: str, stop: str, count32: bool = False) -> Iterator[None]:
+    """The threads' strided loop ``var`` = tx, tx + nt, ... < ``stop``:
+    ``for var in range(tx, stop, nt)``, or with ``count32`` a ``while`` loop
+    on a uint32 ``var`` (NVVM unrolls the ``range`` loop fourfold with
+    64-bit induction variables: in the column kernels those copies, not
+    the comparator loop, set the register count; docs/cuda-kernels.md,
+    Round 5)."""
+    if not count32:
+        with L.block(f"for {var} in range(tx, {stop}, nt):"):
+            yield
+        return
     L(f"{var} = tx")
     with L.block(f"while {var} < {stop}:"):
         yield
         L(f"{var} = np.uint32({var} + nt)")
 
 
-@contextmanager
-def counted(L: Lines, var: str, stop: str) -> Iterator[None]:
-    """A plain uint32 loop ``var`` = 0 .. ``stop`` - 1 (every thread)."""
-    L(f"{var} = U0")
-    with L.block(f"while {var} < {stop}:"):
-        yield
-        L(f"{var} = np.uint32({var} + U1)")
-
-
-def fill(L: Lines, start: str, stop: str) -> None:
-    """``sm[start .. stop - 1] = ZERO``, threads strided (no barrier)."""
-    with strided(L, "w", f"np.uint32({stop} - {start})"):
-        L(f"sm[np.uint32({start} + w)] = ZERO")
+def fill_rows(L: Lines, var: str, stop: str, *offsets: str, count32: bool = False) -> None:
+    """``sm[off + var] = ZERO`` for var < ``stop``, each offset, then a
+    barrier (``count32``: see :func:`strided`)."""
+    with strided(L, var, stop, count32):
+        for off in offsets:
+            L(f"sm[{off}{var}] = ZERO")
+    L("cuda.syncthreads()")
 
 
 def mix(L: Lines, a: str, c: str, va: str, vc: str, grad: str = "", diff: str = "") -> None:
@@ -257,7 +236,8 @@ def swap_at(L: Lines, c: Ctx, saved: str | None = None, saved_p: str | None = No
     (the swap code's p is dead and the compiler drops it: an adjoint needs
     only dp and dps, one division, not the arctangent)."""
     if saved:
-        L(f"d = {saved}")
+        if saved != "d":
+            L(f"d = {saved}")
     else:
         L("xa = sm[a]", "xc = sm[c]", "d = xa - xc")
     L(c.swap)
@@ -265,161 +245,141 @@ def swap_at(L: Lines, c: Ctx, saved: str | None = None, saved_p: str | None = No
         L(f"p = {saved_p}")
 
 
-def load_row(L: Lines, c: Ctx, col: bool) -> None:
+def load_row(L: Lines, c: Ctx, col: bool, count32: bool = False) -> None:
     """Load row b of x into ``sm[:n]`` (zeros for a bad row), flag bad rows:
     non-finite entries, a steepness not finite and > 0, an overflowing
-    steepness * (max - min), and (``col``, a one-hot lane at y) a y outside
-    0..n-1."""
+    steepness * (max - min), and for the column a y outside 0..n-1
+    (``count32``: the loops over w as in :func:`strided`)."""
     L(f"mm = cuda.shared.array(2, dtype=numba.{c.ft})")
     with L.block("if tx == U0:"):
         L("mm[0] = -INF", "mm[1] = INF")
-    L("cuda.syncthreads()")
-    if col:
-        L("yb = y[b] if init == 2 else 0", "nonfinite = 1 if yb < 0 or yb >= n else 0")
-    else:
-        L("nonfinite = 0")
-    L("hx = -INF", "lx = INF")
-    with strided(L, "w", "n"):
+    L("cuda.syncthreads()",
+      "nonfinite = 1 if yb < 0 or yb >= n else 0" if col else "nonfinite = 0",
+      "hx = -INF",
+      "lx = INF")
+    with strided(L, "w", "n", count32):
         L("xw = x[b, w]")
         with L.block("if not math.isfinite(xw):"):
             L("nonfinite = 1")
         L("hx = max(hx, xw)", "lx = min(lx, xw)", "sm[w] = xw")
+        if col:
+            L("sm[n + w] = ZERO")
     L("cuda.atomic.max(mm, 0, hx)",
       "cuda.atomic.min(mm, 1, lx)",
       "anybad = cuda.syncthreads_or(nonfinite)",
       "spread = s * (mm[0] - mm[1])",
       "isbad = anybad != 0 or not (s > ZERO and math.isfinite(s) and math.isfinite(spread))")
     with L.block("if isbad:"):
-        with strided(L, "w", "n"):
+        with strided(L, "w", "n", count32):
             L("sm[w] = ZERO")
         L("cuda.syncthreads()")
 
 
-def plan_range(L: Lines) -> None:
-    """Comparator i's lanes in this block: its plan range ``lo``..``hi``
-    (where ``ranged``: the lanes are the identity's, P's ranks or input
-    columns; else every lane of a comparator that reaches an output, all
-    of them or none) cut to the block's group g0..ge, as block-local lanes
-    ``qlo``..``qhi``."""
-    L("lo2 = lo if ranged else U0",
-      "hi2 = hi if ranged else (m32 if lo < hi else U0)",
-      "qlo = np.uint32(lo2 - g0) if lo2 > g0 else U0",
-      "qh = hi2 if hi2 < ge else ge",
-      "qhi = np.uint32(qh - g0) if qh > g0 else U0")
-
-
-def lanes_at(L: Lines, c: Ctx, adj: bool, save: str | None = None) -> None:
-    """Comparator i's update of the block's lanes qlo..qhi-1 (rows ``LB +
-    q NS`` of ``sm``; wires ``a``, ``c``; p): a lane sweep (``adj`` False:
-    saving each lane's difference before the update in ``D[j]`` where the
-    flag ``save`` is set) or an adjoint sweep (``adj``: ``acc`` += the
-    lane's difference times ``D[j]``, dL/dp of the comparator). ``j`` =
-    ``Dq`` + q S + i: D is lane-major (a warp's consecutive comparators
-    touch consecutive floats). ``c.u`` lanes per round: their loads first
-    (a lane past qhi reads the round's first row again and is not
-    updated; no load leaves the block's rows), then the guarded updates
-    (stores at constant offsets ``NSu``)."""
-    plan_range(L)
-    L("sa = np.uint32(LB + qlo * NS + a)", "sc = np.uint32(LB + qlo * NS + c)")
-    uses_d = adj or save is not None
-    if uses_d:
-        L("j = np.uint32(Dq + qlo * S + i)")
-    L("q = qlo")
-    step = ["q = np.uint32(q + U{})".format(c.u), f"sa = np.uint32(sa + {'NS' if c.u == 1 else f'NS{c.u}'})",
-            f"sc = np.uint32(sc + {'NS' if c.u == 1 else f'NS{c.u}'})"]
-    if uses_d:
-        step.append(f"j = np.uint32(j + {'S' if c.u == 1 else f'S{c.u}'})")
-    with L.block("while q < qhi:"):
-        if c.u == 1:
-            L("va = sm[sa]", "vc = sm[sc]", "dv = va - vc")
-            if adj:
-                L("acc += dv * D[j]")
-            elif save:
-                with L.block(f"if {save}:"):
-                    L("D[j] = dv")
-            mix(L, "sa", "sc", "va", "vc", diff="dv")
-            L(*step)
-            return
-        L("rem = np.uint32(qhi - q)")
-        for u in range(1, c.u):
-            L(f"ok{u} = rem > U{u}", f"o{u} = NS{u} if ok{u} else U0")
-        # every lane's pair (and D entry) loaded before the first update: the
-        # loads issue together instead of each waiting on the stores before
-        L("va0 = sm[sa]", "vc0 = sm[sc]")
-        for u in range(1, c.u):
-            L(f"va{u} = sm[np.uint32(sa + o{u})]", f"vc{u} = sm[np.uint32(sc + o{u})]")
-        if adj:
-            L("e0 = D[j]")
-            for u in range(1, c.u):
-                L(f"e{u} = D[np.uint32(j + (S{u} if ok{u} else U0))]")
-        for u in range(c.u):
-            with (L.block(f"if ok{u}:") if u else _same(L)):
-                L(f"dv{u} = va{u} - vc{u}")
-                off = "" if u == 0 else f" + NS{u}"
-                if adj:
-                    L(f"acc += dv{u} * e{u}")
-                elif save:
-                    with L.block(f"if {save}:"):
-                        L(f"D[np.uint32(j{'' if u == 0 else f' + S{u}'})] = dv{u}")
-                mix(L, f"np.uint32(sa{off})" if off else "sa", f"np.uint32(sc{off})" if off else "sc",
-                    f"va{u}", f"vc{u}", diff=f"dv{u}")
-        L(*step)
-
-
 @contextmanager
-def _same(L: Lines) -> Iterator[None]:
+def ranks(L: Lines, c: Ctx, acc: bool = False) -> Iterator[None]:
+    """Comparator i's planned lanes lo..hi-1 (ranks, or input columns going
+    forward; "ranks" below) in wire-major rows of m lanes (its wires'
+    entries start at ``a``, ``c``; ``lo``, ``hi``, the wires, p and ``j``
+    loaded by :func:`layers` from :func:`rank_tables`); the body is the rank
+    sweep (:func:`rank_step`). There is no range test around the sweep: the
+    unrolled copies are guarded rank by rank and the rank loop runs no
+    iteration where lo >= hi. (Behind a ``lo < hi`` test the compiler sank
+    the wires, p and D offset below it: two dependent rounds of L2 latency
+    per comparator; docs/cuda-kernels.md, Round 4.)"""
+    L("a = wa_ * m", "c = wb_ * m")
+    if acc:
+        L("acc = ZERO")
+    if c.lanes > UNROLL_RANKS:
+        L("ia = a + lo", "ic = c + lo", "ie = a + hi")
     yield
 
 
-def values_adjoint(L: Lines, c: Ctx, inline_lanes: bool) -> None:
-    """The values' adjoint, last layer first, on ``sm[:n]`` (dL/dvalues on
-    the output wires, zero elsewhere, set up by the caller): per comparator
-    d and p as the forward saved them, dp and dp/ds from the swap code (one
-    division, no arctangent), dL/dp = (g_a - g_c) d + the lanes' dL/dp
-    (``inline_lanes``: this block's lanes adjoint run in the same pass,
-    ``acc``; else ``gp`` where ``has_gp``), dL/ds summed in ``acc_s``."""
-    loads = WAB + (("d", "ds[np.uint32(bS + {0})]", "ZERO"), ("pv", "ps[np.uint32(bS + {0})]", "ZERO"))
-    if inline_lanes:
-        loads += CR
+def rank_step(L: Lines, c: Ctx, names: tuple[str, str], d_index: bool, body: Callable[[str, str], None],
+              gather: str | None = None) -> None:
+    """The update of comparator i's ranks: load the pair and its difference
+    ``dv``, ``body`` (given the D index of the rank and, where ``gather``
+    names an array indexed like D, that array's entry for the rank), mix.
+    Where m <= UNROLL_RANKS every rank r < m gets its own guarded copy (``lo
+    <= r < hi``; no rank loop: the model counts ~25% fewer instructions per
+    comparator at k = 5), every rank's pair (and gathered entry) loaded
+    before the first update (one round of load latency per comparator, not
+    one per rank); otherwise a ``while ia < ie`` loop with running indices
+    (``j`` too where D is indexed)."""
+    va, vc = names
+    if c.lanes <= UNROLL_RANKS:
+        # every rank's pair loaded first (in bounds for every r < k; the
+        # entries of one comparator's ranks are distinct, so no store below
+        # can change them): the loads issue together instead of each
+        # waiting on the previous rank's stores
+        for r in range(c.lanes):
+            L(f"r = np.uint32({r})", f"{va}{r} = sm[a + r]", f"{vc}{r} = sm[c + r]")
+        if gather:
+            # the gathered entries likewise, each only where the rank is
+            # planned (outside lo..hi-1 the D index is another comparator's)
+            for r in range(c.lanes):
+                L(f"r = np.uint32({r})", f"e{r} = {gather}[j + r - lo] if lo <= r and r < hi else ZERO")
+        for r in range(c.lanes):
+            L(f"r = np.uint32({r})")
+            with L.block("if lo <= r and r < hi:"):
+                L(f"dv = {va}{r} - {vc}{r}")
+                body("j + r - lo", f"e{r}")
+                mix(L, "a + r", "c + r", f"{va}{r}", f"{vc}{r}", diff="dv")
+        return
+    with L.block("while ia < ie:"):
+        L(f"{va} = sm[ia]", f"{vc} = sm[ic]", f"dv = {va} - {vc}")
+        if gather:
+            L(f"e = {gather}[j]")
+        body("j", "e")
+        mix(L, "ia", "ic", va, vc, diff="dv")
+        L("ia += U1", "ic += U1")
+        if d_index:
+            L("j += U1")
+
+
+def sweep(L: Lines, c: Ctx, save: str) -> None:
+    """The P sweep over the planned lanes, its state (n x m, wire-major, in
+    ``sm``) started at the outputs' ranks and swept from the last layer to
+    the first (``R <- R M_l``; back), or started at the identity and swept
+    from the first layer to the last (``A <- M_l A``; ``c.fwd``); saves D
+    when ``save`` (a flag name: one layer loop each way, so the flag is
+    tested once, not per comparator)."""
+    fill_rows(L, "j", "mn", "")
+    if c.fwd:
+        with L.block("for w in range(tx, n, nt):"):
+            L("sm[w * m + w] = ONE")
     else:
-        loads += (("gq", "(gp[np.uint32(bS + {0})] if has_gp else ZERO)", "ZERO"),)
-    for _ in layers(L, reverse=True, loads=loads, prefetch=True):
-        if inline_lanes:
-            L("p = pv", "acc = ZERO")
-            lanes_at(L, c, adj=True)
-            L("gq = acc")
-        swap_at(L, c, "d", "pv")
-        L("ga = sm[a]", "gc = sm[c]", "dg = ga - gc", "gpi = dg * d + gq", "acc_s += gpi * dps", "gd = gpi * dp")
-        mix(L, "a", "c", "ga", "gc", "gd", diff="dg")
+        with L.block("for r in range(tx, k, nt):"):
+            L("sm[outs[r] * m + r] = ONE")
+    L("cuda.syncthreads()")
+    with L.block(f"if {save}:"):
+        for _ in layers(L, reverse=not c.fwd, loads=rank_tables(True), prefetch=True):
+            with ranks(L, c):
+                rank_step(L, c, ("ra", "rc"), True, lambda j, e: L(f"Db[{j}] = dv"))
+    with L.block("else:"):
+        for _ in layers(L, reverse=not c.fwd, loads=rank_tables(False), prefetch=True):
+            with ranks(L, c):
+                rank_step(L, c, ("ra", "rc"), False, lambda j, e: None)
 
 
-def grad_out(L: Lines) -> None:
-    """dL/dx from ``sm[:n]`` and the row's dL/ds (NaN for a bad row)."""
-    with strided(L, "w", "n"):
+def grad_out(L: Lines, count32: bool = False) -> None:
+    """dL/dx from ``sm[:n]`` and the row's dL/ds (NaN for a bad row;
+    ``count32``: see :func:`strided`)."""
+    L("isbad = bad[b] != 0")
+    with strided(L, "w", "n", count32):
         L("gx[b, w] = NAN if isbad else sm[w]")
     with L.block("if want_gs:"):
         L("cuda.atomic.add(gs, b, NAN if isbad else acc_s)")
 
 
-def group_pairs(L: Lines, count: str) -> None:
-    """Per thread, the first (outer ``o0``, lane ``q0``) pair of a strided
-    loop over ``count`` x nl pairs with the lane fastest, and the step
-    (``do``, ``dq``) of one stride: two divisions per thread, none per
-    element (:func:`pairs`)."""
-    L("nlg = nl if nl > U0 else U1",
-      "o0 = np.uint32(tx // nlg)", "q0 = np.uint32(tx - o0 * nlg)",
-      "do = np.uint32(nt // nlg)", "dq = np.uint32(nt - do * nlg)")
-
-
-@contextmanager
-def pairs(L: Lines, count: str) -> Iterator[None]:
-    """The threads' strided loop over (o, q), o < ``count``, q < nl, lane q
-    fastest (consecutive threads: consecutive lanes of one output, so the
-    global side is contiguous over a group's lanes), as running counters
-    (:func:`group_pairs` first)."""
-    L("o = o0", "q = q0")
-    with L.block(f"while o < {count} and nl > U0:"):
-        yield
-        L("q = np.uint32(q + dq)", "o = np.uint32(o + do)")
-        with L.block("if q >= nl:"):
-            L("q = np.uint32(q - nl)", "o = np.uint32(o + U1)")
+def per_rank(L: Lines, c: Ctx, src: str) -> None:
+    """For each rank r and wire (or input column) w: ``src``, with ``j = r n
+    + w`` the rank-major index of P's (k, n) row and ``e`` its place in the
+    sweep's wire-major state: ``w * m + r`` going back (P's row r is lane
+    r), ``outs[r] * m + w`` going forward (P's row r is wire outs[r], its
+    column w lane w). Threads stride over w: coalesced; no division of j
+    by n."""
+    with L.block("for r in range(U0, k, U1):"):
+        if c.fwd:
+            L("o = outs[r] * m")
+        with L.block("for w in range(tx, n, nt):"):
+            L("j = r * n + w", "e = o + w" if c.fwd else "e = w * m + r", src)
