@@ -15,10 +15,11 @@ ranks are ``r @ P``, the mask ``P.sum(-2)``, the sorted values its values
 (P is computed too). It is skipped where P does not fit (n = 65,536:
 16 x 65,536^2 floats), and the memory it would need is printed instead.
 
-``--backend`` picks the operators' backend (``target=``): ``reference``
-(the reference executor's lane sweeps under autograd: correct, O(size)
-memory, slow) until the targets implement the lane sweeps; then ``auto``,
-``torch``, ``numba`` (and ``cuda`` on a GPU). The baselines come from
+``--backend`` picks the operators' backends (``target=``; several run side
+by side): ``reference`` (the reference executor's lane sweeps under
+autograd: correct, O(size) memory, slow), ``auto``, and each target with
+lane kernels (``torch``; ``numba``, and ``cuda`` on a GPU, once they have
+them). The baselines come from
 ``tools/build_baselines.sh`` (``--baselines DIR``, default
 ``$NETGEN_BASELINES/site`` or ``/tmp/netgen-baselines/site``); a missing one
 is reported and skipped.
@@ -32,6 +33,7 @@ before it (Linux /proc; the working memory of one call).
 
     python benchmarks/operators.py --backend reference --cases rank1024 mask10450 sort1024
     python benchmarks/operators.py --backend numba --reps 11
+    python benchmarks/operators.py --backend reference torch --cases rank1024   # side by side
 """
 
 from __future__ import annotations
@@ -62,34 +64,6 @@ LAPSUM_ALPHA = 0.1
 P_ROUTE_LIMIT = 4 << 30  # bytes of P above which the r @ P route is not run
 
 
-def ensure_backend(backend: str) -> None:
-    """``--backend numba`` before netgen.ops registers the numba target's
-    lane kernels: a stand-in backend over the generated layer's ``back`` /
-    ``fwd`` / values (netgen.codegen.auto.build_layer, cached like
-    AutoLayer). Does nothing once the target is registered."""
-    from netgen.ops import backends
-
-    if backend != "numba" or "numba" in backends.BACKENDS:
-        return
-    from netgen.codegen.auto import build_layer
-
-    class NumbaLayerLanes:
-        def __init__(self, net, r):
-            self.net, self.relaxation = net, r
-            self.layer = build_layer(net, r, "numba")
-
-        def values(self, x, s):
-            return self.layer._values(x, self.layer._call(x, s))
-
-        def back(self, x, s, W):
-            return self.layer.back(x, W, steepness=s)
-
-        def fwd(self, x, s, V):
-            return self.layer.fwd(x, V, steepness=s)
-
-    backends.register("numba", lambda device: device.type == "cpu", NumbaLayerLanes)
-
-
 def baselines_dir(arg: str | None) -> Path:
     if arg:
         return Path(arg)
@@ -97,7 +71,7 @@ def baselines_dir(arg: str | None) -> Path:
     return Path(env) / "site" if env else Path("/tmp/netgen-baselines/site")
 
 
-def methods(case: str, backend: str, baselines: Path, p_route: bool = True) -> dict:
+def methods(case: str, backends, baselines: Path, p_route: bool = True) -> dict:
     """name -> (step() running forward + backward, or a str: why skipped)."""
     op, n, k, B, base = CASES[case]
     g = torch.Generator().manual_seed(0)
@@ -113,20 +87,21 @@ def methods(case: str, backend: str, baselines: Path, p_route: bool = True) -> d
 
     import netgen.ops as ops
 
-    ensure_backend(backend)
-    if op == "soft_rank":
-        out[f"netgen soft_rank ({backend})"] = fwd_bwd(lambda t: ops.soft_rank(t, target=backend))
-    elif op == "topk_mask":
-        out[f"netgen topk_mask ({backend})"] = fwd_bwd(lambda t: ops.topk_mask(t, k, target=backend))
-    else:
-        out[f"netgen soft_sort ({backend})"] = fwd_bwd(lambda t: ops.soft_sort(t, target=backend).values)
-        if backend == "numba":  # the values sweep alone, without soft_sort's torch.sort indices
-            from netgen.ops.backends import lanes_for
-            from netgen.relax.distributions import default_relaxation
+    for backend in backends:  # (default arguments bind each backend to its own closure)
+        if op == "soft_rank":
+            out[f"netgen soft_rank ({backend})"] = fwd_bwd(lambda t, b=backend: ops.soft_rank(t, target=b))
+        elif op == "topk_mask":
+            out[f"netgen topk_mask ({backend})"] = fwd_bwd(lambda t, b=backend: ops.topk_mask(t, k, target=b))
+        else:
+            out[f"netgen soft_sort ({backend})"] = fwd_bwd(lambda t, b=backend: ops.soft_sort(t, target=b).values)
+            if backend == "numba":  # the values sweep alone, without soft_sort's torch.sort indices
+                from netgen.ops.backends import lanes_for
+                from netgen.relax.distributions import default_relaxation
 
-            net = ops.network_for(n, n)
-            lanes = lanes_for(net, default_relaxation(net), "numba", "cpu")
-            out["netgen numba values sweep alone (no indices)"] = fwd_bwd(lambda t: lanes.values(t, lanes.relaxation.steepness).flip(-1))
+                net = ops.network_for(n, n)
+                lanes = lanes_for(net, default_relaxation(net), "numba", "cpu")
+                out["netgen numba values sweep alone (no indices)"] = fwd_bwd(
+                    lambda t: lanes.values(t, lanes.relaxation.steepness).flip(-1))
 
     if str(baselines) not in sys.path:
         sys.path.insert(0, str(baselines))
@@ -176,7 +151,7 @@ def methods(case: str, backend: str, baselines: Path, p_route: bool = True) -> d
     return out
 
 
-def child(case: str, method: str, backend: str, baselines: Path) -> None:
+def child(case: str, method: str, backend, baselines: Path) -> None:
     """One method in this fresh process: print its working memory (bytes)."""
     from measure import measure
 
@@ -209,7 +184,7 @@ def cpu_model() -> str:
 
 def memory_of(case, method, backend, baselines, timeout) -> tuple[int | None, str]:
     """(bytes or None, text) of one method's working memory, fresh process."""
-    cmd = [sys.executable, __file__, "--child", case, method, "--backend", backend, "--baselines", str(baselines)]
+    cmd = [sys.executable, __file__, "--child", case, method, "--backend", *backend, "--baselines", str(baselines)]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -222,7 +197,8 @@ def memory_of(case, method, backend, baselines, timeout) -> tuple[int | None, st
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--backend", default="reference", help="the operators' target= (default reference)")
+    ap.add_argument("--backend", nargs="+", default=["reference"],
+                    help="the operators' target= (default reference); several run side by side")
     ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--baselines", default=None)
@@ -243,8 +219,8 @@ def main():
     from measure import interleaved
 
     print(f"# {cpu_model()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (shared machine); "
-          f"torch {torch.__version__}, 1 thread, float32; backend {a.backend!r}; medians of {a.reps} interleaved "
-          f"rounds ({a.clock} time); memory: peak RSS of one call in a fresh process")
+          f"torch {torch.__version__}, 1 thread, float32; backend {', '.join(a.backend)}; medians of {a.reps} "
+          f"interleaved rounds ({a.clock} time); memory: peak RSS of one call in a fresh process")
     print("| case | method | fwd+bwd ms | time vs anchor | working memory MiB | memory vs anchor |")
     print("|---|---|---|---|---|---|")
     for case in a.cases:

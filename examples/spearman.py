@@ -14,9 +14,9 @@ whole test set) is printed for each.
     python examples/spearman.py --seeds 0 1 2 3 4                    # five splits; the means
     PYTHONPATH=/tmp/netgen-baselines/site python examples/spearman.py   # torchsort from tools/build_baselines.sh
 
-``--target``: the operators' backend (``auto``; ``reference`` is the
-reference executor, the only one until the targets implement the lane
-sweeps). Exact numbers move with floating-point details; the two methods
+``--target``: the operators' backend (``auto``: the fastest registered
+target with lane kernels, ``torch`` on a CPU today; ``reference`` is the
+reference executor). Exact numbers move with floating-point details; the two methods
 are compared side by side in one run.
 """
 

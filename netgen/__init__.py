@@ -15,9 +15,9 @@ The front door: the names a user needs, each with one meaning::
 and its file formats is imported on first use (:data:`_LAZY`; a name that
 is also a subpackage, such as ``verify`` or ``construct``, stays the
 subpackage: ``netgen.verify.verify``, ``netgen.construct.construct``). The
-operators of the operators issue (``soft_sort``, ``soft_rank``,
-``soft_topk``, ``topk_mask``) will join here, one line each in
-:data:`_LAZY`.
+operators (``soft_sort``, ``soft_rank``, ``soft_topk``, ``topk_mask``,
+their ``nn.Module`` forms and the ranking losses, :mod:`netgen.ops`) are
+here too.
 """
 
 from typing import TYPE_CHECKING
@@ -72,6 +72,17 @@ _LAZY = {
     "AutoLayer": ("netgen.codegen.auto", "AutoLayer"),
     "topk_loss": ("netgen.layers", "topk_loss"),
     "TopKCrossEntropyLoss": ("netgen.relax.loss", "TopKCrossEntropyLoss"),
+    # the operators: functions, nn.Module forms, ranking losses (netgen.ops)
+    "soft_sort": ("netgen.ops", "soft_sort"),
+    "soft_rank": ("netgen.ops", "soft_rank"),
+    "soft_topk": ("netgen.ops", "soft_topk"),
+    "topk_mask": ("netgen.ops", "topk_mask"),
+    "SoftSort": ("netgen.ops", "SoftSort"),
+    "SoftRank": ("netgen.ops", "SoftRank"),
+    "SoftTopK": ("netgen.ops", "SoftTopK"),
+    "TopKMask": ("netgen.ops", "TopKMask"),
+    "SpearmanLoss": ("netgen.ops", "SpearmanLoss"),
+    "MultiLabelTopKLoss": ("netgen.ops", "MultiLabelTopKLoss"),
 }
 
 
@@ -83,6 +94,8 @@ if TYPE_CHECKING:  # pragma: no cover - what _LAZY resolves to, for readers and 
     from .compiler import build_network, compile, compile_network
     from .layers import topk_loss
     from .relax.distributions import DISTRIBUTIONS, Relaxation, default_relaxation
+    from .ops import (MultiLabelTopKLoss, SoftRank, SoftSort, SoftTopK, SpearmanLoss, TopKMask, soft_rank, soft_sort,
+                      soft_topk, topk_mask)
     from .relax.loss import TopKCrossEntropyLoss
 
 

@@ -24,8 +24,8 @@ import logging
 
 import torch
 
-from . import TARGETS, emit, get, module_name
-from .cache import import_source
+from . import TARGETS
+from .cache import build_layer
 from .runtime.layer import LayerBase
 
 __all__ = ["AutoLayer", "build_layer", "pick_target", "check_target", "runtime_steepness"]
@@ -50,22 +50,6 @@ def pick_target(device) -> tuple[str, str]:
             return t.name, f"{where} with {t.needs}"
         missed.append((t.name, why_not))
     raise ValueError(f"no netgen target runs on {where}")  # pragma: no cover - torch runs anywhere
-
-
-def build_layer(net, r, target: str = "torch"):
-    """A ``Layer()`` of the generated ``target`` module for ``net`` relaxed
-    by ``r``, imported from netgen's on-disk cache (written there on first
-    use; nothing goes to ``generated/``; see :mod:`netgen.codegen.cache`)."""
-    target = get(target).name
-    from . import cache
-
-    key = cache.built_key(net, r, target)
-    mod = cache.find_built(key)  # built before (this process or another): no emit, no source check
-    if mod is None:
-        mod = import_source(emit(target, net, r), module_name(net, r, target))
-        if not str(getattr(mod, "__file__", "<")).startswith("<"):  # in the cache, not in memory
-            cache.remember_built(key, mod.__name__)
-    return mod.Layer()
 
 
 def check_target(target: str) -> str:
@@ -171,13 +155,19 @@ class AutoLayer(LayerBase):
 
     # the base has checked x and the steepness; the generated layer for x's device runs the call
     def _forward(self, x, s):
-        return self.layer_for(x.device)(x)
+        return self.layer_for(x.device, s)(x)
 
     def _values(self, x, s):
-        return self.layer_for(x.device).values(x)
+        return self.layer_for(x.device, s).values(x)
 
     def _column(self, x, y, s):
-        return self.layer_for(x.device).column(x, y)
+        return self.layer_for(x.device, s).column(x, y)
+
+    def _back(self, x, W, s):
+        return self.layer_for(x.device, s).back(x, W)
+
+    def _fwd(self, x, V, s):
+        return self.layer_for(x.device, s).fwd(x, V)
 
     def _hard(self, x):
         return self.layer_for(x.device).hard(x)

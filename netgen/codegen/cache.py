@@ -83,7 +83,7 @@ from pathlib import Path
 __all__ = ["root", "version_dir", "module_file", "import_source", "remember_path", "clear", "info",
            "install_finder", "qualname_for", "built_key", "find_built", "remember_built", "usable_dir",
            "root_problem", "verified_source", "exec_source", "file_qualname", "CacheDamaged", "load",
-           "qualname_of_file"]
+           "qualname_of_file", "build_layer"]
 
 ENV = "NETGEN_CACHE_DIR"
 #: set to 1 to use a cache root that is not yours or that others can write
@@ -600,3 +600,22 @@ if __name__ == "__main__":  # pragma: no cover
         print(f"removed {clear()} files from {root()}")
     else:
         print(info())
+
+
+def build_layer(net, r, target: str = "torch"):
+    """A ``Layer()`` of the generated ``target`` module for ``net`` relaxed
+    by ``r``, imported from netgen's on-disk cache (written there on first
+    use; nothing goes to ``generated/``). Also ``netgen.codegen.auto.build_layer``;
+    it lives here so that a caller that needs no ``AutoLayer`` (the
+    operators' backends) does not import ``torch._dynamo`` with it (0.74 s
+    CPU, most of a first call)."""
+    from . import emit, get, module_name
+
+    target = get(target).name
+    key = built_key(net, r, target)
+    mod = find_built(key)  # built before (this process or another): no emit, no source check
+    if mod is None:
+        mod = import_source(emit(target, net, r), module_name(net, r, target))
+        if not str(getattr(mod, "__file__", "<")).startswith("<"):  # in the cache, not in memory
+            remember_built(key, mod.__name__)
+    return mod.Layer()

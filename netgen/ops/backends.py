@@ -17,10 +17,14 @@ which then gets a gradient. Each sweep is differentiable w.r.t. x, s and
 W / V; NaN or inf in x raises ValueError. P itself is never formed.
 
 Registered backends: ``"reference"`` (:mod:`netgen.relax.reference` under
-autograd: the definition; O(size) memory per lane and row, slow). The
-targets (torch, numba, cuda) register here when their lane kernels exist;
-until then ``target="auto"`` runs the reference and naming a target that
-has none raises ValueError.
+autograd: the definition; O(size) memory per lane and row, slow) and, for
+every code-generation target whose :class:`~netgen.codegen.target.Target`
+says ``lanes=True``, its generated layer (:class:`LayerLanes`: built by
+:func:`netgen.codegen.cache.build_layer` = ``netgen.codegen.auto.build_layer``, kept in memory and in netgen's
+cache on disk). ``target="auto"`` takes the usable target of highest
+``Target.preference`` that runs on the device and has lanes (as
+:class:`~netgen.codegen.auto.AutoLayer` picks), else the reference; naming
+a target without lane kernels raises ValueError.
 """
 
 from __future__ import annotations
@@ -30,11 +34,12 @@ from typing import Callable, Protocol
 
 import torch
 
+from ..codegen import TARGETS, Target
 from ..network import Network
 from ..relax import reference as ref
 from ..relax.distributions import Relaxation
 
-__all__ = ["Lanes", "ReferenceLanes", "BACKENDS", "TARGET_NAMES", "register", "lanes_for", "check_target"]
+__all__ = ["Lanes", "ReferenceLanes", "LayerLanes", "BACKENDS", "TARGET_NAMES", "register", "lanes_for", "check_target"]
 
 
 class Lanes(Protocol):
@@ -69,15 +74,66 @@ class ReferenceLanes:
         return f"ReferenceLanes(n={self.net.n}, k={self.net.k}, {self.relaxation})"
 
 
-#: target name -> (device -> bool: serves it, factory(net, r) -> Lanes)
+class LayerLanes:
+    """A code-generation target's lane sweeps: its generated ``Layer``
+    (:func:`netgen.codegen.cache.build_layer`, as AutoLayer's: from netgen's cache on disk,
+    emitted once per machine) calling ``values`` / ``back`` / ``fwd`` with
+    the call's steepness; one layer per device it was used on."""
+
+    def __init__(self, net: Network, r: Relaxation, target: str):
+        self.net, self.relaxation, self.target = net, r, target
+        self._on: dict = {}  # device -> its layer (Module.to moves a layer: one each)
+
+    def _for(self, x):
+        layer = self._on.get(x.device)
+        if layer is None:
+            from ..codegen.cache import build_layer
+
+            layer = self._on[x.device] = build_layer(self.net, self.relaxation, self.target).to(x.device)
+        return layer
+
+    def values(self, x, s):
+        return self._for(x).values(x, steepness=s)
+
+    def back(self, x, s, W):
+        return self._for(x).back(x, W, steepness=s)
+
+    def fwd(self, x, s, V):
+        return self._for(x).fwd(x, V, steepness=s)
+
+    def __repr__(self):
+        return f"LayerLanes({self.target!r}, n={self.net.n}, k={self.net.k}, {self.relaxation})"
+
+
+def _serves(t: Target) -> Callable[[torch.device], bool]:
+    """Whether ``t``'s layers run on a device and are usable here
+    (``Target.available``, asked once)."""
+    usable: list = []
+
+    def serves(device: torch.device) -> bool:
+        if not usable:
+            usable.append(t.available() is None)
+        return t.runs_on(device.type) and usable[0]
+
+    return serves
+
+
+def _factory(t: Target) -> Callable[[Network, Relaxation], Lanes]:
+    return lambda net, r: LayerLanes(net, r, t.name)
+
+
+#: target name -> (device -> bool: serves it, factory(net, r) -> Lanes):
+#: the reference and every target with ``lanes=True``
 BACKENDS: dict[str, tuple[Callable[[torch.device], bool], Callable[[Network, Relaxation], Lanes]]] = {
     "reference": (lambda device: True, ReferenceLanes),
+    **{t.name: (_serves(t), _factory(t)) for t in TARGETS.values() if t.lanes},
 }
-#: the names ``target=`` accepts besides "auto" (the code-generation targets
-#: are named even before they register, so their error says what is missing)
-TARGET_NAMES = ("reference", "torch", "numba", "cuda")
-#: the order "auto" tries registered backends in: fastest first
-AUTO_ORDER = ("cuda", "numba", "torch", "reference")
+#: the names ``target=`` accepts besides "auto" (targets without lane
+#: kernels are named too, so their error says what is missing)
+TARGET_NAMES = ("reference",) + tuple(TARGETS)
+#: the order "auto" tries backends in: the targets by ``Target.preference``
+#: (highest first, as AutoLayer), then the reference
+AUTO_ORDER = tuple(t.name for t in sorted(TARGETS.values(), key=lambda t: -t.preference)) + ("reference",)
 
 _MADE: dict[tuple, Lanes] = {}  # never emptied but by register(): one entry per network used
 _LOCK = threading.Lock()
@@ -106,9 +162,9 @@ def _pick(target: str, device: torch.device) -> str:
                 return name
         raise ValueError(f"no backend runs on {device}")  # pragma: no cover - the reference runs anywhere
     if target not in BACKENDS:
-        raise ValueError(f"target {target!r} has no lane kernels yet (issue 31: soft_sort, soft_rank, soft_topk and "
-                         "topk_mask run on the reference executor until each target implements the lane sweeps); "
-                         "use target='auto' or 'reference'")
+        have = ", ".join(repr(name) for name in BACKENDS)
+        raise ValueError(f"target {target!r} has no lane kernels yet (soft_sort, soft_rank, soft_topk and topk_mask "
+                         f"run on {have}); use target='auto' or one of those")
     if not BACKENDS[target][0](device):
         raise ValueError(f"target {target!r} does not run on {device}")
     return target

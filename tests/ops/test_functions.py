@@ -177,7 +177,6 @@ def test_a_given_network_with_more_outputs_uses_its_first_k():
     (lambda: ops.soft_topk(torch.randn(3, 4), 0), r"k = 0 must lie in 1\.\.4"),
     (lambda: ops.soft_topk(torch.randn(3, 4), 2.0), "k must be an integer"),
     (lambda: ops.topk_mask(torch.randn(3, 4), 2, target="tpu"), "unknown target 'tpu'"),
-    (lambda: ops.topk_mask(torch.randn(3, 4), 2, target="numba"), "has no lane kernels yet"),
     (lambda: ops.soft_rank(torch.randn(3, 6), network="nonesuch"), "neither 'best', a construction kind"),
     (lambda: ops.soft_rank(torch.randn(3, 6), network=ops.network_for(6, 2)), "needs a sorting network"),
     (lambda: ops.soft_rank(torch.randn(3, 6), network=ops.network_for(5, 5)), "has n = 5 wires"),

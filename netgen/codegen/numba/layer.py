@@ -228,16 +228,16 @@ class Layer(LayerBase):
     # the kernels and their P pool stay out of torch.compile's graph: dynamo
     # skips these frames whole (one graph break where the layer is called)
     @torch.compiler.disable
-    def forward(self, x):
-        return LayerBase.forward(self, x)
+    def forward(self, x, steepness=None):
+        return LayerBase.forward(self, x, steepness)
 
     @torch.compiler.disable
-    def values(self, x):
-        return LayerBase.values(self, x)
+    def values(self, x, steepness=None):
+        return LayerBase.values(self, x, steepness)
 
     @torch.compiler.disable
-    def column(self, x, y):
-        return LayerBase.column(self, x, y)
+    def column(self, x, y, steepness=None):
+        return LayerBase.column(self, x, y, steepness)
 
     def _forward(self, x, s):
         x2, lead, dt, stp, s_t = _prepare(x, s)

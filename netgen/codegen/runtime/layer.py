@@ -83,18 +83,19 @@ class LayerBase(torch.nn.Module):
         s = self.steepness if steepness is None else steepness
         return self.steepness_value(self._default_steepness() if s is None else s, x)
 
-    def forward(self, x):
+    def forward(self, x, steepness=None):
         """x (..., n) -> soft values (..., k) (rank 0 = largest) and
-        P (..., k, n) with values = P @ x."""
-        return self._forward(x, self._call(x))
+        P (..., k, n) with values = P @ x. ``steepness``: this call's (None:
+        the layer's), as for every method below."""
+        return self._forward(x, self._call(x, steepness))
 
-    def values(self, x):
+    def values(self, x, steepness=None):
         """The soft values only, shape (..., k)."""
-        return self._values(x, self._call(x))
+        return self._values(x, self._call(x, steepness))
 
-    def column(self, x, y):
+    def column(self, x, y, steepness=None):
         """P[..., :, y] of shape (..., k) for integer class indices y (...)."""
-        return self._column(x, y, self._call(x))
+        return self._column(x, y, self._call(x, steepness))
 
     def back(self, x, W, steepness=None):
         """W P of shape (..., m, n) for x (..., n) and W (m, k) or (..., m, k),

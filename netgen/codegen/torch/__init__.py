@@ -63,4 +63,5 @@ TARGET = Target(
     budget=BUDGET,
     toolchain=("torch",),
     emitter=_emit,
+    lanes=True,
 )

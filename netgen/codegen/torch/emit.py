@@ -51,6 +51,7 @@ from ..runtime import assemble, check_interface
 from ..runtime import common as _common
 from ..runtime import layer as _base
 from . import engine as _engine
+from . import lanes as _lanes
 from . import layer as _rt
 
 __all__ = ["emit"]
@@ -172,7 +173,9 @@ def emit(net: Network, r: Relaxation, plan: Plan, options=None) -> str:
     L.blank(2)
     L(assemble(_engine.PARTS, names))
     L.blank(2)
+    L(assemble(_lanes.PARTS, names))
+    L.blank(2)
     L(assemble(_rt.PARTS[2:], names))
     source = L.render()
-    check_interface(source, names, (_common, _base, _rt, _engine), "generated torch module")
+    check_interface(source, names, (_common, _base, _rt, _engine, _lanes), "generated torch module")
     return source

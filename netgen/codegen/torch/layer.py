@@ -29,6 +29,7 @@ import torch
 from ..runtime.common import check_labels, check_values, hard_network, refuse_second_order
 from ..runtime.layer import LayerBase
 from .engine import _rows, _rows_adjoint
+from .lanes import _back_lanes, _fwd_lanes, _lane_input, _values_lanes
 
 # ---- what the emitter writes (stand-ins here, not copied into modules) ----
 #: the module globals the copied code reads and neither defines nor imports
@@ -309,6 +310,24 @@ class Layer(LayerBase):
             bad = bad | outside
         col = _Column.apply(xt, s, y.clamp(0, _N - 1), bad, *self._index(xt.device))
         return col.t().reshape(batch + (_K,)).to(x.dtype)
+
+    # the lane sweeps (netgen.codegen.torch.lanes): P x, W P and P V without P
+    def _values(self, x, s):
+        xt, bad, s = _prepare(x, s)
+        v = _values_lanes(xt, s, bad, *self._index(xt.device))
+        return v.t().reshape(tuple(x.shape[:-1]) + (_K,)).to(x.dtype)
+
+    def _back(self, x, W, s):
+        xt, bad, s = _prepare(x, s)
+        Wt = _lane_input(W, "W", x.shape[:-1], _K, -1, xt)
+        R = _back_lanes(xt, s, bad, *self._index(xt.device), Wt)
+        return R.permute(2, 1, 0).reshape(tuple(x.shape[:-1]) + (Wt.shape[1], _N)).to(x.dtype)
+
+    def _fwd(self, x, V, s):
+        xt, bad, s = _prepare(x, s)
+        Vt = _lane_input(V, "V", x.shape[:-1], _N, -2, xt)
+        Y = _fwd_lanes(xt, s, bad, *self._index(xt.device), Vt)
+        return Y.permute(2, 0, 1).reshape(tuple(x.shape[:-1]) + (_K, Vt.shape[1])).to(x.dtype)
 
     def _hard(self, x):
         return hard_network(x, _N, self.a, self.b, _OFFSETS, self.outs)
