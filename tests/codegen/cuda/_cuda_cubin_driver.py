@@ -1,7 +1,7 @@
 """A cuda layer's first call in a fresh process, without a GPU, for
 tests/codegen/cuda/test_cuda_cubin.py.
 
-``python _cuda_cubin_driver.py MODULE.py MAJOR.MINOR OUT.json [numba | device1]``
+``python _cuda_cubin_driver.py MODULE.py MAJOR.MINOR OUT.json [numba | device1 | nonumba]``
 
 * numba-cuda's compile entry points (``compile_cuda``, ``compile_ptx``,
   ``Dispatcher.compile``, the code library's ``get_cubin``/``get_asm_str``,
@@ -30,6 +30,9 @@ tests/codegen/cuda/test_cuda_cubin.py.
   stream it was given; the driver refuses a kernel's attributes or opt-in
   for a device that does not exist.
 
+With ``nonumba``, importing numba or numba-cuda fails (and is recorded):
+the cubins must serve the whole first call.
+
 With ``device1``, after the first call on device 0, the layer is called
 with tensors that say they are on ``cuda:1`` (CPU tensors under a torch
 function mode that reports ``cuda:1`` and keeps data on the CPU: torch
@@ -52,6 +55,7 @@ import types
 path, cc_arg, out = sys.argv[1], sys.argv[2], sys.argv[3]
 ALLOW_NUMBA = sys.argv[4:] == ["numba"]
 DEVICE1 = sys.argv[4:] == ["device1"]
+NO_NUMBA = sys.argv[4:] == ["nonumba"]
 DEVICES = 2 if DEVICE1 else 1
 CURRENT = [0]  # the fake current device
 STREAM_BASE = 0x7000  # device d's current stream: raw handle STREAM_BASE + d
@@ -63,7 +67,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 rec = {"from_cubin": [], "from_ptx": [], "get_kernel": [], "launch": [], "set_attribute": [], "compiled": [],
-       "log": [], "errors": [], "refused": [], "attributes_of": [], "opt_in_devices": []}
+       "log": [], "errors": [], "refused": [], "attributes_of": [], "opt_in_devices": [],
+       "numba_imports": [], "seconds": {}}
 ALLOWED = {}  # kernel entry name -> dynamic shared memory the driver accepted for it
 
 
@@ -75,86 +80,100 @@ class _Log(logging.Handler):
 logging.getLogger("netgen").addHandler(_Log())
 logging.getLogger("netgen").setLevel(logging.DEBUG)
 
-# ---- numba-cuda may not compile anything
-import numba.cuda  # noqa: E402
-import numba.cuda.codegen as _codegen  # noqa: E402
-import numba.cuda.compiler as _compiler  # noqa: E402
-import numba.cuda.cudadrv.driver as _drvmod  # noqa: E402
-import numba.cuda.cudadrv.nvvm as _nvvm  # noqa: E402
-import numba.cuda.dispatcher as _dispatcher  # noqa: E402
+# ---- numba-cuda may not compile anything (with ``nonumba``: may not even be imported)
+class _NoNumba:
+    """An import of numba or numba-cuda fails (``nonumba``)."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name.split(".")[0] in ("numba", "numba_cuda"):
+            rec["numba_imports"].append(name)
+            raise ImportError(f"{name}: a first call with cubins present imports no numba")
+        return None
 
 
-def _boom(*args, **kwargs):
-    raise AssertionError("numba-cuda compiled")
+if NO_NUMBA:
+    sys.meta_path.insert(0, _NoNumba)
+else:
+    import numba.cuda  # noqa: E402
+    import numba.cuda.codegen as _codegen  # noqa: E402
+    import numba.cuda.compiler as _compiler  # noqa: E402
+    import numba.cuda.cudadrv.driver as _drvmod  # noqa: E402
+    import numba.cuda.cudadrv.nvvm as _nvvm  # noqa: E402
+    import numba.cuda.dispatcher as _dispatcher  # noqa: E402
 
 
-for _mod, _names in ((_compiler, ("compile_cuda", "compile_extra", "compile_ir", "compile", "compile_ptx",
-                                  "compile_all", "compile_for_current_device", "compile_ptx_for_current_device")),
-                     (numba.cuda, ("compile", "compile_ptx", "compile_for_current_device")),
-                     (_nvvm, ("compile_ir",))):
-    for _n in _names:
-        if hasattr(_mod, _n):
-            setattr(_mod, _n, _boom)
-_codegen.CUDACodeLibrary.get_cubin = _boom
-_codegen.CUDACodeLibrary.get_asm_str = _boom
-_codegen.CUDACodeLibrary.get_asm_strs = _boom
-_dispatcher.CUDADispatcher.compile_device = _boom
+    def _boom(*args, **kwargs):
+        raise AssertionError("numba-cuda compiled")
 
 
-def _fake_params(kinds):
-    out = []
-    for k in kinds:
-        out += ["u8"] if k == "bool" else ["u64"] * (5 + 2 * int(k[1]))
-    return out
+    for _mod, _names in ((_compiler, ("compile_cuda", "compile_extra", "compile_ir", "compile", "compile_ptx",
+                                      "compile_all", "compile_for_current_device", "compile_ptx_for_current_device")),
+                         (numba.cuda, ("compile", "compile_ptx", "compile_for_current_device")),
+                         (_nvvm, ("compile_ir",))):
+        for _n in _names:
+            if hasattr(_mod, _n):
+                setattr(_mod, _n, _boom)
+    _codegen.CUDACodeLibrary.get_cubin = _boom
+    _codegen.CUDACodeLibrary.get_asm_str = _boom
+    _codegen.CUDACodeLibrary.get_asm_strs = _boom
+    _dispatcher.CUDADispatcher.compile_device = _boom
 
 
-class _FakeLib:
-    """What Dispatcher.compile's result carries: a PTX for sm_86 and its cubin."""
-
-    _setup_functions: list = []
-
-    def __init__(self, fn, params):
-        self.entry = f"_ZN6cudapy{len(fn.__name__)}{fn.__name__}E_first_use"
-        plist = ",\n".join(f"\t.param .{t} {fn.__name__}_param_{i}" for i, t in enumerate(params))
-        self.ptx = (f".version 9.0\n.target sm_86\n.address_size 64\n\n"
-                    f".visible .entry {self.entry}(\n{plist}\n)\n{{\n\tret;\n}}\n")
-
-    def get_asm_str(self, cc=None):
-        return self.ptx
-
-    def get_cubin(self, cc=None):
-        return types.SimpleNamespace(code=b"\x7fELF numba-linked cubin of " + self.entry.encode())
-
-    def get_cufunc(self):
-        attrs = types.SimpleNamespace(maxthreads=1024, regs=40, shared=STATIC)
-        return types.SimpleNamespace(handle=self.entry, kernel=("numba kernel", self.entry), attrs=attrs,
-                                     device=types.SimpleNamespace(id=0))
+    def _fake_params(kinds):
+        out = []
+        for k in kinds:
+            out += ["u8"] if k == "bool" else ["u64"] * (5 + 2 * int(k[1]))
+        return out
 
 
-def _compile(self, sig):
-    if not ALLOW_NUMBA:
-        _boom()
-    rec["compiled"].append(self.py_func.__name__)
-    return types.SimpleNamespace(_codelibrary=_FakeLib(self.py_func, _PARAMS[self.py_func.__name__]))
+    class _FakeLib:
+        """What Dispatcher.compile's result carries: a PTX for sm_86 and its cubin."""
+
+        _setup_functions: list = []
+
+        def __init__(self, fn, params):
+            self.entry = f"_ZN6cudapy{len(fn.__name__)}{fn.__name__}E_first_use"
+            plist = ",\n".join(f"\t.param .{t} {fn.__name__}_param_{i}" for i, t in enumerate(params))
+            self.ptx = (f".version 9.0\n.target sm_86\n.address_size 64\n\n"
+                        f".visible .entry {self.entry}(\n{plist}\n)\n{{\n\tret;\n}}\n")
+
+        def get_asm_str(self, cc=None):
+            return self.ptx
+
+        def get_cubin(self, cc=None):
+            return types.SimpleNamespace(code=b"\x7fELF numba-linked cubin of " + self.entry.encode())
+
+        def get_cufunc(self):
+            attrs = types.SimpleNamespace(maxthreads=1024, regs=40, shared=STATIC)
+            return types.SimpleNamespace(handle=self.entry, kernel=("numba kernel", self.entry), attrs=attrs,
+                                         device=types.SimpleNamespace(id=0))
 
 
-_dispatcher.CUDADispatcher.compile = _compile
+    def _compile(self, sig):
+        if not ALLOW_NUMBA:
+            _boom()
+        rec["compiled"].append(self.py_func.__name__)
+        return types.SimpleNamespace(_codelibrary=_FakeLib(self.py_func, _PARAMS[self.py_func.__name__]))
 
 
-class _FakeCudaAPIError(Exception):
-    """numba-cuda's wrapper raises on a driver error."""
+    _dispatcher.CUDADispatcher.compile = _compile
 
 
-def _numba_set_attribute(attr, value, handle, dev):
-    rec["set_attribute"].append(("numba", value))
-    if value + STATIC > OPTIN:
-        rec["refused"].append(("numba", value))
-        raise _FakeCudaAPIError("[1] Call to cuKernelSetAttribute results in CUDA_ERROR_INVALID_VALUE")
-    ALLOWED[handle] = value
+    class _FakeCudaAPIError(Exception):
+        """numba-cuda's wrapper raises on a driver error."""
 
 
-_drvmod.driver = types.SimpleNamespace(cuKernelSetAttribute=_numba_set_attribute)
-numba.cuda.is_available = lambda: True  # numba-cuda sees the fake device
+    def _numba_set_attribute(attr, value, handle, dev):
+        rec["set_attribute"].append(("numba", value))
+        if value + STATIC > OPTIN:
+            rec["refused"].append(("numba", value))
+            raise _FakeCudaAPIError("[1] Call to cuKernelSetAttribute results in CUDA_ERROR_INVALID_VALUE")
+        ALLOWED[handle] = value
+
+
+    _drvmod.driver = types.SimpleNamespace(cuKernelSetAttribute=_numba_set_attribute)
+    numba.cuda.is_available = lambda: True  # numba-cuda sees the fake device
 
 # ---- cuda.core and the driver binding: record, load nothing
 import cuda.core  # noqa: E402
@@ -262,20 +281,27 @@ torch.cuda._maybe_exchange_device = _exchange_device
 # ---- the module, imported as a user would (netgen.load, or from netgen's cache by name)
 import importlib.util  # noqa: E402
 
+import time  # noqa: E402
+
+_t0 = time.perf_counter()
 spec = importlib.util.spec_from_file_location(path.rsplit("/", 1)[-1][:-3], path)
 mod = importlib.util.module_from_spec(spec)
 sys.modules[spec.name] = mod
 spec.loader.exec_module(mod)
+rec["seconds"]["module import"] = time.perf_counter() - _t0
 mod._require_cuda = lambda x: None
-_PARAMS = {k.py_func.__name__: _fake_params(mod.KERNEL_ARGS[name]) for (_, name, _), k in mod.KERNELS.items()}
+if not NO_NUMBA:
+    _PARAMS = {k.py_func.__name__: _fake_params(mod.KERNEL_ARGS[name]) for (_, name, _), k in mod.KERNELS.items()}
 
 layer = mod.Layer()
 torch.manual_seed(0)
 for dt in (torch.float32, torch.float64):
     x = torch.randn(3, mod._N, dtype=dt, requires_grad=True)
     try:
+        _t0 = time.perf_counter()
         v, P = layer(x)
         (v.sum() + P.sum()).backward()
+        rec["seconds"].setdefault("first rows fwd+bwd", time.perf_counter() - _t0)
         layer.values(x).sum().backward()
         layer.column(x, torch.zeros(3, dtype=torch.int64)).sum().backward()
     except Exception as e:  # noqa: BLE001 - reported, the test decides
@@ -287,6 +313,7 @@ for (dt, name, variant) in mod.KERNELS:
     except Exception as e:  # noqa: BLE001
         rec["errors"].append(f"_handle {name} {variant} {dt}: {type(e).__name__}: {e}")
 rec["first_call_launches"] = first_call_launches
+rec["numba_imported"] = sorted(m for m in sys.modules if m.split(".")[0] in ("numba", "numba_cuda"))
 
 
 class _OnDevice(torch.Tensor):

@@ -142,6 +142,24 @@ def test_dynamic_shared_memory_leaves_room_for_static(module, tmp_path):
     assert {launch["shmem"] for launch in rec["launch"]} == {0, 32}
 
 
+def test_first_call_with_cubins_imports_no_numba(module, tmp_path):
+    """Issue 29 item 6: with cubins present, importing the module and its
+    first forward + backward (rows, values only, column; float32 and
+    float64) never import numba or numba-cuda (the driver makes such an
+    import fail), and the first call's phases are logged on the netgen
+    logger at DEBUG: the kernels loaded (module load), their launch
+    records (first launch), the tables uploaded."""
+    truth = fabricate(module)
+    rec = run_driver(module, "9.0", tmp_path, "nonumba")
+    assert not rec["errors"], rec["errors"]
+    assert rec["numba_imports"] == [] and rec["numba_imported"] == []
+    assert sorted(x["name"] for x in rec["from_cubin"]) == sorted(truth)
+    log = rec["log"]
+    assert any(" loaded from " in line and " ms" in line for line in log), log
+    assert any("launch record of fwd" in line for line in log), log
+    assert any("tables uploaded" in line for line in log), log
+
+
 def test_second_device_launches_in_its_own_context_and_stream(module, tmp_path):
     """Issue 29 item 4: tensors on cuda:1 while the current device is 0 (a
     fake second device). Every launch of those calls runs with device 1
