@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, PYTHONPATH=str(ROOT))
 
@@ -67,3 +69,17 @@ def test_gpu_host_last_line():
     assert out.returncode == 0, out.stderr[-2000:]
     last = out.stdout.strip().splitlines()[-1]
     assert re.fullmatch(r"host ms per fwd\+bwd: rows \d+\.\d{3} column \d+\.\d{3} values \d+\.\d{3}", last), last
+
+
+@pytest.mark.slow
+def test_gpu_host_meets_the_target():
+    """Issue 29 item 2: host CPU time per eager fwd+bwd of the (5, 10450)
+    layer, launch stubbed, <= 0.10 ms for rows and column (process CPU
+    time: waiting for a shared core does not count; 0.056 / 0.044 measured
+    when written)."""
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_host.py"), "--reps", "5", "--calls", "100"],
+                         capture_output=True, text=True, env=ENV, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    m = re.fullmatch(r"host ms per fwd\+bwd: rows (\S+) column (\S+) values (\S+)", out.stdout.strip().splitlines()[-1])
+    assert m, out.stdout[-500:]
+    assert float(m.group(1)) <= 0.10 and float(m.group(2)) <= 0.10, m.group(0)
