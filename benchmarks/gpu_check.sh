@@ -17,7 +17,8 @@ mods="${GPU_MODULES:-gpu-modules}"
 mkdir -p "$out"
 
 if [ "${1:-}" = "--prepare" ]; then
-  # netgen's build step compiles PTX and cubins for sm_80..sm_120 (ptxas: the nvidia-cuda-nvcc wheel); minutes
+  # netgen's build step compiles PTX and cubins for sm_80..sm_120 (ptxas: the nvidia-cuda-nvcc wheel) for 10
+  # modules: ~40 CPU s each on 2 idle cores, 85-250 s each measured on a shared 2-core machine
   exec python3 benchmarks/gpu_check.py --prepare --modules "$mods"
 fi
 if [ "${1:-}" = "--dry-run" ]; then
