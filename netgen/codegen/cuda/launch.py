@@ -98,6 +98,8 @@ _CONFIGS: dict = {}  # (grid, threads, shared bytes) -> cuda.core LaunchConfig
 _STREAMS: dict = {}  # (device, torch raw stream handle) -> cuda.core Stream
 #: launch records (see _record): (kernel, device, dtype, blocks, rows, key) -> what every such launch reuses
 _RECORDS: dict = {}
+#: the most launch records (and batch plans) kept; past it they are rebuilt as needed
+RECORDS_MAX = 4096
 _PLANS: dict = {}  # (kernel, device, dtype, B, rows, extra, most) -> the batch's chunks (_batch)
 _DUMMIES: dict = {}  # (device, dtype, ndim) -> a 1-element tensor passed for an array a launch does not use
 _CORE: dict = {}  # cuda.core's launch, Stream and LaunchConfig, torch's current-stream getter (looked up once)
@@ -391,6 +393,8 @@ def _record(name, like, blocks, args, rows):
         nt = _block(variant, shared_bytes, *_LIMITS[(index, dt, name, variant)][:2])
         config = _CONFIGS.get((blocks, nt, shared_bytes))
         if config is None:
+            if len(_CONFIGS) >= RECORDS_MAX:
+                _CONFIGS.clear()
             config = _CONFIGS[(blocks, nt, shared_bytes)] = _core()["LaunchConfig"](
                 grid=blocks, block=nt, shmem_size=shared_bytes)
     LOG.debug("netgen cuda: launch record of %s on %s (%s, %s, %d blocks of %d threads, %d B shared): %.2f ms",
@@ -424,6 +428,8 @@ def _launch(name, like, blocks, args, rows, key=None):
     rkey = (name, dev, like.dtype, blocks, rows, _shape_key(args) if key is None else key)
     rec = _RECORDS.get(rkey)
     if rec is None:
+        if len(_RECORDS) >= RECORDS_MAX:  # many batch sizes: start over rather than grow without bound
+            _RECORDS.clear()
         rec = _RECORDS[rkey] = _record(name, like, blocks, args, rows)
     variant, shared_bytes, scratch, nt, dt, kern, handle, config, words, slots = rec
     _VARIANTS[(name, rows)] = variant
@@ -496,6 +502,8 @@ def _batch(name, like, B, rows, extra=0, most=0):
     hit = _PLANS.get(key)
     if hit is None:
         glob = _variant(like.device, _np_dtype(like), name, rows) == "global"
+        if len(_PLANS) >= RECORDS_MAX:
+            _PLANS.clear()
         hit = _PLANS[key] = _chunks(B, (rows * _N * like.element_size() if glob else 0) + extra, most)
     return hit
 
@@ -566,7 +574,7 @@ _install_syncwarp()
 
 #: the module-level statements a generated module copies (after PARTS; in file order)
 STATE = ("SIMULATED", "VIA_NUMBA", "WORKSPACE", "INDEX_LIMIT", "LOG", "WIRE_DTYPE", "TABLES", "SM_SHARED",
-         "LANES", "_PATH", "_HANDLES", "_CONFIGS", "_STREAMS", "_RECORDS", "_PLANS", "_DUMMIES", "_CORE",
+         "LANES", "_PATH", "_HANDLES", "_CONFIGS", "_STREAMS", "_RECORDS", "RECORDS_MAX", "_PLANS", "_DUMMIES", "_CORE",
          "_VARIANTS", "_LIMITS", "_TABLES", "_CHECKED", "MIN_DRIVER", "_install_syncwarp")
 #: the functions a generated module copies, in order
 PARTS = (LaunchConfigError, _sim_syncwarp, _install_syncwarp, _numba_types, kernel_signatures, _shared_limit,

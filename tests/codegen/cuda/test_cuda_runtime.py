@@ -94,6 +94,18 @@ def test_launch_record_words_refill_only_the_pointers(launch):
     assert launch._shape_key(third) != launch._shape_key(first)
 
 
+def test_batch_plans_are_bounded(launch, monkeypatch):
+    """Many batch sizes never grow the launcher's caches without bound:
+    past RECORDS_MAX entries they start over (rebuilt as needed)."""
+    monkeypatch.setattr(launch, "SIMULATED", True)
+    monkeypatch.setattr(launch, "RECORDS_MAX", 3)
+    monkeypatch.setattr(launch, "_PLANS", {})
+    like = torch.zeros(1, dtype=torch.float32)
+    plans = [launch._batch("fwd", like, B, 1) for B in range(1, 9)]
+    assert plans == [[(0, B)] for B in range(1, 9)]
+    assert 1 <= len(launch._PLANS) <= 3
+
+
 def test_unpack_refuses_words_that_do_not_fit_the_kernel(launch):
     args = example_args(KERNEL_ARGS["bwd_col"], torch.float32)
     f32 = np.dtype(np.float32)
