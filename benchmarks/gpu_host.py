@@ -1,6 +1,7 @@
 """Host cost of the cuda target's eager calls, without a GPU (issue 29).
 
     python benchmarks/gpu_host.py [--n 10450] [--k 5] [--B 1] [--reps 15] [--calls 200] [--profile [N]]
+                                  [--ref TREE [--rounds 3]]
 
 Builds the (k, n) splitter network's cuda module through the public entry
 points (``netgen.codegen.write_module`` into a temporary folder,
@@ -25,6 +26,12 @@ and P), column, values only; forward + backward each -- the median over
 ``--profile`` runs cProfile over the rows and the column calls and prints
 the N functions with the most own time.
 
+``--ref TREE`` (a checkout of another commit, e.g. ``git archive 008c2d6 |
+tar -x -C /tmp/ref``) measures before and after in one run: ``--rounds``
+rounds, each a fresh process with TREE's netgen then one with this tree's
+(the same harness, the same arguments), the medians side by side and their
+ratio; the last line is then this tree's medians.
+
 The last line is exactly ``host ms per fwd+bwd: rows X column Y values Z``
 (medians of the process's CPU time per call, ms: on a shared machine the
 wall clock counts other processes' turns too; both are printed above it). Issue 29's target: rows and column <= 0.10.
@@ -37,6 +44,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import re
 import statistics
 import sys
 import tempfile
@@ -97,7 +105,8 @@ def build_layer(n, k):
     from netgen.relax.distributions import default_relaxation
 
     net = compile_network(build("splitter", n, k)).network
-    path = write_module("cuda", net, default_relaxation(net), out_dir=tempfile.mkdtemp(prefix="netgen_gpu_host_"))
+    path = write_module("cuda", net, default_relaxation(net), out_dir=tempfile.mkdtemp(prefix="netgen_gpu_host_"),
+                        build=False)  # the launch is stubbed: no cubins (ptxas: ~40 CPU s)
     mod = netgen.load(path)
     if not hasattr(mod, "_require_cuda"):
         sys.exit("benchmarks/gpu_host.py: the generated cuda module has no _require_cuda to let CPU tensors "
@@ -212,6 +221,50 @@ def cpu_model():
     return platform.processor() or "unknown CPU"
 
 
+LAST = re.compile(r"host ms per fwd\+bwd: rows (\S+) column (\S+) values (\S+)")
+
+
+def compare(args, argv) -> int:
+    """Before (--ref's tree) and after (this tree), alternating fresh processes."""
+    import subprocess
+
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ref = os.path.abspath(args.ref)
+    if not os.path.isdir(os.path.join(ref, "netgen")):
+        sys.exit(f"benchmarks/gpu_host.py: --ref {args.ref!r} has no netgen/ (a checkout of the repository)")
+    rest, skip = [], False
+    for a in argv:  # the same arguments, less --ref/--rounds
+        if skip:
+            skip = False
+        elif a in ("--ref", "--rounds"):
+            skip = True
+        elif not a.startswith(("--ref=", "--rounds=")):
+            rest.append(a)
+    got = {"before": [], "after": []}
+    for r in range(max(1, args.rounds)):
+        for label, tree in (("before", ref), ("after", here)):
+            env = dict(os.environ, PYTHONPATH=tree)
+            proc = subprocess.run([sys.executable, os.path.abspath(__file__), *rest], capture_output=True, text=True,
+                                  env=env, cwd=tree)
+            m = LAST.search(proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else "")
+            if proc.returncode != 0 or m is None:
+                sys.exit(f"benchmarks/gpu_host.py: the {label} run failed:\n{proc.stderr[-3000:]}")
+            got[label].append([float(v) for v in m.groups()])
+            print(f"  round {r + 1} {label:6s} ({tree}): rows {m.group(1)} column {m.group(2)} values {m.group(3)}",
+                  flush=True)
+    med = {k: [statistics.median(col) for col in zip(*v)] for k, v in got.items()}
+    print(f"host cost before/after, {cpu_model()}, medians of {len(got['after'])} processes each "
+          "(process CPU ms per fwd+bwd):")
+    for i, path in enumerate(("rows", "column", "values")):
+        print(f"  {path:7s} before {med['before'][i]:.3f}  after {med['after'][i]:.3f}  "
+              f"({med['before'][i] / med['after'][i]:.2f}x less)")
+    b = med["before"]
+    print(f"before ({args.ref}): host ms per fwd+bwd: rows {b[0]:.3f} column {b[1]:.3f} values {b[2]:.3f}")
+    a = med["after"]
+    print(f"host ms per fwd+bwd: rows {a[0]:.3f} column {a[1]:.3f} values {a[2]:.3f}")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=10450)
@@ -220,7 +273,11 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--profile", type=int, nargs="?", const=25, default=0, help="cProfile, the N top functions")
+    ap.add_argument("--ref", default=None, help="a checkout of another commit: before/after in one run")
+    ap.add_argument("--rounds", type=int, default=3, help="with --ref: alternating processes per tree")
     args = ap.parse_args(argv)
+    if args.ref:
+        return compare(args, argv if argv is not None else sys.argv[1:])
     fake_gpu()
     import torch
 

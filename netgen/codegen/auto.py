@@ -12,6 +12,13 @@ whose layers run on the device (:attr:`Target.devices
 * a CPU device with numba installed: ``numba`` (the CPU kernels);
 * anything else (a GPU without numba-cuda, MPS, ...): ``torch``.
 
+On a GPU the torch target is a fallback, not a choice: it issues a few
+tensor ops per comparator layer group, about 1,100 kernel launches per rows
+forward + backward of top-5 of 10,450 (17.8 ms at B = 500 on an H100,
+against 1.58 ms for the cuda target, measured for issue 29), so ``auto``
+takes it on a CUDA device only where the cuda target is not usable, and
+says so at INFO with what to install (:data:`FALLBACK_NOTES`).
+
 :class:`AutoLayer` applies the rule per call: it builds the layer for the
 device of the scores it is given (once per device type) and logs its choice
 on the ``netgen`` logger; ``layer.targets`` tells which target serves which
@@ -31,6 +38,15 @@ from .runtime.layer import LayerBase
 __all__ = ["AutoLayer", "build_layer", "pick_target", "check_target", "runtime_steepness"]
 
 log = logging.getLogger("netgen")
+
+#: (target, device type) -> what ``auto`` adds to its log line when it falls
+#: back to that target there (measured, issue 29)
+FALLBACK_NOTES = {
+    ("torch", "cuda"): (
+        "; the torch target on a GPU is a fallback: ~1,100 kernel launches per rows forward + backward of "
+        "top-5 of 10,450 (17.8 ms at B = 500 on an H100, the cuda target 1.58 ms); install numba-cuda "
+        '(pip install "netgen-networks[cuda]") for the cuda target'),
+}
 
 
 def pick_target(device) -> tuple[str, str]:
@@ -110,7 +126,8 @@ class AutoLayer(LayerBase):
             return self.targets[device.type]
         if self.target == "auto":
             target, why = pick_target(device)
-            log.info("netgen: target %r for %s (n=%d, k=%d)", target, why, self.n, self.k)
+            log.info("netgen: target %r for %s (n=%d, k=%d)%s", target, why, self.n, self.k,
+                     FALLBACK_NOTES.get((target, device.type), ""))
         else:
             target = self.target
         self.targets[device.type] = target

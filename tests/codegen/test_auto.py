@@ -28,6 +28,23 @@ def test_rule(monkeypatch):
     assert target == "torch" and "without a usable numba target" in why and "pip install numba" in why, why
 
 
+def test_auto_says_why_torch_serves_a_gpu(monkeypatch, caplog):
+    """Issue 29 item 7: where the cuda target is not usable (numba-cuda
+    missing), ``auto`` serves a CUDA device with the torch target and its
+    INFO line says what that costs and what to install."""
+    has = target_module.has
+    monkeypatch.setattr(target_module, "has", lambda m: False if m.startswith("numba") else has(m))
+    layer = AutoLayer(build("splitter", 12, 3), Relaxation("logistic_phi", 6.0))
+    with caplog.at_level(logging.INFO, logger="netgen"):
+        assert layer._target_for(torch.device("cuda")) == "torch"
+    assert "without a usable cuda target" in caplog.text
+    assert "the torch target on a GPU is a fallback" in caplog.text and "netgen-networks[cuda]" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="netgen"):
+        assert layer._target_for(torch.device("cpu")) == "torch"  # numba missing too: no GPU note on a CPU
+    assert "target 'torch'" in caplog.text and "fallback" not in caplog.text
+
+
 def test_auto_layer_picks_numba_on_cpu_and_agrees_with_torch(caplog):
     net, r = build("splitter", 12, 3), Relaxation("logistic_phi", 6.0)
     x = torch.randn(5, 12, dtype=torch.float64, requires_grad=True)

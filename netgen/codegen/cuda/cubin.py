@@ -52,6 +52,7 @@ import logging
 import os
 import re
 import tempfile
+import time
 
 import numpy as np
 import torch
@@ -206,6 +207,7 @@ def cubin_kernel(device_index, dtype, name, variant, cc=None):
         LOG.warning("netgen: %s's entry takes %s, the launcher packs %s; numba-cuda compiles it instead",
                     pick[1], meta["params"], _cubin_params(name))
         return None
+    t0 = time.perf_counter()
     try:
         from cuda.core import ObjectCode
 
@@ -231,7 +233,8 @@ def cubin_kernel(device_index, dtype, name, variant, cc=None):
     except Exception as e:  # noqa: BLE001 - any failure: compile as before, and say why
         LOG.warning("netgen: loading %s failed (%s: %s); numba-cuda compiles it instead", pick[1], type(e).__name__, e)
         return None
-    LOG.debug("netgen: %s loaded from %s", kernel, pick[1])
+    LOG.debug("netgen: %s loaded from %s (%s, %d bytes) in %.1f ms", kernel, pick[1], pick[0], len(data),
+              1e3 * (time.perf_counter() - t0))
     return kern, limits
 
 

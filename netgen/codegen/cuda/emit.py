@@ -86,17 +86,12 @@ def emit(net: Network, r, plan: Plan, options) -> str:
     L = Lines()
     L(repr(_doc(net, r)))
     L.blank()
-    L("import hashlib", "import json", "import logging", "import math", "import os", "import re", "import tempfile",
-      "", "import numpy as np", "")
-    L("# numba-cuda 0.30.4 registers an overload of np.row_stack when it first",
-      "# compiles a kernel; numpy 2.5 removed that alias of np.vstack.")
-    with L.block('if not hasattr(np, "row_stack"):'):
-        L("np.row_stack = np.vstack")
-    L.blank()
-    L("import numba  # noqa: E402", "import torch  # noqa: E402", "from numba import cuda  # noqa: E402")
-    L.blank()
+    L("import hashlib", "import json", "import logging", "import math", "import os", "import re", "import sys",
+      "import tempfile", "import time", "", "import numpy as np", "import torch", "")
     write_top(L, names, TARGET, net, r, (common.refuse_transforms, common.check_input, common.check_labels,
                                            common._SecondOrder, common.refuse_second_order), direction)
+    L.blank(2)
+    L(_deferred_source(names))
     L.blank(2)
     L("#: argument kinds of each kernel: f1/f2 float arrays, w1 wire vector",
       "#: (WIRE_DTYPE), u1 uint32, i1 int64, b1 int32 vectors, bool a flag")
@@ -119,9 +114,20 @@ def emit(net: Network, r, plan: Plan, options) -> str:
     L(runtime_source(constants, names))
     source = L.render()
     from ..runtime import check_interface, tables
+    from . import deferred
 
-    check_interface(source, names, (common, tables, *(m for m, _, _ in _runtime_parts())), "generated cuda module")
+    check_interface(source, names, (common, tables, deferred, *(m for m, _, _ in _runtime_parts())),
+                    "generated cuda module")
     return source
+
+
+def _deferred_source(names: Namespace) -> str:
+    """numba-cuda imported on first need (:mod:`netgen.codegen.cuda.deferred`):
+    its stand-in ``cuda`` decorates the kernels, so it comes before them."""
+    from ..runtime import assemble, statements
+    from . import deferred
+
+    return assemble(deferred.PARTS, names) + "\n\n\n" + statements(deferred, deferred.STATE, names)
 
 
 # ---------------------------------------------------------------- runtime assembly

@@ -35,8 +35,9 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
+import time
 
-import numba
 import numpy as np
 import torch
 
@@ -45,8 +46,12 @@ from .cubin import cubin_kernel, cubin_save
 
 # ---- what the emitter writes (stand-ins here, not copied into modules) ----
 #: the module globals the copied code reads and neither defines nor imports
-READS = ("cuda", "_DIRECTION", "THREADS", "BIG_THREADS", "SHARED_LIMIT", "KERNEL_ARGS", "KERNELS")
-cuda = None  # the generated module: ``from numba import cuda``
+READS = ("cuda", "_numba", "_DIRECTION", "THREADS", "BIG_THREADS", "SHARED_LIMIT", "KERNEL_ARGS", "KERNELS")
+cuda = None  # the generated module: numba.cuda once _numba() imported it (netgen.codegen.cuda.deferred)
+
+
+def _numba():  # the generated module's (netgen.codegen.cuda.deferred): imports numba-cuda, binds ``cuda``
+    raise NotImplementedError
 _DIRECTION = "back"
 THREADS = 256
 BIG_THREADS = 1024
@@ -56,7 +61,9 @@ KERNELS: dict = {}
 
 
 # ---------------------------------------------------------------- state (copied)
-SIMULATED = bool(numba.config.ENABLE_CUDASIM)
+#: Numba's CUDA simulator (NUMBA_ENABLE_CUDASIM, read as numba reads it, without importing numba)
+SIMULATED = bool(sys.modules["numba"].config.ENABLE_CUDASIM) if "numba" in sys.modules else (
+    os.environ.get("NUMBA_ENABLE_CUDASIM", "0").strip() not in ("", "0"))
 VIA_NUMBA = os.environ.get("NETGEN_CUDA_LAUNCH", "") == "numba"
 #: bytes of global scratch a launch may use before the batch is chunked
 WORKSPACE = int(os.environ.get("NETGEN_CUDA_WORKSPACE_MB", "2048")) * 2**20
@@ -88,8 +95,14 @@ LANES = _N if _DIRECTION == "forward" else _K
 _PATH = ["fast"]  # the self-check's reference run sets "numba"
 _HANDLES: dict = {}  # (device index, dtype, kernel name, variant) -> cuda.core kernel handle
 _CONFIGS: dict = {}  # (grid, threads, shared bytes) -> cuda.core LaunchConfig
-_STREAMS: dict = {}  # torch stream handle -> cuda.core Stream
-_PACKS: dict = {}  # argument shapes -> (packed words, data-pointer slots)
+_STREAMS: dict = {}  # (device, torch raw stream handle) -> cuda.core Stream
+#: launch records (see _record): (kernel, device, dtype, blocks, rows, key) -> what every such launch reuses
+_RECORDS: dict = {}
+#: the most launch records (and batch plans) kept; past it they are rebuilt as needed
+RECORDS_MAX = 4096
+_PLANS: dict = {}  # (kernel, device, dtype, B, rows, extra, most) -> the batch's chunks (_batch)
+_DUMMIES: dict = {}  # (device, dtype, ndim) -> a 1-element tensor passed for an array a launch does not use
+_CORE: dict = {}  # cuda.core's launch, Stream and LaunchConfig, torch's current-stream getter (looked up once)
 _VARIANTS: dict = {}  # (kernel, rows of n floats) -> the variant last launched (for tests)
 #: (device index, dtype, kernel, variant) -> (thread limit, registers, dynamic shared limit) of the loaded kernel
 _LIMITS: dict = {}
@@ -158,7 +171,8 @@ def _numba_types(dtype):
 
 def kernel_signatures():
     """(name, python function, argument types) of every kernel, for
-    ``numba.cuda.compile_ptx`` (netgen's compile check)."""
+    ``numba.cuda.compile_ptx`` (netgen's compile check; imports numba-cuda)."""
+    _numba()
     return [(kern.py_func.__name__, kern.py_func, _numba_types(dt)[name]) for (dt, name, _), kern in KERNELS.items()]
 
 
@@ -212,15 +226,24 @@ def _variant(device, dt, name, rows):
     need = rows * _N * dt.itemsize
     if SIMULATED:
         return "shared" if need <= SHARED_LIMIT else "global"
-    index = device.index if getattr(device, "index", None) is not None else torch.cuda.current_device()
+    index = _index(device)
     _handle(index, dt, name, "shared")
     return "shared" if need <= _LIMITS[(index, dt, name, "shared")][2] else "global"
+
+
+def _index(device):
+    """The CUDA device index of ``device`` (a CUDA tensor's device has one;
+    else the current device: tests' fake drivers pass CPU tensors)."""
+    index = device.index
+    return index if index is not None else torch.cuda.current_device()
 
 
 def _handle(device_index, dtype, name, variant):
     """The compiled kernel's cuda.core handle (compiled once per device),
     allowed as much dynamic shared memory as the device lets it have;
-    ``_LIMITS`` gets its (thread limit, registers, dynamic shared limit)."""
+    ``_LIMITS`` gets its (thread limit, registers, dynamic shared limit).
+    From the module's cubins where they load (no numba import), else
+    compiled with numba-cuda."""
     key = (device_index, dtype, name, variant)
     h = _HANDLES.get(key)
     if h is None:
@@ -228,6 +251,13 @@ def _handle(device_index, dtype, name, variant):
         if got is not None:
             _HANDLES[key], _LIMITS[key] = got
             return got[0]
+        t0 = time.perf_counter()
+        _numba()
+        if not cuda.is_available():
+            raise RuntimeError(
+                "this netgen module (target cuda) has no cubin for this device, and numba-cuda, which would "
+                "compile its kernels, sees no usable CUDA device (driver); rebuild it with netgen build --target "
+                "cuda, or build with --target torch")
         compiled = KERNELS[(dtype, name, variant)].compile(_numba_types(dtype)[name])
         cubin_save(dtype, name, variant, compiled)  # for the next process (modules in netgen's cache)
         cufunc = compiled._codelibrary.get_cufunc()
@@ -241,6 +271,8 @@ def _handle(device_index, dtype, name, variant):
         h = _HANDLES[key] = cufunc.kernel
         _LIMITS[key] = (int(getattr(attrs, "maxthreads", 1024) or 1024), int(getattr(attrs, "regs", 32) or 32),
                         dynamic)
+        LOG.debug("netgen cuda: %s (%s, %s) compiled by numba-cuda in %.1f ms", name, dtype, variant,
+                  1e3 * (time.perf_counter() - t0))
     return h
 
 
@@ -277,24 +309,30 @@ def _abi(args):
     return out
 
 
-def _pack(args):
-    """``_abi(args)``, cached per argument shapes: a later call with the
-    same shapes only refreshes the data pointers."""
-    key = tuple((tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else (type(a), a) for a in args)
-    hit = _PACKS.get(key)
-    if hit is None:
-        words = _abi(args)
-        slots, pos = [], 0
-        for j, a in enumerate(args):
-            if isinstance(a, torch.Tensor):
-                slots.append((pos + 4, j))
-                pos += 5 + 2 * a.dim()
-            else:
-                pos += 1
-        hit = _PACKS[key] = (words, slots)
-        return list(words)
-    words = list(hit[0])
-    for pos, j in hit[1]:
+def _shape_key(args):
+    """What fixes ``_abi(args)`` but the data pointers: each tensor's shape
+    and dtype, each other argument itself."""
+    return tuple((tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else (type(a), a) for a in args)
+
+
+def _slots(args):
+    """(word, argument index) of each tensor argument's data pointer in ``_abi(args)``."""
+    slots, pos = [], 0
+    for j, a in enumerate(args):
+        if isinstance(a, torch.Tensor):
+            slots.append((pos + 4, j))
+            pos += 5 + 2 * a.dim()
+        else:
+            pos += 1
+    return slots
+
+
+def _fill(words, slots, args):
+    """``words`` (``_abi`` of arguments of the same shapes and flags as
+    ``args``; ``slots`` their :func:`_slots`) with the data pointers of
+    ``args``: what a launch record's packing becomes for this launch."""
+    words = words.copy()
+    for pos, j in slots:
         words[pos] = args[j].data_ptr()
     return words
 
@@ -333,49 +371,141 @@ def _sim_unpack(name, dt, words):
     return out
 
 
-def _launch(name, like, blocks, args, rows):
+def _record(name, like, blocks, args, rows):
+    """What every launch of kernel ``name`` on ``blocks`` blocks with these
+    argument shapes reuses, worked out once (see :func:`_launch`):
+    ``(variant, shared bytes, scratch shape or None, threads, numpy dtype,
+    kernel, cuda.core handle, launch config, packed words, pointer
+    slots)``; the words are ``_abi`` of the arguments and the scratch, whose
+    data pointers (the slots) each launch rewrites."""
+    t0 = time.perf_counter()
+    dev, dt = like.device, _np_dtype(like)
+    variant = _variant(dev, dt, name, rows)
+    shared_bytes = rows * _N * dt.itemsize if variant == "shared" else 0
+    scratch = (blocks, rows * _N) if variant == "global" else None
+    full = (*args, like.new_empty(scratch) if scratch else _dummy(like, 2))
+    handle = config = None
+    if SIMULATED:
+        nt = _block(variant, shared_bytes)
+    else:
+        index = _index(dev)
+        handle = _handle(index, dt, name, variant)
+        nt = _block(variant, shared_bytes, *_LIMITS[(index, dt, name, variant)][:2])
+        config = _CONFIGS.get((blocks, nt, shared_bytes))
+        if config is None:
+            if len(_CONFIGS) >= RECORDS_MAX:
+                _CONFIGS.clear()
+            config = _CONFIGS[(blocks, nt, shared_bytes)] = _core()["LaunchConfig"](
+                grid=blocks, block=nt, shmem_size=shared_bytes)
+    LOG.debug("netgen cuda: launch record of %s on %s (%s, %s, %d blocks of %d threads, %d B shared): %.2f ms",
+              name, dev, dt, variant, blocks, nt, shared_bytes, 1e3 * (time.perf_counter() - t0))
+    return (variant, shared_bytes, scratch, nt, dt, KERNELS[(dt, name, variant)], handle, config, _abi(full),
+            _slots(full))
+
+
+def _launch(name, like, blocks, args, rows, key=None):
     """Run kernel ``name`` on ``blocks`` blocks (threads per :func:`_block`)
-    on torch's current stream, in the dtype of ``like`` (a tensor on the
-    device), with ``rows`` rows of n floats of wire arrays per block (in
-    shared memory where they fit, else a global scratch this function
-    allocates). Tensors must be contiguous."""
+    on torch's current stream of ``like``'s device (made the current device
+    for the launch), in the dtype of ``like``, with ``rows`` rows of n
+    floats of wire arrays per block (in shared memory where they fit, else
+    a global scratch this function allocates). Tensors must be contiguous.
+
+    ``key``: what, besides the kernel, ``blocks``, ``rows``, the device and
+    dtype, fixes every argument's shape and every non-tensor argument (the
+    caller's flags), or None to read the shapes. A launch record (variant,
+    block size, kernel handle, launch config, the packed argument words) is
+    built once per such key; a launch then only rewrites the data pointers.
+    Under the simulator each launch checks the record's words but the
+    data pointers against a fresh packing (a key that does not fix the
+    arguments fails there)."""
     if blocks == 0:
         return
-    dev, dt = like.device, _np_dtype(like)
+    dev = like.device
     if not SIMULATED and dev.index is not None and dev.index != torch.cuda.current_device():
         # a kernel launches in the current device's context: make it the tensor's for this launch
         with torch.cuda.device(dev.index):
-            return _launch(name, like, blocks, args, rows)
-    variant = _variant(dev, dt, name, rows)
+            return _launch(name, like, blocks, args, rows, key)
+    rkey = (name, dev, like.dtype, blocks, rows, _shape_key(args) if key is None else key)
+    rec = _RECORDS.get(rkey)
+    if rec is None:
+        if len(_RECORDS) >= RECORDS_MAX:  # many batch sizes: start over rather than grow without bound
+            _RECORDS.clear()
+        rec = _RECORDS[rkey] = _record(name, like, blocks, args, rows)
+    variant, shared_bytes, scratch, nt, dt, kern, handle, config, words, slots = rec
     _VARIANTS[(name, rows)] = variant
-    shared_bytes = rows * _N * dt.itemsize if variant == "shared" else 0
-    scratch = like.new_empty((blocks, rows * _N) if variant == "global" else (1, 1))
-    args = (*args, scratch)
-    kern = KERNELS[(dt, name, variant)]
+    args = (*args, like.new_empty(scratch) if scratch else _dummy(like, 2))
+    words = _fill(words, slots, args)
     via_numba = VIA_NUMBA or _PATH[0] == "numba"
     if SIMULATED:
-        nt = _block(variant, shared_bytes)
+        _numba()
         if via_numba:
             kern[blocks, nt, 0, shared_bytes](*(a.numpy() if isinstance(a, torch.Tensor) else a for a in args))
-        else:
-            kern[blocks, nt, 0, shared_bytes](*_sim_unpack(name, dt, _pack(args)))
+            return
+        fresh = _abi(args)
+        for pos, _ in slots:
+            fresh[pos] = words[pos]
+        if fresh != words:  # every word but the data pointers as a fresh packing's
+            raise AssertionError(f"launch record of {name} (key {key!r}) does not fit its arguments: the key must "
+                                 "fix every argument's shape and every flag")
+        kern[blocks, nt, 0, shared_bytes](*_sim_unpack(name, dt, words))
         return
-    stream = torch.cuda.current_stream(dev)
-    handle = _handle(stream.device_index, dt, name, variant)
-    nt = _block(variant, shared_bytes, *_LIMITS[(stream.device_index, dt, name, variant)][:2])
+    core = _CORE or _core()
+    stream = core["stream"](_index(dev))
     if via_numba:
-        kern[blocks, nt, cuda.external_stream(stream.cuda_stream), shared_bytes](
+        _numba()
+        kern[blocks, nt, cuda.external_stream(stream), shared_bytes](
             *(cuda.as_cuda_array(a) if isinstance(a, torch.Tensor) else a for a in args))
         return
-    from cuda.core import LaunchConfig, Stream, launch
-
-    config = _CONFIGS.get((blocks, nt, shared_bytes))
-    if config is None:
-        config = _CONFIGS[(blocks, nt, shared_bytes)] = LaunchConfig(grid=blocks, block=nt, shmem_size=shared_bytes)
-    core_stream = _STREAMS.get(stream.cuda_stream)
+    core_stream = _STREAMS.get((dev, stream))
     if core_stream is None:
-        core_stream = _STREAMS[stream.cuda_stream] = Stream.from_handle(stream.cuda_stream)
-    launch(core_stream, config, handle, *_pack(args))
+        core_stream = _STREAMS[(dev, stream)] = core["Stream"].from_handle(stream)
+    core["launch"](core_stream, config, handle, *words)
+
+
+def _core():
+    """cuda.core's ``launch``, ``Stream`` and ``LaunchConfig`` and torch's
+    raw current stream of a device (``torch._C._cuda_getCurrentRawStream``,
+    what torch's own generated code calls, else ``torch.cuda.current_stream``),
+    looked up once."""
+    if not _CORE:
+        from cuda.core import LaunchConfig, Stream, launch
+
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        _CORE.update(launch=launch, Stream=Stream, LaunchConfig=LaunchConfig,
+                     stream=raw if raw is not None else (lambda index: torch.cuda.current_stream(index).cuda_stream))
+    return _CORE
+
+
+def _dummy(like, ndim):
+    """A 1-element tensor of like's dtype and device with ``ndim``
+    dimensions, for an array argument a launch does not use (one per
+    device, dtype and ndim: nothing is allocated per call)."""
+    key = (like.device, like.dtype, ndim)
+    d = _DUMMIES.get(key)
+    if d is None:
+        d = _DUMMIES[key] = like.new_empty((1,) * ndim)
+    return d
+
+
+def _part(t, b0, b1):
+    """Rows b0:b1 of ``t``; ``t`` itself where that is all of it (no view made)."""
+    return t if b0 == 0 and b1 == t.shape[0] else t[b0:b1]
+
+
+def _batch(name, like, B, rows, extra=0, most=0):
+    """The chunks of a batch of ``B`` rows launched as kernel ``name`` with
+    ``rows`` rows of n floats per block (:func:`_chunks` of the global
+    scratch where the launch runs the global variant, plus ``extra`` bytes
+    per row; at most ``most`` rows each), worked out once per (kernel,
+    device, dtype, B, rows, extra, most)."""
+    key = (name, like.device, like.dtype, B, rows, extra, most)
+    hit = _PLANS.get(key)
+    if hit is None:
+        glob = _variant(like.device, _np_dtype(like), name, rows) == "global"
+        if len(_PLANS) >= RECORDS_MAX:
+            _PLANS.clear()
+        hit = _PLANS[key] = _chunks(B, (rows * _N * like.element_size() if glob else 0) + extra, most)
+    return hit
 
 
 def _chunks(B, per_row, most=0):
@@ -389,19 +519,21 @@ def _chunks(B, per_row, most=0):
 
 
 def _require_cuda(x):
-    """x must be a CUDA tensor and Numba must see a GPU (any tensor under the
-    simulator). Costs no synchronisation."""
+    """x must be a CUDA tensor and torch must see a GPU (any tensor under
+    the simulator). Costs no synchronisation. The first call checks the
+    driver (numba-cuda is not imported: kernels load from cubins where
+    they can)."""
     if SIMULATED:
         return
     if not _CHECKED:
-        if not (torch.cuda.is_available() and cuda.is_available()):
+        t0 = time.perf_counter()
+        if not torch.cuda.is_available():
             raise RuntimeError(
                 "this netgen module (target cuda) needs a CUDA device, and none is available here "
-                "(torch.cuda.is_available() = %s, numba.cuda.is_available() = %s); "
-                "build with --target numba or --target torch for CPU" % (torch.cuda.is_available(), cuda.is_available())
-            )
+                "(torch.cuda.is_available() = False); build with --target numba or --target torch for CPU")
         _check_driver()
         _CHECKED.append(True)
+        LOG.debug("netgen cuda: device and driver checked in %.1f ms", 1e3 * (time.perf_counter() - t0))
     if x.device.type != "cuda":
         raise ValueError(f"the cuda target needs CUDA tensors; got a tensor on {x.device}")
 
@@ -426,7 +558,10 @@ def _tables(device):
     """The kernels' tables as tensors on ``device`` (uploaded once)."""
     tabs = _TABLES.get(device)
     if tabs is None:
+        t0 = time.perf_counter()
         tabs = _TABLES[device] = {k: torch.from_numpy(v).to(device) for k, v in TABLES.items()}
+        LOG.debug("netgen cuda: tables uploaded to %s (%d bytes) in %.1f ms", device,
+                  sum(v.nbytes for v in TABLES.values()), 1e3 * (time.perf_counter() - t0))
     return tabs
 
 
@@ -439,9 +574,9 @@ _install_syncwarp()
 
 #: the module-level statements a generated module copies (after PARTS; in file order)
 STATE = ("SIMULATED", "VIA_NUMBA", "WORKSPACE", "INDEX_LIMIT", "LOG", "WIRE_DTYPE", "TABLES", "SM_SHARED",
-         "LANES", "_PATH", "_HANDLES", "_CONFIGS", "_STREAMS", "_PACKS", "_VARIANTS", "_LIMITS", "_TABLES",
-         "_CHECKED", "MIN_DRIVER", "_install_syncwarp")
+         "LANES", "_PATH", "_HANDLES", "_CONFIGS", "_STREAMS", "_RECORDS", "RECORDS_MAX", "_PLANS", "_DUMMIES", "_CORE",
+         "_VARIANTS", "_LIMITS", "_TABLES", "_CHECKED", "MIN_DRIVER", "_install_syncwarp")
 #: the functions a generated module copies, in order
-PARTS = (LaunchConfigError, _sim_syncwarp, _install_syncwarp, _numba_types, kernel_signatures, _shared_limit, _dynamic_limit,
-         _opt_in, _variant, _handle,
-         _block, _abi, _pack, _sim_unpack, _launch, _chunks, _require_cuda, _check_driver, _tables, _np_dtype)
+PARTS = (LaunchConfigError, _sim_syncwarp, _install_syncwarp, _numba_types, kernel_signatures, _shared_limit,
+         _dynamic_limit, _opt_in, _variant, _index, _handle, _block, _abi, _shape_key, _slots, _fill, _sim_unpack, _record,
+         _launch, _core, _dummy, _part, _batch, _chunks, _require_cuda, _check_driver, _tables, _np_dtype)

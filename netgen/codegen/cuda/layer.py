@@ -25,6 +25,7 @@ Real code, copied into generated modules by source extraction
 from __future__ import annotations
 
 import os
+import time
 
 import torch
 
@@ -33,7 +34,7 @@ from ..runtime.layer import LayerBase
 from ..runtime.tables import _A, _B, _K, _N, _OFFSETS, _OUTS
 from .cubin import cubin_ready
 from .launch import _PATH, LOG, SIMULATED, VIA_NUMBA, _np_dtype, _require_cuda
-from .ops import _column_backward, _column_forward, _op, _rows_backward, _rows_forward
+from .ops import _call_column, _call_rows, _column_backward, _column_forward, _rows_backward, _rows_forward
 
 # ---- what the emitter writes (stand-ins here, not copied into modules) ----
 #: the module globals the copied code reads and neither defines nor imports
@@ -97,7 +98,7 @@ def self_check(device, dtype=torch.float32):
 
 
 def _first_use(x):
-    key = (str(x.device), x.dtype)
+    key = (x.device, x.dtype)
     if key in _SELF_CHECKED or torch.compiler.is_compiling():
         return
     if VIA_NUMBA or os.environ.get("NETGEN_CUDA_SELFCHECK", "1") == "0":
@@ -110,19 +111,31 @@ def _first_use(x):
         _SELF_CHECKED.add(key)  # its reference run would compile with numba-cuda; the loader checked the ABI
         LOG.info("netgen cuda self-check skipped on %s (%s): kernels from cubins", x.device, x.dtype)
         return
+    t0 = time.perf_counter()
     self_check(x.device, x.dtype)
     _SELF_CHECKED.add(key)
+    LOG.debug("netgen cuda: self-check on %s (%s) in %.1f ms", x.device, x.dtype, 1e3 * (time.perf_counter() - t0))
 
 
 def _prepare(x):
     """x (checked by the Layer base) on a CUDA device, as (B, n),
     contiguous, in the compute dtype (float32 for half types), its batch
-    shape and dtype."""
+    shape and dtype; x itself where it already is all that."""
     _require_cuda(x)
-    cdt = x.dtype if x.dtype in (torch.float32, torch.float64) else torch.float32
-    x2 = x.reshape(-1, _N).to(cdt).contiguous()
+    dt = x.dtype
+    if x.dim() == 2 and (dt is torch.float32 or dt is torch.float64) and x.is_contiguous():
+        x2 = x
+    else:
+        x2 = x.reshape(-1, _N).to(dt if dt in (torch.float32, torch.float64) else torch.float32).contiguous()
     _first_use(x2)
-    return x2, x.shape[:-1], x.dtype
+    return x2, x.shape[:-1], dt
+
+
+def _result(t, lead, dt, tail):
+    """A (B, *tail) result as the caller's batch shape ``lead`` and dtype (``t`` itself where it is that)."""
+    if len(lead) != 1 or t.dtype != dt:
+        t = t.reshape(*lead, *tail).to(dt)
+    return t
 
 
 def _steepness(s, like):
@@ -166,27 +179,19 @@ class Layer(LayerBase):
 
     def _forward(self, x, s):
         x2, lead, dt = _prepare(x)
-        s = _steepness(s, x2)
-        save = torch.is_grad_enabled() and (x2.requires_grad or s.requires_grad)
-        out = _op("rows_forward")(x2, s, True, save)
-        return out[0].reshape(*lead, _K).to(dt), out[1].reshape(*lead, _K, _N).to(dt)
+        v, P = _call_rows(x2, _steepness(s, x2), True)
+        return _result(v, lead, dt, (_K,)), _result(P, lead, dt, (_K, _N))
 
     def _values(self, x, s):
         # the fast path when P is not needed: no P sweep, n floats of shared memory per block
         x2, lead, dt = _prepare(x)
-        s = _steepness(s, x2)
-        save = torch.is_grad_enabled() and (x2.requires_grad or s.requires_grad)
-        out = _op("rows_forward")(x2, s, False, save)
-        return out[0].reshape(*lead, _K).to(dt)
+        return _result(_call_rows(x2, _steepness(s, x2), False)[0], lead, dt, (_K,))
 
     def _column(self, x, y, s):
         # a y outside 0..n-1 gives a NaN row (checked on the GPU)
         x2, lead, dt = _prepare(x)
         y, _ = check_labels(y, lead, _N, x.device, None)
-        s = _steepness(s, x2)
-        save = torch.is_grad_enabled() and (x2.requires_grad or s.requires_grad)
-        out = _op("column_forward")(x2, y.contiguous(), s, save)
-        return out[0].reshape(*lead, _K).to(dt)
+        return _result(_call_column(x2, y.contiguous(), _steepness(s, x2)), lead, dt, (_K,))
 
     def _hard(self, x):
         # torch ops on a copy of x: runs on any device
@@ -197,4 +202,4 @@ class Layer(LayerBase):
 
 
 #: what a generated module copies from this file, in order
-PARTS = (self_check, _first_use, _prepare, _steepness, Layer)
+PARTS = (self_check, _first_use, _prepare, _result, _steepness, Layer)

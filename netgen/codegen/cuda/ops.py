@@ -17,11 +17,13 @@ relaxation and code) and the call ``_register()`` after the copied parts.
 
 from __future__ import annotations
 
+import time
+
 import torch
 
 from ..runtime.common import refuse_second_order
 from ..runtime.tables import _K, _N, _NNZ, _SIZE
-from .launch import INDEX_LIMIT, LANES, _chunks, _launch, _np_dtype, _tables, _variant
+from .launch import INDEX_LIMIT, LANES, LOG, _batch, _dummy, _launch, _part, _tables
 
 # ---- what the emitter writes (stand-ins here, not copied into modules) ----
 #: the module globals the copied code reads and neither defines nor imports
@@ -44,15 +46,15 @@ def _rows_forward(x: torch.Tensor, s: torch.Tensor, want_P: bool,
     values, ds, ps = x.new_empty((B, _K)), x.new_empty((B, _SIZE)), x.new_empty((B, _SIZE))
     P = x.new_empty((B, _K, _N) if want_P else (0,))
     keep_D = want_P and save and SAVE_D
-    D = x.new_empty((B, max(_NNZ, 1)) if keep_D else (1, 1))
-    bad = torch.empty((B,), dtype=torch.int32, device=x.device)
+    D = x.new_empty((B, max(_NNZ, 1))) if keep_D else _dummy(x, 2)
+    bad = x.new_empty((B,), dtype=torch.int32)
     rows = LANES if want_P else 1
-    glob = _variant(x.device, _np_dtype(x), "fwd", rows) == "global"
-    P2 = P.view(B, _K * _N) if want_P else x.new_empty((1, 1))
-    for b0, b1 in _chunks(B, rows * _N * x.element_size() if glob else 0):
-        _launch("fwd", x, b1 - b0, (x[b0:b1], s, t["wa"], t["wb"], t["offs"], t["clo"], t["chi"], t["doff"],
-                                    t["outs"], values[b0:b1], ds[b0:b1], ps[b0:b1], bad[b0:b1],
-                                    P2[b0:b1] if want_P else P2, D[b0:b1] if keep_D else D, want_P, keep_D), rows)
+    P2 = P.view(B, _K * _N) if want_P else _dummy(x, 2)
+    for b0, b1 in _batch("fwd", x, B, rows):
+        _launch("fwd", x, b1 - b0, (_part(x, b0, b1), s, t["wa"], t["wb"], t["offs"], t["clo"], t["chi"], t["doff"],
+                                    t["outs"], _part(values, b0, b1), _part(ds, b0, b1), _part(ps, b0, b1),
+                                    _part(bad, b0, b1), _part(P2, b0, b1) if want_P else P2,
+                                    _part(D, b0, b1) if keep_D else D, want_P, keep_D), rows, (want_P, keep_D))
     return values, P, ds, ps, D, bad
 
 
@@ -65,27 +67,24 @@ def _rows_backward(gv: torch.Tensor | None, gP: torch.Tensor | None, s: torch.Te
     t = _tables(ds.device)
     gx = ds.new_empty((B, _N))
     has_gv, has_gP = gv is not None, gP is not None
-    gv = gv.to(ds.dtype).contiguous() if has_gv else ds.new_empty((1, 1))
+    gv = _operand(gv, ds, (B, _K)) if has_gv else _dummy(ds, 2)
     recompute = has_gP and not SAVE_D
     rows = LANES if has_gP else 1
-    gs = torch.zeros((B,), dtype=ds.dtype, device=ds.device) if want_gs else ds.new_empty((1,))
-    per_row = rows * _N * ds.element_size() if _variant(ds.device, _np_dtype(ds), "bwd", rows) == "global" else 0
-    if recompute:
-        per_row += _NNZ * ds.element_size()
+    gs = ds.new_zeros((B,)) if want_gs else _dummy(ds, 1)
     if has_gP:
-        gP2 = gP.to(ds.dtype).reshape(B, _K * _N).contiguous()
+        gP2 = _operand(gP, ds, (B, _K * _N))
         gp = ds.new_empty((B, _SIZE))
     else:
-        gP2 = gp = ds.new_empty((1, 1))
-    chunks = _chunks(B, per_row)
+        gP2 = gp = _dummy(ds, 2)
+    chunks = _batch("bwd", ds, B, rows, _NNZ * ds.element_size() if recompute else 0)
     Dr = ds.new_empty((chunks[0][1] - chunks[0][0], max(_NNZ, 1))) if recompute and B else None
     for b0, b1 in chunks:
-        Dc = Dr[: b1 - b0] if recompute else (D[b0:b1] if has_gP else D)
+        Dc = Dr[: b1 - b0] if recompute else (_part(D, b0, b1) if has_gP else D)
         _launch("bwd", ds, b1 - b0, (s, t["wa"], t["wb"], t["offs"], t["clo"], t["chi"], t["doff"], t["outs"],
-                                     gv[b0:b1] if has_gv else gv, gP2[b0:b1] if has_gP else gP2, ds[b0:b1],
-                                     ps[b0:b1], Dc,
-                                     gp[b0:b1] if has_gP else gp, bad[b0:b1], gx[b0:b1],
-                                     gs[b0:b1] if want_gs else gs, has_gv, has_gP, recompute, want_gs), rows)
+                                     _part(gv, b0, b1) if has_gv else gv, _part(gP2, b0, b1) if has_gP else gP2,
+                                     _part(ds, b0, b1), _part(ps, b0, b1), Dc, _part(gp, b0, b1) if has_gP else gp,
+                                     _part(bad, b0, b1), _part(gx, b0, b1), _part(gs, b0, b1) if want_gs else gs,
+                                     has_gv, has_gP, recompute, want_gs), rows, (has_gv, has_gP, recompute, want_gs))
     return gx, gs
 
 
@@ -99,14 +98,15 @@ def _column_forward(x: torch.Tensor, y: torch.Tensor, s: torch.Tensor,
     B = x.shape[0]
     t = _tables(x.device)
     col = x.new_empty((B, _K))
-    ds, dus = x.new_empty((B, _SIZE) if save else (1, 1)), x.new_empty((B, 2 * _SIZE) if save else (1, 1))
-    bad = torch.empty((B,), dtype=torch.int32, device=x.device)
-    glob = _variant(x.device, _np_dtype(x), "fwd_col", 2) == "global"
+    ds = x.new_empty((B, _SIZE)) if save else _dummy(x, 2)
+    dus = x.new_empty((B, 2 * _SIZE)) if save else _dummy(x, 2)
+    bad = x.new_empty((B,), dtype=torch.int32)
     # the kernel indexes a launch's ds and dus flat, with 32 bits (INDEX_LIMIT)
-    for b0, b1 in _chunks(B, 2 * _N * x.element_size() if glob else 0, INDEX_LIMIT // max(1, _SIZE)):
-        _launch("fwd_col", x, b1 - b0, (x[b0:b1], y[b0:b1], s, t["wab"], t["offs"], t["outs"], col[b0:b1],
-                                        ds[b0:b1].view(-1) if save else ds.view(-1),
-                                        dus[b0:b1].view(-1) if save else dus.view(-1), bad[b0:b1], save), 2)
+    for b0, b1 in _batch("fwd_col", x, B, 2, 0, INDEX_LIMIT // max(1, _SIZE)):
+        _launch("fwd_col", x, b1 - b0, (_part(x, b0, b1), _part(y, b0, b1), s, t["wab"], t["offs"], t["outs"],
+                                        _part(col, b0, b1), (_part(ds, b0, b1) if save else ds).view(-1),
+                                        (_part(dus, b0, b1) if save else dus).view(-1), _part(bad, b0, b1), save),
+                2, (save,))
     return col, ds, dus, bad
 
 
@@ -115,14 +115,21 @@ def _column_backward(gcol: torch.Tensor, s: torch.Tensor, ds: torch.Tensor, dus:
     B = ds.shape[0]
     t = _tables(ds.device)
     gx = ds.new_empty((B, _N))
-    gcol = gcol.to(ds.dtype).contiguous()
-    gs = torch.zeros((B,), dtype=ds.dtype, device=ds.device) if want_gs else ds.new_empty((1,))
-    glob = _variant(ds.device, _np_dtype(ds), "bwd_col", 2) == "global"
-    for b0, b1 in _chunks(B, 2 * _N * ds.element_size() if glob else 0, INDEX_LIMIT // max(1, _SIZE)):
-        _launch("bwd_col", ds, b1 - b0, (s, t["wab"], t["offs"], t["outs"], gcol[b0:b1], ds[b0:b1].view(-1),
-                                         dus[b0:b1].view(-1), bad[b0:b1], gx[b0:b1], gs[b0:b1] if want_gs else gs,
-                                         want_gs), 2)
+    gcol = _operand(gcol, ds, (B, _K))
+    gs = ds.new_zeros((B,)) if want_gs else _dummy(ds, 1)
+    for b0, b1 in _batch("bwd_col", ds, B, 2, 0, INDEX_LIMIT // max(1, _SIZE)):
+        _launch("bwd_col", ds, b1 - b0, (s, t["wab"], t["offs"], t["outs"], _part(gcol, b0, b1),
+                                         _part(ds, b0, b1).view(-1), _part(dus, b0, b1).view(-1), _part(bad, b0, b1),
+                                         _part(gx, b0, b1), _part(gs, b0, b1) if want_gs else gs, want_gs), 2,
+                (want_gs,))
     return gx, gs
+
+
+def _operand(g, like, shape):
+    """Gradient ``g`` as the kernels read it: like's dtype, ``shape``, contiguous (``g`` itself where it is)."""
+    if g.dtype != like.dtype or not g.is_contiguous() or g.shape != shape:
+        g = g.to(like.dtype).reshape(shape).contiguous()
+    return g
 
 
 def _rows_fake(x, s, want_P, save):
@@ -153,6 +160,7 @@ def _rows_setup(ctx, inputs, output):
 
 
 def _rows_grad(ctx, gv, gP, *unused):
+    """The registered autograd of the rows op (under torch.compile)."""
     x, s, ds, ps, D, bad = ctx.saved_tensors
     if gv is None and gP is None:
         return None, None, None, None
@@ -167,6 +175,7 @@ def _column_setup(ctx, inputs, output):
 
 
 def _column_grad(ctx, gcol, *unused):
+    """The registered autograd of the column op (under torch.compile)."""
     x, s, ds, dus, bad = ctx.saved_tensors
     if gcol is None:
         return None, None, None, None
@@ -176,18 +185,91 @@ def _column_grad(ctx, gcol, *unused):
     return gx, None, gs, None
 
 
+class _Rows(torch.autograd.Function):
+    """The rows (values and P, or values only) of an eager call that
+    records a graph: one Function whose forward and backward call the
+    launcher directly (no custom-op dispatch, schema or dynamo wrapper;
+    the ops are torch.compile's)."""
+
+    @staticmethod
+    def forward(ctx, x, s, want_P):
+        values, P, ds, ps, D, bad = _rows_forward(x, s, want_P, True)
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(x, s, ds, ps, D, bad)
+        return values, P
+
+    @staticmethod
+    def backward(ctx, gv, gP):
+        x, s, ds, ps, D, bad = ctx.saved_tensors
+        if gv is None and gP is None:
+            return None, None, None
+        want_gs = ctx.needs_input_grad[1]
+        gx, gs = _rows_backward(gv, gP, s, ds, ps, D, bad, want_gs)
+        gs = gs.sum().reshape(s.shape) if want_gs else None
+        if torch.is_grad_enabled():  # create_graph: a second derivative raises
+            gx, gs = refuse_second_order((gx, gs), (x, s))
+        return gx, gs, None
+
+
+class _Column(torch.autograd.Function):
+    """The column of an eager call that records a graph (see :class:`_Rows`)."""
+
+    @staticmethod
+    def forward(ctx, x, y, s):
+        col, ds, dus, bad = _column_forward(x, y, s, True)
+        ctx.save_for_backward(x, s, ds, dus, bad)
+        return col
+
+    @staticmethod
+    def backward(ctx, gcol):
+        x, s, ds, dus, bad = ctx.saved_tensors
+        want_gs = ctx.needs_input_grad[2]
+        gx, gs = _column_backward(gcol, s, ds, dus, bad, want_gs)
+        gs = gs.sum().reshape(s.shape) if want_gs else None
+        if torch.is_grad_enabled():
+            gx, gs = refuse_second_order((gx, gs), (x, s))
+        return gx, None, gs
+
+
+def _call_rows(x, s, want_P):
+    """values and P (or (0,)) of x (B, n), contiguous, in a kernel dtype:
+    eager through :class:`_Rows` where a graph is recorded (else the
+    launcher alone), under torch.compile through the custom op."""
+    save = torch.is_grad_enabled() and (x.requires_grad or s.requires_grad)
+    if torch.compiler.is_compiling():
+        out = _op("rows_forward")(x, s, want_P, save)
+        return out[0], out[1]
+    if save:
+        return _Rows.apply(x, s, want_P)
+    out = _rows_forward(x, s, want_P, False)
+    return out[0], out[1]
+
+
+def _call_column(x, y, s):
+    """P[:, y] of x (B, n) (see :func:`_call_rows`)."""
+    save = torch.is_grad_enabled() and (x.requires_grad or s.requires_grad)
+    if torch.compiler.is_compiling():
+        return _op("column_forward")(x, y, s, save)[0]
+    if save:
+        return _Column.apply(x, y, s)
+    return _column_forward(x, y, s, False)[0]
+
+
 def _op(name):
     return getattr(getattr(torch.ops, OPS_NAMESPACE), name)
 
 
 def _register():
     """Define the four ops once per process (a second import of the same
-    module, e.g. from another path, reuses them: same network, same code)."""
+    module, e.g. from another path, reuses them: same network, same code).
+    Only torch.compile calls them (~0.6 ms per op to define, measured: they
+    are defined at import, as a trace cannot define them)."""
     try:
         _op("rows_forward")
         return
     except (AttributeError, RuntimeError):
         pass
+    t0 = time.perf_counter()
     ops = {}
     for name, fn, fake in (
         ("rows_forward", _rows_forward, _rows_fake),
@@ -199,6 +281,7 @@ def _register():
         ops[name].register_fake(fake)
     ops["rows_forward"].register_autograd(_rows_grad, setup_context=_rows_setup)
     ops["column_forward"].register_autograd(_column_grad, setup_context=_column_setup)
+    LOG.debug("netgen cuda: ops %s registered in %.1f ms", OPS_NAMESPACE, 1e3 * (time.perf_counter() - t0))
 
 
 def _once_differentiable(gx, gs, x, s):
@@ -212,6 +295,6 @@ def _once_differentiable(gx, gs, x, s):
 
 
 #: what a generated module copies from this file, in order
-PARTS = (_rows_forward, _rows_backward, _column_forward, _column_backward, _rows_fake, _rows_backward_fake,
-         _column_fake, _column_backward_fake, _rows_setup, _rows_grad, _column_setup, _column_grad,
-         _once_differentiable, _op, _register)
+PARTS = (_rows_forward, _rows_backward, _column_forward, _column_backward, _operand, _rows_fake,
+         _rows_backward_fake, _column_fake, _column_backward_fake, _rows_setup, _rows_grad, _column_setup, _column_grad,
+         _Rows, _Column, _call_rows, _call_column, _op, _register, _once_differentiable)

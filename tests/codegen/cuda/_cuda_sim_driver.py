@@ -309,7 +309,7 @@ def selfcheck(m, n):
         return words
 
     m._abi = wrong_abi
-    m._PACKS.clear()
+    m._RECORDS.clear()
     m._SELF_CHECKED.clear()
     try:
         m.Layer()(x)
@@ -317,32 +317,30 @@ def selfcheck(m, n):
     except RuntimeError as e:
         out["wrong packing"] = str(e)
 
-    def swapped_abi(args):
-        words = good_abi(args)
-        slots, pos = [], 0
-        for a in args:  # the data pointers of the first two same-shaped tables swapped (wa <-> wb)
-            if isinstance(a, torch.Tensor):
-                slots.append((pos + 4, a))
-                pos += 5 + 2 * a.dim()
-            else:
-                pos += 1
-        for i, (p1, a1) in enumerate(slots):
-            for p2, a2 in slots[i + 1:]:
-                if a1.dtype == a2.dtype and a1.shape == a2.shape and a1.dtype in (torch.uint16, torch.uint32):
-                    words[p1], words[p2] = words[p2], words[p1]
-                    return words
-        return words
+    m._abi = good_abi
+    good_slots = m._slots
 
-    m._abi = swapped_abi
-    m._PACKS.clear()
+    def swapped_slots(args):
+        slots = good_slots(args)
+        tabs = [(i, args[j]) for i, (_, j) in enumerate(slots)]
+        for i, a1 in tabs:  # the data pointers of the first two same-shaped tables swapped (wa <-> wb)
+            for i2, a2 in tabs:
+                if i2 > i and a1.dtype == a2.dtype and a1.shape == a2.shape and a1.dtype in (torch.uint16,
+                                                                                              torch.uint32):
+                    slots[i], slots[i2] = (slots[i][0], slots[i2][1]), (slots[i2][0], slots[i][1])
+                    return slots
+        return slots
+
+    m._slots = swapped_slots  # a launch record rewrites the wrong words with each launch's pointers
+    m._RECORDS.clear()
     m._SELF_CHECKED.clear()
     try:
         m.Layer()(x)
         out["swapped pointers"] = "not caught"
     except RuntimeError as e:
         out["swapped pointers"] = str(e)
-    m._abi = good_abi
-    m._PACKS.clear()
+    m._slots = good_slots
+    m._RECORDS.clear()
     m._SELF_CHECKED.clear()
     os.environ["NETGEN_CUDA_SELFCHECK"] = "0"
     try:

@@ -142,6 +142,48 @@ def test_dynamic_shared_memory_leaves_room_for_static(module, tmp_path):
     assert {launch["shmem"] for launch in rec["launch"]} == {0, 32}
 
 
+def test_first_call_with_cubins_imports_no_numba(module, tmp_path):
+    """Issue 29 item 6: with cubins present, importing the module and its
+    first forward + backward (rows, values only, column; float32 and
+    float64) never import numba or numba-cuda (the driver makes such an
+    import fail), and the first call's phases are logged on the netgen
+    logger at DEBUG: the kernels loaded (module load), their launch
+    records (first launch), the tables uploaded."""
+    truth = fabricate(module)
+    rec = run_driver(module, "9.0", tmp_path, "nonumba")
+    assert not rec["errors"], rec["errors"]
+    assert rec["numba_imports"] == [] and rec["numba_imported"] == []
+    assert sorted(x["name"] for x in rec["from_cubin"]) == sorted(truth)
+    log = rec["log"]
+    assert any(" loaded from " in line and " ms" in line for line in log), log
+    assert any("launch record of fwd" in line for line in log), log
+    assert any("tables uploaded" in line for line in log), log
+
+
+def test_second_device_launches_in_its_own_context_and_stream(module, tmp_path):
+    """Issue 29 item 4: tensors on cuda:1 while the current device is 0 (a
+    fake second device). Every launch of those calls runs with device 1
+    current and on device 1's current stream; its kernels' attributes and
+    opt-in are asked of device 1; the current device is 0 again after the
+    call. bfloat16 inputs launch the float32 kernels and come back in
+    bfloat16 (values, P, column and the gradient)."""
+    truth = fabricate(module)
+    rec = run_driver(module, "9.0", tmp_path, "device1")
+    assert not rec["errors"], rec["errors"]
+    dev1 = rec["device1"]
+    first, later = rec["launch"][:dev1["launch_from"]], rec["launch"][dev1["launch_from"]:]
+    assert {(e["device"], tuple(e["stream"])) for e in first} == {(0, ("stream", 0x7000))}
+    assert len(later) >= 2 * 6, later  # two dtypes: fwd+bwd of rows, values only, column
+    assert {(e["device"], tuple(e["stream"])) for e in later} == {(1, ("stream", 0x7001))}, later[:3]
+    assert dev1["current_after"] == 0
+    # each kernel's limits were read and its opt-in asked for on both devices
+    assert set(rec["attributes_of"]) == {0, 1} and set(rec["opt_in_devices"]) == {0, 1}
+    f32 = {t["entry"] for k, t in truth.items() if "_f32_" in k}
+    assert {e["entry"] for e in later} <= f32
+    assert dev1["dtypes"]["torch.float32"] == ["torch.float32"] * 5
+    assert dev1["dtypes"]["torch.bfloat16"] == ["torch.bfloat16"] * 5
+
+
 def test_fallback_without_a_fitting_cubin_is_numba_and_logged(module, tmp_path):
     """A Turing device (7.5) with cubins for 8.x/9.0 and PTX only for 8.0:
     nothing fits, so numba-cuda compiles (here: the driver's fake compile)

@@ -36,7 +36,7 @@ def launch(monkeypatch):
     """cuda_launch with a generated module's kernel argument kinds."""
     monkeypatch.setattr(cuda_launch, "KERNEL_ARGS", dict(KERNEL_ARGS))
     monkeypatch.setattr(cuda_launch, "WIRE_DTYPE", np.dtype(np.uint16))
-    monkeypatch.setattr(cuda_launch, "_PACKS", {})
+    monkeypatch.setattr(cuda_launch, "_RECORDS", {})
     return cuda_launch
 
 
@@ -63,7 +63,7 @@ def test_packing_round_trips_every_kernels_arguments(launch, name, dtype):
     arrays (same memory, shapes, dtypes) and flags passed in."""
     args = example_args(KERNEL_ARGS[name], dtype)
     npdt = np.dtype(np.float64) if dtype == torch.float64 else np.dtype(np.float32)
-    seen = launch._sim_unpack(name, npdt, launch._pack(args))
+    seen = launch._sim_unpack(name, npdt, launch._fill(launch._abi(args), launch._slots(args), args))
     assert len(seen) == len(args)
     for a, s in zip(args, seen):
         if isinstance(a, torch.Tensor):
@@ -78,16 +78,32 @@ def test_packing_is_numbas_abi(launch):
     assert launch._abi([t, True, 7]) == [0, 0, 6, 8, t.data_ptr(), 2, 3, 24, 8, True, 7]
 
 
-def test_pack_cache_refreshes_only_the_pointers(launch):
+def test_launch_record_words_refill_only_the_pointers(launch):
+    """A launch record packs once per argument shapes; a later launch with
+    the same shapes only rewrites the data pointers (``_slots``), giving
+    exactly a fresh packing of its own arguments."""
     kinds = KERNEL_ARGS["fwd_col"]
     first = example_args(kinds, torch.float32, seed=1)
     second = example_args(kinds, torch.float32, seed=2)  # same shapes, other memory
-    assert launch._pack(first) == launch._abi(first)
-    assert len(launch._PACKS) == 1
-    assert launch._pack(second) == launch._abi(second) != launch._abi(first)
-    assert len(launch._PACKS) == 1  # a hit
+    words, slots = launch._abi(first), launch._slots(first)
+    assert launch._shape_key(first) == launch._shape_key(second)
+    assert launch._fill(words, slots, second) == launch._abi(second) != words
+    assert words == launch._abi(first)  # the record's words are not changed in place
+    assert [words[p] for p, _ in slots] == [a.data_ptr() for a in first if isinstance(a, torch.Tensor)]
     third = example_args(kinds, torch.float32, B=5)
-    assert launch._pack(third) == launch._abi(third) and len(launch._PACKS) == 2
+    assert launch._shape_key(third) != launch._shape_key(first)
+
+
+def test_batch_plans_are_bounded(launch, monkeypatch):
+    """Many batch sizes never grow the launcher's caches without bound:
+    past RECORDS_MAX entries they start over (rebuilt as needed)."""
+    monkeypatch.setattr(launch, "SIMULATED", True)
+    monkeypatch.setattr(launch, "RECORDS_MAX", 3)
+    monkeypatch.setattr(launch, "_PLANS", {})
+    like = torch.zeros(1, dtype=torch.float32)
+    plans = [launch._batch("fwd", like, B, 1) for B in range(1, 9)]
+    assert plans == [[(0, B)] for B in range(1, 9)]
+    assert 1 <= len(launch._PLANS) <= 3
 
 
 def test_unpack_refuses_words_that_do_not_fit_the_kernel(launch):

@@ -323,7 +323,7 @@ open(sys.argv[1], "w").write(emit("cuda", net, r, {"threads": 32, "shared_limit"
 m = load(sys.argv[1])
 calls = []
 orig = m._launch
-m._launch = lambda name, like, blocks, args, rows: (calls.append([name, blocks]), orig(name, like, blocks, args, rows))[1]
+m._launch = lambda name, like, blocks, args, rows, key=None: (calls.append([name, blocks]), orig(name, like, blocks, args, rows, key))[1]
 x = torch.randn(3, 8, dtype=torch.float64, requires_grad=True)
 v, P = m.Layer()(x)
 gv, gP = torch.randn_like(v), torch.randn_like(P)
@@ -373,9 +373,9 @@ def run():
 whole = run()
 calls = []
 orig = m._launch
-def counted(name, like, blocks, args, rows):
+def counted(name, like, blocks, args, rows, key=None):
     calls.append([name, blocks])
-    return orig(name, like, blocks, args, rows)
+    return orig(name, like, blocks, args, rows, key)
 m._launch = counted
 m.INDEX_LIMIT = 2 * net.size + net.size // 2  # two rows of d per launch
 chunked = run()

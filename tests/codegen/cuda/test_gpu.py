@@ -2,14 +2,23 @@
 float32 1e-5), values, P, values only, column and gradients, incl. n =
 10450 with the float32 k x n back-sweep in shared memory (blocks of 1024
 threads); dL/ds; the launch self-check passes; kernels run on torch's
-current stream. Skipped without a CUDA device."""
+current stream. Skipped without a CUDA device.
+
+``NETGEN_GPU_MODULES`` names a folder of these tests' modules built
+beforehand with their cubins (``python3 benchmarks/gpu_check.py --prepare``
+on a CPU machine, :func:`prebuild`): a test loads its module from there
+when the source there is what this tree emits, else builds it (ptxas: ~40
+CPU seconds a module), so the GPU check runs these tests in its 4 minutes."""
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import pytest
 import torch
 
-from netgen.codegen import write_module
+from netgen.codegen import emit, module_name, write_module
 from netgen.codegen.cache import load
 from netgen.construct import build
 from netgen.relax import reference
@@ -25,6 +34,45 @@ def _has_gpu() -> bool:
 
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not _has_gpu(), reason="needs a CUDA GPU")]
+
+FLOAT64_CASES = [("splitter", 16, 5), ("bitonic", 64, 64), ("oddeven", 100, 5)]
+
+
+def modules():
+    """(target, network, relaxation) of every module these tests build with
+    cubins (what :func:`prebuild` writes)."""
+    out = [("cuda", build(kind, n, k), Relaxation("logistic_phi", steepness=6.0)) for kind, n, k in FLOAT64_CASES]
+    for n in (10450, 1000):
+        net = build("splitter", n, 5)
+        out.append(("cuda", net, default_relaxation(net)))
+    for n in (64, 256):
+        out.append(("cuda", build("splitter", n, 5), Relaxation("cauchy", 8.0)))
+    return out
+
+
+def prebuild(folder, log=print) -> list[Path]:
+    """Build :func:`modules` into ``folder`` with their cubins (on any
+    machine with ptxas; ``NETGEN_GPU_MODULES=folder`` then serves them)."""
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    paths = []
+    for target, net, r in modules():
+        p = Path(folder) / f"{module_name(net, r, target)}.py"
+        if not (p.exists() and p.read_text() == emit(target, net, r)):
+            p = write_module(target, net, r, folder, required=True)
+        log(f"prebuilt {p.name}")
+        paths.append(p)
+    return paths
+
+
+def _module(target, net, r, tmp_path):
+    """The module of (target, net, r): from ``NETGEN_GPU_MODULES`` where it
+    is there with this tree's source, else built into ``tmp_path``."""
+    folder = os.environ.get("NETGEN_GPU_MODULES")
+    if folder:
+        p = Path(folder) / f"{module_name(net, r, target)}.py"
+        if p.exists() and p.read_text() == emit(target, net, r):
+            return load(p)
+    return load(write_module(target, net, r, tmp_path))
 
 
 def _compare(mod, net, r, x, tol):
@@ -55,11 +103,11 @@ def _compare(mod, net, r, x, tol):
     torch.testing.assert_close(g.double().cpu(), g0, atol=scale(g0) * 10, rtol=0)
 
 
-@pytest.mark.parametrize("kind,n,k", [("splitter", 16, 5), ("bitonic", 64, 64), ("oddeven", 100, 5)])
+@pytest.mark.parametrize("kind,n,k", FLOAT64_CASES)
 def test_gpu_float64_equals_reference(tmp_path, kind, n, k):
     net = build(kind, n, k)
     r = Relaxation("logistic_phi", steepness=6.0)
-    mod = load(write_module("cuda", net, r, tmp_path))
+    mod = _module("cuda", net, r, tmp_path)
     x = torch.randn(7, n, dtype=torch.float64, device="cuda")
     _compare(mod, net, r, x, 1e-12)
 
@@ -67,7 +115,7 @@ def test_gpu_float64_equals_reference(tmp_path, kind, n, k):
 def test_gpu_splitter_10450(tmp_path):
     net = build("splitter", 10450, 5)
     r = default_relaxation(net)
-    mod = load(write_module("cuda", net, r, tmp_path))
+    mod = _module("cuda", net, r, tmp_path)
     x = torch.randn(4, 10450, device="cuda")
     _compare(mod, net, r, x, 1e-4)
     _compare(mod, net, r, x.double(), 1e-12)  # float64: wires in global scratch rows
@@ -76,7 +124,7 @@ def test_gpu_splitter_10450(tmp_path):
 def test_gpu_runs_on_current_stream(tmp_path):
     net = build("splitter", 64, 5)
     r = Relaxation("cauchy", 8.0)
-    layer = load(write_module("cuda", net, r, tmp_path)).Layer()
+    layer = _module("cuda", net, r, tmp_path).Layer()
     x = torch.randn(32, 64, device="cuda")
     s = torch.cuda.Stream()
     with torch.cuda.stream(s):
@@ -93,7 +141,7 @@ def _rows_step(layer, x, W):
 
 def test_gpu_numba_launch_path_equals_fast_path(tmp_path, monkeypatch):
     net = build("splitter", 256, 5)
-    mod = load(write_module("cuda", net, Relaxation("cauchy", 8.0), tmp_path))
+    mod = _module("cuda", net, Relaxation("cauchy", 8.0), tmp_path)
     layer = mod.Layer()
     x = torch.randn(16, 256, device="cuda", requires_grad=True)
     W = torch.randn(16, 5, 256, device="cuda")
@@ -106,7 +154,7 @@ def test_gpu_numba_launch_path_equals_fast_path(tmp_path, monkeypatch):
 @pytest.mark.parametrize("target", ["cuda", "torch"])
 def test_gpu_no_host_sync_and_cuda_graph_replay(tmp_path, target):
     net = build("splitter", 10450, 5)
-    layer = load(write_module(target, net, default_relaxation(net), tmp_path)).Layer().cuda()
+    layer = _module(target, net, default_relaxation(net), tmp_path).Layer().cuda()
     x = torch.randn(64, 10450, device="cuda", requires_grad=True)
     W = torch.randn(64, 5, 10450, device="cuda")
     y = torch.randint(0, 10450, (64,), device="cuda")
@@ -135,7 +183,7 @@ def test_gpu_no_host_sync_and_cuda_graph_replay(tmp_path, target):
 @pytest.mark.parametrize("target,n", [("cuda", 1000), ("torch", 64)])
 def test_gpu_torch_compile_fullgraph(tmp_path, target, n):
     net = build("splitter", n, 5)
-    layer = load(write_module(target, net, default_relaxation(net), tmp_path)).Layer().cuda()
+    layer = _module(target, net, default_relaxation(net), tmp_path).Layer().cuda()
     x = torch.randn(8, n, device="cuda")
     W = torch.randn(8, 5, n, device="cuda")
     xe = x.clone().requires_grad_(True)
@@ -149,7 +197,7 @@ def test_gpu_torch_compile_fullgraph(tmp_path, target, n):
 @pytest.mark.parametrize("target", ["cuda", "torch"])
 def test_gpu_bad_rows_are_nan(tmp_path, target):
     net = build("splitter", 64, 5)
-    layer = load(write_module(target, net, Relaxation("cauchy", 8.0), tmp_path)).Layer().cuda()
+    layer = _module(target, net, Relaxation("cauchy", 8.0), tmp_path).Layer().cuda()
     x = torch.randn(3, 64, device="cuda")
     x[1, 5] = float("inf")
     v, P = layer(x)
@@ -189,7 +237,8 @@ def test_gpu_steepness_gradient_and_self_check(tmp_path, caplog):
 
     net = build("splitter", 256, 5)
     r = Relaxation("cauchy", 8.0)
-    mod = load(write_module("cuda", net, r, tmp_path))
+    # no cubins: numba-cuda compiles the kernels, and so the self-check runs (it is skipped for cubins)
+    mod = load(write_module("cuda", net, r, tmp_path, build=False))
     with caplog.at_level(logging.INFO, logger="netgen"):
         sp = torch.nn.Parameter(torch.tensor(8.0, dtype=torch.float64, device="cuda"))
         layer = mod.Layer(steepness=sp)
