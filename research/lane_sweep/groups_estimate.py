@@ -79,7 +79,8 @@ def main(argv=None) -> int:
             extra = scratch + 3 * B * S * 4
             total = vals + fwd + rec + ad + vbwd
             print(f"  sort n={n} B={B} G={G:2d} ({groups} groups per row, {per_sm} block(s) per SM): fwd "
-                  f"{vals + fwd:.2f} + bwd {rec + ad + vbwd:.2f} = {total:.2f} ms (estimate; SoftSort {softsort}); "
+                  f"{vals + fwd:.2f} (values {vals:.2f}) + bwd {rec + ad + vbwd:.2f} (recompute {rec:.2f}, adjoint {ad:.2f}, "
+                  f"values' adjoint {vbwd:.2f}) = {total:.2f} ms (estimate; SoftSort {softsort}); "
                   f"P {B * P / 1e6:.0f} MB, extra {extra / 1e6:.0f} MB ({extra / (B * P):.2f} x P)")
     return 0
 

@@ -53,15 +53,15 @@ def main(argv=None) -> int:
 
     from _gpu_sass import _tool, sass
     from ptx import inner_loop
-    from netgen.codegen.cuda.groups import GROUP_ARGS, group_kernels_source
+    from netgen.codegen.cuda.kernels import GROUP_ARGS, kernels_source
     from netgen.codegen.swap_code import swap_code
     from netgen.construct import build
     from netgen.relax.distributions import default_relaxation
 
     net = build("oddeven", args.n, args.n)
     r = default_relaxation(net)
-    _, src, _ = group_kernels_source(net.n, net.k, 227 * 1024, {ft: swap_code(r, 0, ft, steepness="s")
-                                                                 for ft in ("float32", "float64")}, True)
+    _, src, _ = kernels_source(net.n, net.k, 227 * 1024, {ft: swap_code(r, 0, ft, steepness="s")
+                                                           for ft in ("float32", "float64")}, True)
     ns = {"cuda": cuda, "numba": numba, "np": np, "math": math}
     exec(compile(src, "<group kernels>", "exec"), ns)
     ptxas = _tool("ptxas")

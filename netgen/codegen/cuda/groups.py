@@ -38,20 +38,20 @@ where k n floats do not fit a block (A100, L4, T4; H100 above k n =
 in :mod:`.kernels`; the launcher keeps a launch's B k n and grid G size
 below 2^32.
 
-The host side (not in this file; docs/cuda-kernels.md Round 7 "launch"):
-forward = ``fwd`` (do_P false) then ``grp_fwd`` on grid B groups; backward
-= ``gp`` zeroed, ``grp_bwd`` on a persistent grid with D (grid, G size),
-then ``vals_bwd`` on grid B. These kernels are emitted by
-:func:`group_kernels_source` beside ``kernels_source``'s.
+This file holds the body writers; the :class:`~.kernels.Kernel` objects
+(``GROUP_KERNELS``) and their emission (modules whose P sweep runs forward:
+the sorters) are in :mod:`.kernels`; the launches in :mod:`.group_ops`:
+forward = ``fwd`` (do_P false) then ``grp_fwd`` on B x groups blocks;
+backward = ``gp`` zeroed, ``grp_bwd`` on a persistent grid with D (grid,
+G size), then ``vals_bwd`` on B blocks.
 """
 
 from __future__ import annotations
 
-from .kernels import VARIANTS, Kernel
 from .sweeps import WIRES, alloc, fill_rows, grad_out, layers, mix, strided, swap_at
-from ..lines import Lines, literal
+from ..lines import Lines
 
-__all__ = ["GROUP_KERNELS", "GROUP_ARGS", "group_kernels_source"]
+__all__ = ["grp_fwd", "grp_bwd", "vals_bwd"]
 
 #: a comparator's tables for a group's lane sweep: plan range, wires, p
 _LANE_LOADS = (("lo", "clo[{}]", "U0"), ("hi", "chi[{}]", "U0"), ("a", "wa[{}]", "U0"), ("c", "wb[{}]", "U0"),
@@ -103,22 +103,37 @@ def _lane_sweep(L: Lines, reverse: bool, mode: str) -> None:
             L("j = np.uint32(q * S + i)")
         if mode == "adj":
             L("acc = ZERO")
-        with L.block("while q < qhi:"):
+        # two lanes per round (both pairs loaded before either update: the
+        # loads issue together), then the odd lane
+        L("n2 = np.uint32(n + n)", "q2 = np.uint32(q + U1)")
+        if mode != "plain":
+            L("S2 = np.uint32(S + S)")
+        with L.block("while q2 < qhi:"):
+            L("va = sm[sa]", "vc = sm[sc]", "wa_ = sm[np.uint32(sa + n)]", "wc_ = sm[np.uint32(sc + n)]",
+              "dv = va - vc", "dw = wa_ - wc_")
+            if mode == "save":
+                L("Db[j] = dv", "Db[np.uint32(j + S)] = dw")
+            elif mode == "adj":
+                L("acc += dv * Db[j] + dw * Db[np.uint32(j + S)]")
+            mix(L, "sa", "sc", "va", "vc", diff="dv")
+            mix(L, "np.uint32(sa + n)", "np.uint32(sc + n)", "wa_", "wc_", diff="dw")
+            L("q = np.uint32(q + U2)", "q2 = np.uint32(q2 + U2)", "sa = np.uint32(sa + n2)",
+              "sc = np.uint32(sc + n2)")
+            if mode != "plain":
+                L("j = np.uint32(j + S2)")
+        with L.block("if q < qhi:"):
             L("va = sm[sa]", "vc = sm[sc]", "dv = va - vc")
             if mode == "save":
                 L("Db[j] = dv")
             elif mode == "adj":
                 L("acc += dv * Db[j]")
             mix(L, "sa", "sc", "va", "vc", diff="dv")
-            L("q = np.uint32(q + U1)", "sa = np.uint32(sa + n)", "sc = np.uint32(sc + n)")
-            if mode != "plain":
-                L("j = np.uint32(j + S)")
         if mode == "adj":
             with L.block("if qlo < qhi:"):
                 L("cuda.atomic.add(gp, (b, i), acc)")
 
 
-def _grp_fwd(L: Lines, c) -> None:
+def grp_fwd(L: Lines, c) -> None:
     alloc(L, c)
     _items(L, "P")
     with L.block("while item < items:"):
@@ -136,7 +151,7 @@ def _grp_fwd(L: Lines, c) -> None:
         L("cuda.syncthreads()", "item = np.uint32(item + cuda.gridDim.x)")
 
 
-def _grp_bwd(L: Lines, c) -> None:
+def grp_bwd(L: Lines, c) -> None:
     alloc(L, c)
     _items(L, "gP")
     L("Db = D[blk]")
@@ -158,7 +173,7 @@ def _grp_bwd(L: Lines, c) -> None:
         L("item = np.uint32(item + cuda.gridDim.x)")
 
 
-def _vals_bwd(L: Lines, c) -> None:
+def vals_bwd(L: Lines, c) -> None:
     L("dsb = ds[b]", "psb = ps[b]", "gpb = gp[b if has_gp else U0]")
     alloc(L, c)
     fill_rows(L, "w", "n", "", count32=True)
@@ -173,50 +188,3 @@ def _vals_bwd(L: Lines, c) -> None:
         L("ga = sm[a]", "gc = sm[c]", "dg = ga - gc", "gpi = dg * d + gq", "acc_s += gpi * dps", "gd = gpi * dp")
         mix(L, "a", "c", "ga", "gc", "gd", diff="dg")
     grad_out(L, count32=True)
-
-
-_NET = (("wa", "w1"), ("wb", "w1"), ("offs", "u1"))
-_SCRATCH = (("scratch", "f2"),)
-
-#: the lane-group kernels, in the order they are emitted
-GROUP_KERNELS = (
-    Kernel("grp_fwd", (("P", "f2"), ("sv", "f1"), *_NET, ("clo", "w1"), ("chi", "w1"), ("outs", "w1"),
-                       ("ps", "f2"), ("bad", "b1"), ("geo", "u1"), *_SCRATCH),
-           rows=1, length="P", body=_grp_fwd),
-    Kernel("grp_bwd", (("gP", "f2"), ("sv", "f1"), *_NET, ("clo", "w1"), ("chi", "w1"), ("outs", "w1"),
-                       ("ps", "f2"), ("D", "f2"), ("gp", "f2"), ("geo", "u1"), *_SCRATCH),
-           rows=1, length="gP", body=_grp_bwd),
-    Kernel("vals_bwd", (("sv", "f1"), *_NET, ("outs", "w1"), ("gv", "f2"), ("ds", "f2"), ("ps", "f2"),
-                        ("gp", "f2"), ("bad", "b1"), ("gx", "f2"), ("gs", "f1"), ("has_gv", "bool"),
-                        ("has_gp", "bool"), ("want_gs", "bool"), *_SCRATCH),
-           rows=1, length="gx", body=_vals_bwd),
-)
-
-#: kernel name -> argument kinds, in order
-GROUP_ARGS = {kern.name: kern.kinds for kern in GROUP_KERNELS}
-
-
-def group_kernels_source(n: int, k: int, shared_limit: int, swaps: dict[str, str],
-                         fwd: bool = False) -> tuple[str, str, str]:
-    """As :func:`netgen.codegen.cuda.kernels.kernels_source` for the
-    lane-group kernels: (the ``GROUP_ARGS`` assignment, the kernel
-    functions, the ``GROUP_KERNELS`` table). A shared variant is emitted
-    where one lane row (n floats) fits ``shared_limit`` bytes."""
-    args = Lines()
-    with args.indented():
-        for kern in GROUP_KERNELS:
-            args(f"{literal(kern.name)}: {literal(kern.kinds)},")
-    sources, table = [], Lines()
-    with table.indented():
-        for ft, swap in swaps.items():
-            size = 4 if ft == "float32" else 8
-            for variant in VARIANTS:
-                for kern in GROUP_KERNELS:
-                    if variant == "shared" and kern.rows * n * size > shared_limit:
-                        continue
-                    sources.append(kern.render(ft, variant, swap, k, n, fwd))
-                    table(f"(np.dtype(np.{ft}), {literal(kern.name)}, {literal(variant)}): "
-                          f"{kern.function_name(ft, variant)},")
-    return ("GROUP_ARGS = {\n" + args.render() + "}", "\n\n".join(s.rstrip() for s in sources),
-            "GROUP_KERNELS = {\n" + table.render() + "}")
-

@@ -50,6 +50,12 @@ design, the choices and their estimates):
   They read a comparator's wires from ``wab``, the wire table interleaved
   (``wab[2 i]``, ``wab[2 i + 1]``: one address for both).
 
+Modules whose P sweep runs forward (the sorters) also hold the lane-group
+kernels ``grp_fwd``, ``grp_bwd``, ``vals_bwd`` (:data:`GROUP_KERNELS`,
+bodies in :mod:`netgen.codegen.cuda.groups`): P's sweep spread over blocks
+of G input columns each, where the row's n x n floats do not fit one
+block (:mod:`netgen.codegen.cuda.group_ops` launches them).
+
 Each comparator update is written ``t = p (va - vc)``, ``va' = vc + t``,
 ``vc' = va - t`` with the difference ``va - vc`` every sweep needs anyway
 (d, a row of D, dL/dp's factor): one multiply-add and two adds, no q.
@@ -108,9 +114,11 @@ from .sweeps import (
     swap_at,
     sweep,
 )
+from .groups import grp_bwd, grp_fwd, vals_bwd
 from ..lines import Lines, literal
 
-__all__ = ["Kernel", "KERNELS", "KERNEL_ARGS", "MIN_ROWS", "FASTMATH", "UNROLL_RANKS", "VARIANTS", "kernels_source"]
+__all__ = ["Kernel", "KERNELS", "GROUP_KERNELS", "KERNEL_ARGS", "GROUP_ARGS", "MIN_ROWS", "FASTMATH", "UNROLL_RANKS",
+           "VARIANTS", "emitted", "kernels_source"]
 
 #: argument kinds: "f1"/"f2" float arrays of that rank (the compute dtype),
 #: "w1" wire vector (uint16 or uint32, the module's ``WIRE_DTYPE``), "u1"
@@ -302,11 +310,35 @@ KERNELS = (
            rows=2, length="gx", body=_bwd_col),
 )
 
+#: the lane-group kernels (:mod:`.groups`: P's sweep spread over blocks, G
+#: lanes per block), emitted after KERNELS in modules whose P sweep runs
+#: forward (the sorters); geo = (G, groups per row, items)
+GROUP_KERNELS = (
+    Kernel("grp_fwd", (("P", "f2"), ("sv", "f1"), *_NET, ("clo", "w1"), ("chi", "w1"), ("outs", "w1"),
+                       ("ps", "f2"), ("bad", "b1"), ("geo", "u1"), *_SCRATCH),
+           rows=1, length="P", body=grp_fwd),
+    Kernel("grp_bwd", (("gP", "f2"), ("sv", "f1"), *_NET, ("clo", "w1"), ("chi", "w1"), ("outs", "w1"),
+                       ("ps", "f2"), ("D", "f2"), ("gp", "f2"), ("geo", "u1"), *_SCRATCH),
+           rows=1, length="gP", body=grp_bwd),
+    Kernel("vals_bwd", (("sv", "f1"), *_NET, ("outs", "w1"), ("gv", "f2"), ("ds", "f2"), ("ps", "f2"),
+                        ("gp", "f2"), ("bad", "b1"), ("gx", "f2"), ("gs", "f1"), ("has_gv", "bool"),
+                        ("has_gp", "bool"), ("want_gs", "bool"), *_SCRATCH),
+           rows=1, length="gx", body=vals_bwd),
+)
+
 #: kernel name -> argument kinds, in order (launchers, signatures, the
-#: packing and the compile check use these; derived from KERNELS)
+#: packing and the compile check use these; derived from KERNELS; a
+#: sorter's module holds GROUP_ARGS too)
 KERNEL_ARGS = {kern.name: kern.kinds for kern in KERNELS}
+GROUP_ARGS = {kern.name: kern.kinds for kern in GROUP_KERNELS}
 #: the smallest wire-array use of each kernel, in rows of n floats
 MIN_ROWS = {kern.name: kern.rows for kern in KERNELS}
+
+
+def emitted(fwd: bool) -> tuple[Kernel, ...]:
+    """The kernels a module holds: KERNELS, and GROUP_KERNELS where its P
+    sweep runs forward (``fwd``)."""
+    return KERNELS + GROUP_KERNELS if fwd else KERNELS
 
 
 def kernels_source(n: int, k: int, shared_limit: int, swaps: dict[str, str],
@@ -319,14 +351,14 @@ def kernels_source(n: int, k: int, shared_limit: int, swaps: dict[str, str],
     (``rows`` x n floats) fits ``shared_limit`` bytes."""
     args = Lines()
     with args.indented():
-        for kern in KERNELS:
+        for kern in emitted(fwd):
             args(f"{literal(kern.name)}: {literal(kern.kinds)},")
     sources, table = [], Lines()
     with table.indented():
         for ft, swap in swaps.items():
             size = 4 if ft == "float32" else 8
             for variant in VARIANTS:
-                for kern in KERNELS:
+                for kern in emitted(fwd):
                     if variant == "shared" and kern.rows * n * size > shared_limit:
                         continue
                     sources.append(kern.render(ft, variant, swap, k, n, fwd))

@@ -9,8 +9,12 @@ module's namespace, then the launches the host makes: ``fwd`` (no P) and
 ``grp_fwd`` on a grid of rows x groups; ``gp`` zeroed, ``grp_bwd`` on a
 persistent grid smaller than the items (each block its own scratch D),
 ``vals_bwd`` per row. P, dL/dx and dL/ds against ``reference.forward``
-and autograd through it (float64). Prints one JSON object: a list of
-{"case", "quantity", "err", "scale"}.
+and autograd through it (float64). Then the same through a generated
+Layer (``LAYER_CASES``: a sorter whose n x n floats do not fit the shared
+limit, so the launcher runs its rows with P in lane groups). Prints one
+JSON object: ``rows`` ({"case", "quantity", "err", "scale", "norm"}) and
+``launches`` (per Layer case, the kernels each direction launched: name,
+blocks, rows of n floats).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import torch  # noqa: E402
 
 from netgen.codegen import emit  # noqa: E402
 from netgen.codegen.cache import load  # noqa: E402
-from netgen.codegen.cuda.groups import group_kernels_source  # noqa: E402
+from netgen.codegen.cuda.kernels import GROUP_KERNELS  # noqa: E402
 from netgen.codegen.swap_code import swap_code  # noqa: E402
 from netgen.construct import build  # noqa: E402
 from netgen.relax import reference  # noqa: E402
@@ -51,9 +55,10 @@ def run_case(out_dir, kind, n, k, dist, direction, G, slots, threads, B, dtype):
     m = load(path)
     m._install_syncwarp()
     fwd = direction == "forward"
-    _, src, _ = group_kernels_source(n, k, 48 * 1024, {ft: swap_code(r, 0, ft, steepness="s")
-                                                       for ft in ("float32", "float64")}, fwd)
-    exec(compile(src, "<group kernels>", "exec"), m.__dict__)
+    if not fwd:  # a module swept back holds no group kernels: the rank groups' kernels rendered here
+        src = "\n\n".join(kern.render(ft, "shared", swap_code(r, 0, ft, steepness="s"), k, n, fwd)
+                           for kern in GROUP_KERNELS for ft in ("float32", "float64"))
+        exec(compile(src, "<group kernels>", "exec"), m.__dict__)
     f = "f32" if dtype == "float32" else "f64"
     npt = np.float32 if dtype == "float32" else np.float64
     isz = np.dtype(npt).itemsize
@@ -104,14 +109,72 @@ def run_case(out_dir, kind, n, k, dist, direction, G, slots, threads, B, dtype):
     return rows
 
 
+# through the Layer (the launcher picks the groups): (kind, n, shared_limit, B, dtype); n n floats do not fit
+LAYER_CASES = [
+    ("oddeven", 40, 40 * 8 * 12, 3, "float64"),  # 12 columns a block: 4 groups, the last of 4
+    ("bitonic", 16, 16 * 4 * 5, 2, "float32"),  # float32, 5 columns: 4 groups, the last of 1
+]
+
+
+def run_layer(out_dir, kind, n, shared_limit, B, dtype):
+    """The Layer's rows with P (forward and backward, dL/dvalues and dL/dP
+    given, a tensor steepness) in lane groups, against the reference; the
+    kernels each direction launched."""
+    net = build(kind, n, n)
+    r = Relaxation("cauchy", steepness=3.0)
+    path = os.path.join(out_dir, f"layer_{kind}_{n}_{dtype}.py")
+    with open(path, "w") as f:
+        f.write(emit("cuda", net, r, {"shared_limit": shared_limit, "threads": 32, "direction": "forward"}))
+    m = load(path)
+    with torch.no_grad():
+        m.Layer()(torch.zeros(1, n, dtype=getattr(torch, dtype)))  # first use: the self-check (not counted)
+    launched = []
+    real = m._launch
+
+    def probe(name, like, blocks, args, rows):
+        launched.append([name, int(blocks), int(rows)])
+        return real(name, like, blocks, args, rows)
+
+    m._launch = probe
+    dt = getattr(torch, dtype)
+    gen = torch.Generator().manual_seed(n)
+    x = torch.randn(B, n, generator=gen, dtype=torch.float64)
+    x[0, 1::2] = x[0, ::2][: n // 2]  # ties
+    gv, gP = torch.randn(B, n, generator=gen, dtype=torch.float64), torch.randn(B, n, n, generator=gen,
+                                                                                dtype=torch.float64)
+    s = torch.tensor(3.0, dtype=dt, requires_grad=True)
+    xg = x.to(dt).requires_grad_(True)
+    layer = m.Layer(steepness=s)
+    values, P = layer(xg)
+    fwd = list(launched)
+    gx, gs = torch.autograd.grad((values * gv.to(dt)).sum() + (P * gP.to(dt)).sum(), (xg, s))
+    bwd = launched[len(fwd):]
+    s0 = torch.tensor(3.0, dtype=torch.float64, requires_grad=True)
+    xr = x.to(dt).to(torch.float64).requires_grad_(True)
+    v0, P0 = reference.forward(net, xr, r, steepness=s0)
+    g0, gs0 = torch.autograd.grad((v0 * gv).sum() + (P0 * gP).sum(), (xr, s0))
+    rows = []
+    for q, got, want in (("values", values, v0), ("P", P, P0), ("dL/dx", gx, g0), ("dL/ds", gs.reshape(1),
+                                                                                   gs0.reshape(1))):
+        got, want = got.detach().to(torch.float64).numpy(), want.detach().numpy()
+        rows.append({"case": f"layer {kind} {n} shared_limit={shared_limit} {dtype}", "quantity": q,
+                     "norm": float(np.abs(want).max()), "err": float(np.abs(got - want).max()),
+                     "scale": float(max(1.0, np.abs(want).max())), "shape_ok": got.shape == want.shape})
+    return rows, {"forward": fwd, "backward": bwd}
+
+
 def main():
     cases = os.environ.get("NETGEN_GROUP_CASES")
     picked = [CASES[int(i)] for i in cases.split(",")] if cases else CASES
-    out = []
+    out, launches = [], {}
     with tempfile.TemporaryDirectory() as d:
         for case in picked:
             out += run_case(d, *case)
-    json.dump(out, sys.stdout)
+        for case in LAYER_CASES:
+            rows, launched = run_layer(d, *case)
+            out += rows
+            launches[rows[0]["case"]] = launched
+    json.dump({"rows": out, "launches": launches}, sys.stdout)
 
 
 if __name__ == "__main__":
