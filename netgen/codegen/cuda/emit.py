@@ -81,7 +81,7 @@ def emit(net: Network, r, plan: Plan, options) -> str:
 
     kernel_args, kernels, table = kernels_source(
         net.n, net.k, options.shared_limit, {ft: swap_code(r, 0, ft, steepness="s") for ft in FLOAT_TYPES},
-        direction == "forward")
+        direction == "forward", options.lane_groups)
     names = Namespace()
     L = Lines()
     L(repr(_doc(net, r)))

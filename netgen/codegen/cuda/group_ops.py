@@ -1,7 +1,9 @@
-"""The launches of the lane-group kernels (:mod:`.groups`): a sorter's rows
-with P where the row's n x n floats of P's sweep do not fit one block
-(today's ``fwd``/``bwd`` would fall to a global scratch row and one block
-walking all n columns per row), spread over blocks of G input columns.
+"""The launches of the lane-group kernels (:mod:`.groups`): the rows with P
+where a row's P sweep (n x n floats for a sorter swept forward, k x n for
+a selection network swept back) does not fit one block (today's
+``fwd``/``bwd`` would fall to a global scratch row, one block walking all
+lanes per row), spread over blocks of G lanes: sorting's input-column
+groups, the rows' **rank groups** (modules built with ``lane_groups``).
 
 * forward: ``fwd`` without P (values, d, p, bad; one block per row), then
   ``grp_fwd`` on B x groups blocks (G n floats of shared memory each),
@@ -13,8 +15,9 @@ walking all n columns per row), spread over blocks of G input columns.
   dL/dx and dL/ds.
 
 :func:`_use_groups` decides, the same way in both directions. Real code,
-copied into generated modules whose P sweep runs forward by source
-extraction (:data:`PARTS`); it reads the launcher's pieces.
+copied into every generated cuda module by source extraction
+(:data:`PARTS`; where the module holds no group kernels it never picks
+them); it reads the launcher's pieces.
 """
 
 from __future__ import annotations
@@ -47,10 +50,11 @@ def _group_index(device):
 
 
 def _group_lanes(device, dt):
-    """Input columns per block of the lane-group kernels on ``device``: the
-    most (<= GROUP_CAP, <= n) whose rows of n floats fit the shared
-    variant's dynamic shared memory; 0 where P's whole sweep fits one block
-    (today's kernels run it) or not one row fits (no shared variant)."""
+    """Lanes per block of the lane-group kernels on ``device`` (input
+    columns going forward, ranks going back): the most (<= GROUP_CAP, <=
+    LANES) whose rows of n floats fit the shared variant's dynamic shared
+    memory; 0 where P's whole sweep fits one block (today's kernels run
+    it), the module has no group kernels, or not one row fits."""
     if (dt, "grp_fwd", "shared") not in KERNELS or _variant(device, dt, "fwd", LANES) == "shared":
         return 0
     row = _N * dt.itemsize
@@ -61,7 +65,7 @@ def _group_lanes(device, dt):
         _handle(index, dt, "grp_fwd", "shared")
         _handle(index, dt, "grp_bwd", "shared")
         fit = min(_LIMITS[(index, dt, "grp_fwd", "shared")][2], _LIMITS[(index, dt, "grp_bwd", "shared")][2]) // row
-    return max(0, min(GROUP_CAP, _N, fit))
+    return max(0, min(GROUP_CAP, LANES, fit))
 
 
 def _use_groups(device, dt):
@@ -76,7 +80,7 @@ def _geo(device, dt, B):
     got = _GEO.get(key)
     if got is None:
         G = _group_lanes(device, dt)
-        groups = -(-_N // G)
+        groups = -(-LANES // G)
         geo = torch.tensor([G, groups, B * groups], dtype=torch.int64).to(torch.uint32).to(device)
         got = _GEO[key] = (G, groups, geo)
     return got

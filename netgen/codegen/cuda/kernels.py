@@ -335,30 +335,31 @@ GROUP_ARGS = {kern.name: kern.kinds for kern in GROUP_KERNELS}
 MIN_ROWS = {kern.name: kern.rows for kern in KERNELS}
 
 
-def emitted(fwd: bool) -> tuple[Kernel, ...]:
-    """The kernels a module holds: KERNELS, and GROUP_KERNELS where its P
-    sweep runs forward (``fwd``)."""
-    return KERNELS + GROUP_KERNELS if fwd else KERNELS
+def emitted(groups: bool) -> tuple[Kernel, ...]:
+    """The kernels a module holds: KERNELS, and GROUP_KERNELS with
+    ``groups`` (by default where its P sweep runs forward)."""
+    return KERNELS + GROUP_KERNELS if groups else KERNELS
 
 
 def kernels_source(n: int, k: int, shared_limit: int, swaps: dict[str, str],
-                   fwd: bool = False) -> tuple[str, str, str]:
+                   fwd: bool = False, groups: bool | None = None) -> tuple[str, str, str]:
     """What a generated module holds about its kernels, from the objects:
     (the ``KERNEL_ARGS`` assignment, the kernel functions, the ``KERNELS``
     table ``(dtype, name, variant) -> kernel``). ``swaps``: float type ->
-    swap code; ``fwd``: the P sweep runs forward over the input columns. A
+    swap code; ``fwd``: the P sweep runs forward over the input columns;
+    ``groups``: the lane-group kernels too (None: where ``fwd``). A
     shared variant is emitted where the kernel's smallest wire-array use
     (``rows`` x n floats) fits ``shared_limit`` bytes."""
     args = Lines()
     with args.indented():
-        for kern in emitted(fwd):
+        for kern in emitted(fwd if groups is None else groups):
             args(f"{literal(kern.name)}: {literal(kern.kinds)},")
     sources, table = [], Lines()
     with table.indented():
         for ft, swap in swaps.items():
             size = 4 if ft == "float32" else 8
             for variant in VARIANTS:
-                for kern in emitted(fwd):
+                for kern in emitted(fwd if groups is None else groups):
                     if variant == "shared" and kern.rows * n * size > shared_limit:
                         continue
                     sources.append(kern.render(ft, variant, swap, k, n, fwd))

@@ -10,8 +10,9 @@ module's namespace, then the launches the host makes: ``fwd`` (no P) and
 persistent grid smaller than the items (each block its own scratch D),
 ``vals_bwd`` per row. P, dL/dx and dL/ds against ``reference.forward``
 and autograd through it (float64). Then the same through a generated
-Layer (``LAYER_CASES``: a sorter whose n x n floats do not fit the shared
-limit, so the launcher runs its rows with P in lane groups). Prints one
+Layer (``LAYER_CASES``: sorters whose n x n floats do not fit the shared
+limit, and a selection network built with ``lane_groups=True`` whose k x n
+do not: the launcher runs the rows with P in lane groups). Prints one
 JSON object: ``rows`` ({"case", "quantity", "err", "scale", "norm"}) and
 ``launches`` (per Layer case, the kernels each direction launched: name,
 blocks, rows of n floats).
@@ -109,22 +110,25 @@ def run_case(out_dir, kind, n, k, dist, direction, G, slots, threads, B, dtype):
     return rows
 
 
-# through the Layer (the launcher picks the groups): (kind, n, shared_limit, B, dtype); n n floats do not fit
+# through the Layer (the launcher picks the groups): (kind, n, k, shared_limit, B, dtype); P's sweep (k n
+# floats back, n n forward) does not fit the limit
 LAYER_CASES = [
-    ("oddeven", 40, 40 * 8 * 12, 3, "float64"),  # 12 columns a block: 4 groups, the last of 4
-    ("bitonic", 16, 16 * 4 * 5, 2, "float32"),  # float32, 5 columns: 4 groups, the last of 1
+    ("oddeven", 40, 40, 40 * 8 * 12, 3, "float64"),  # 12 columns a block: 4 groups, the last of 4
+    ("bitonic", 16, 16, 16 * 4 * 5, 2, "float32"),  # float32, 5 columns: 4 groups, the last of 1
+    ("splitter", 40, 5, 40 * 8 * 2, 2, "float64"),  # swept back, lane_groups=True: rank groups of 2, 2, 1
 ]
 
 
-def run_layer(out_dir, kind, n, shared_limit, B, dtype):
+def run_layer(out_dir, kind, n, k, shared_limit, B, dtype):
     """The Layer's rows with P (forward and backward, dL/dvalues and dL/dP
     given, a tensor steepness) in lane groups, against the reference; the
     kernels each direction launched."""
-    net = build(kind, n, n)
+    net = build(kind, n, k)
     r = Relaxation("cauchy", steepness=3.0)
     path = os.path.join(out_dir, f"layer_{kind}_{n}_{dtype}.py")
+    opts = {"direction": "forward"} if n == k else {"lane_groups": True}
     with open(path, "w") as f:
-        f.write(emit("cuda", net, r, {"shared_limit": shared_limit, "threads": 32, "direction": "forward"}))
+        f.write(emit("cuda", net, r, {"shared_limit": shared_limit, "threads": 32, **opts}))
     m = load(path)
     with torch.no_grad():
         m.Layer()(torch.zeros(1, n, dtype=getattr(torch, dtype)))  # first use: the self-check (not counted)
@@ -140,7 +144,7 @@ def run_layer(out_dir, kind, n, shared_limit, B, dtype):
     gen = torch.Generator().manual_seed(n)
     x = torch.randn(B, n, generator=gen, dtype=torch.float64)
     x[0, 1::2] = x[0, ::2][: n // 2]  # ties
-    gv, gP = torch.randn(B, n, generator=gen, dtype=torch.float64), torch.randn(B, n, n, generator=gen,
+    gv, gP = torch.randn(B, k, generator=gen, dtype=torch.float64), torch.randn(B, k, n, generator=gen,
                                                                                 dtype=torch.float64)
     s = torch.tensor(3.0, dtype=dt, requires_grad=True)
     xg = x.to(dt).requires_grad_(True)
@@ -157,7 +161,7 @@ def run_layer(out_dir, kind, n, shared_limit, B, dtype):
     for q, got, want in (("values", values, v0), ("P", P, P0), ("dL/dx", gx, g0), ("dL/ds", gs.reshape(1),
                                                                                    gs0.reshape(1))):
         got, want = got.detach().to(torch.float64).numpy(), want.detach().numpy()
-        rows.append({"case": f"layer {kind} {n} shared_limit={shared_limit} {dtype}", "quantity": q,
+        rows.append({"case": f"layer {kind} {n} {k} shared_limit={shared_limit} {dtype}", "quantity": q,
                      "norm": float(np.abs(want).max()), "err": float(np.abs(got - want).max()),
                      "scale": float(max(1.0, np.abs(want).max())), "shape_ok": got.shape == want.shape})
     return rows, {"forward": fwd, "backward": bwd}

@@ -10,8 +10,10 @@ scratch D); and through a generated Layer whose sorter's n x n floats do
 not fit its shared limit: the launcher (group_ops.py) runs fwd + grp_fwd
 forward and grp_bwd + vals_bwd backward. The simulator must be enabled
 before numba is imported: the kernels run in a subprocess
-(tests/codegen/cuda/_cuda_group_driver.py). Also, without the simulator:
-which modules hold the group kernels."""
+(tests/codegen/cuda/_cuda_group_driver.py); a selection network built
+with ``lane_groups=True`` whose k x n floats do not fit runs its rows in
+rank groups the same way. Also, without the simulator: which modules hold
+the group kernels, and the option's bad values refused."""
 
 from __future__ import annotations
 
@@ -44,7 +46,7 @@ def sim():
 def test_group_kernels_equal_the_reference_in_the_simulator(sim):
     rows = sim["rows"]
     cases = {r["case"] for r in rows}
-    assert len(cases) == 6 and any("back" in c for c in cases) and sum(c.startswith("layer") for c in cases) == 2
+    assert len(cases) == 7 and any("back" in c for c in cases) and sum(c.startswith("layer") for c in cases) == 3
     assert {r["quantity"] for r in rows} == {"values", "P", "dL/dx", "dL/ds"}
     for r in rows:
         tol = TOL[r["case"].split()[-1]]
@@ -53,11 +55,14 @@ def test_group_kernels_equal_the_reference_in_the_simulator(sim):
         assert r.get("shape_ok", True), r
 
 
-def test_the_layer_runs_a_sorter_in_lane_groups(sim):
+def test_the_layer_runs_sorters_and_rank_groups_in_lane_groups(sim):
     # oddeven 40, float64, 3840 bytes: 12 columns a block, 4 groups; B = 3 (12 items), the backward on the
     # simulator's persistent grid of 3 blocks; bitonic 16 float32, 320 bytes: 5 columns, 4 groups, B = 2
-    want = {"layer oddeven 40 shared_limit=3840 float64": (3, 12, 4),
-            "layer bitonic 16 shared_limit=320 float32": (2, 5, 4)}
+    # (rank groups) splitter (40, 5) swept back, built with lane_groups=True, 640 bytes: 2 ranks a block, 3
+    # groups, B = 2 (6 items on 3 blocks)
+    want = {"layer oddeven 40 40 shared_limit=3840 float64": (3, 12, 4),
+            "layer bitonic 16 16 shared_limit=320 float32": (2, 5, 4),
+            "layer splitter 40 5 shared_limit=640 float64": (2, 2, 3)}
     assert set(sim["launches"]) == set(want)
     for case, (B, G, groups) in want.items():
         got = sim["launches"][case]
@@ -72,11 +77,14 @@ def _kernel_names(source):
     return set(ast.literal_eval(table))
 
 
-@pytest.mark.parametrize("kind,n,k,direction,groups", [("oddeven", 16, 16, "forward", True),
-                                                       ("splitter", 16, 5, None, False)])
-def test_sorters_swept_forward_hold_the_group_kernels(kind, n, k, direction, groups):
+@pytest.mark.parametrize("kind,n,k,options,groups", [("oddeven", 16, 16, {"direction": "forward"}, True),
+                                                     ("oddeven", 16, 16, {"direction": "forward",
+                                                                          "lane_groups": False}, False),
+                                                     ("splitter", 16, 5, {}, False),
+                                                     ("splitter", 16, 5, {"lane_groups": True}, True)])
+def test_which_modules_hold_the_group_kernels(kind, n, k, options, groups):
     net = build(kind, n, k)
-    src = TARGETS["cuda"].emit(net, default_relaxation(net), {"direction": direction})
+    src = TARGETS["cuda"].emit(net, default_relaxation(net), options)
     assert _kernel_names(src) == set(KERNEL_ARGS) | (set(GROUP_ARGS) if groups else set())
     funcs = {f.name: f for f in ast.parse(src).body if isinstance(f, ast.FunctionDef)}
     for kern in GROUP_KERNELS:
@@ -85,3 +93,11 @@ def test_sorters_swept_forward_hold_the_group_kernels(kind, n, k, direction, gro
             assert (name in funcs) == groups
             if groups:
                 assert [a.arg for a in funcs[name].args.args] == [a for a, _ in kern.args]
+
+
+@pytest.mark.parametrize("bad", [1, "yes", 0.0])
+def test_lane_groups_option_refuses_non_booleans(bad):
+    from netgen.codegen.cuda import CudaOptions
+
+    with pytest.raises(ValueError, match="lane_groups"):
+        CudaOptions(lane_groups=bad)
