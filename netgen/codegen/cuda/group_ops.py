@@ -87,15 +87,18 @@ def _geo(device, dt, B):
 
 
 def _group_grid(device, dt, G, items):
-    """The backward's persistent grid: blocks resident at once, at most ``items``."""
+    """The backward's persistent grid: blocks resident at once, at most
+    ``items``, and few enough that the flat scratch D (grid x G x size)
+    has 32-bit indices."""
+    most = max(1, (2**32 - 1) // max(1, G * _SIZE))
     if SIMULATED:
-        return max(1, min(items, SIM_SLOTS))
+        return max(1, min(items, SIM_SLOTS, most))
     index = _group_index(device)
     sms = _GROUP_SMS.get(index)
     if sms is None:
         sms = _GROUP_SMS[index] = int(torch.cuda.get_device_properties(index).multi_processor_count)
     per_sm = max(1, SM_SHARED // (G * _N * dt.itemsize + 1024))
-    return max(1, min(items, sms * per_sm))
+    return max(1, min(items, sms * per_sm, most))
 
 
 def _groups_forward(x, s):
@@ -133,7 +136,7 @@ def _groups_backward(gv, gP, s, ds, ps, bad, want_gs):
     gp = torch.zeros((B, _SIZE), dtype=ds.dtype, device=ds.device)
     G, groups, geo = _geo(ds.device, dt, B)
     grid = _group_grid(ds.device, dt, G, B * groups)
-    D = ds.new_empty((grid, G * _SIZE))
+    D = ds.new_empty((grid * G * _SIZE,))
     _launch("grp_bwd", ds, grid, (gP.to(ds.dtype).reshape(B, _K * _N).contiguous(), s, t["wa"], t["wb"], t["offs"],
                                   t["clo"], t["chi"], t["outs"], ps, D, gp, geo), G)
     _launch("vals_bwd", ds, B, (s, t["wa"], t["wb"], t["offs"], t["outs"], gv, ds, ps, gp, bad, gx, gs, has_gv, True,

@@ -24,7 +24,8 @@ where k n floats do not fit a block (A100, L4, T4; H100 above k n =
   kernel with ``do_P`` false: values, d, p, bad), written to P (B, k n);
   NaN rows where ``bad``.
 * ``grp_bwd``: per item, the group's sweep **recomputed** into the
-  block's own scratch D (G x size floats, lane-major ``D[blk, q S + i]``:
+  block's own scratch D (G x size floats, lane-major ``D[(blk G + q) S +
+  i]``, flat:
   a warp's comparators coalesced), then dL/dP of the group's lanes pushed
   the other way, each comparator's dL/dp summed over the group's lanes and
   added to ``gp[b, i]`` atomically (ceil(m / G) groups per row add to it).
@@ -89,9 +90,12 @@ def _unit_lanes(L: Lines, fwd: bool) -> None:
 def _lane_sweep(L: Lines, reverse: bool, mode: str) -> None:
     """The group's lanes through the layers (``reverse``: last first), each
     comparator on its lanes qlo..qhi-1 (its plan range cut to the group):
-    ``mode`` "plain" (the update), "save" (``Db[q S + i]`` = the lane's
+    ``mode`` "plain" (the update), "save" (``D[Dq + q S + i]`` = the lane's
     difference before the update) or "adj" (``acc`` += the lane's
-    difference times ``Db[q S + i]``; then dL/dp added to ``gp[b, i]``)."""
+    difference times ``D[Dq + q S + i]``; then dL/dp added to ``gp[b,
+    i]``). D is the launch's flat scratch, indexed with one 32-bit index
+    from the block's base ``Dq`` (a row view would rebuild a 64-bit address
+    per access)."""
     for _ in layers(L, reverse=reverse, loads=_LANE_LOADS, count32=True):
         L("qlo = np.uint32(lo - g0) if lo > g0 else U0",
           "qh = hi if hi < ge else ge",
@@ -100,7 +104,7 @@ def _lane_sweep(L: Lines, reverse: bool, mode: str) -> None:
           "sa = np.uint32(q * n + a)",
           "sc = np.uint32(q * n + c)")
         if mode != "plain":
-            L("j = np.uint32(q * S + i)")
+            L("j = np.uint32(Dq + q * S + i)")
         if mode == "adj":
             L("acc = ZERO")
         # two lanes per round (both pairs loaded before either update: the
@@ -112,9 +116,9 @@ def _lane_sweep(L: Lines, reverse: bool, mode: str) -> None:
             L("va = sm[sa]", "vc = sm[sc]", "wa_ = sm[np.uint32(sa + n)]", "wc_ = sm[np.uint32(sc + n)]",
               "dv = va - vc", "dw = wa_ - wc_")
             if mode == "save":
-                L("Db[j] = dv", "Db[np.uint32(j + S)] = dw")
+                L("D[j] = dv", "D[np.uint32(j + S)] = dw")
             elif mode == "adj":
-                L("acc += dv * Db[j] + dw * Db[np.uint32(j + S)]")
+                L("acc += dv * D[j] + dw * D[np.uint32(j + S)]")
             mix(L, "sa", "sc", "va", "vc", diff="dv")
             mix(L, "np.uint32(sa + n)", "np.uint32(sc + n)", "wa_", "wc_", diff="dw")
             L("q = np.uint32(q + U2)", "q2 = np.uint32(q2 + U2)", "sa = np.uint32(sa + n2)",
@@ -124,9 +128,9 @@ def _lane_sweep(L: Lines, reverse: bool, mode: str) -> None:
         with L.block("if q < qhi:"):
             L("va = sm[sa]", "vc = sm[sc]", "dv = va - vc")
             if mode == "save":
-                L("Db[j] = dv")
+                L("D[j] = dv")
             elif mode == "adj":
-                L("acc += dv * Db[j]")
+                L("acc += dv * D[j]")
             mix(L, "sa", "sc", "va", "vc", diff="dv")
         if mode == "adj":
             with L.block("if qlo < qhi:"):
@@ -154,7 +158,7 @@ def grp_fwd(L: Lines, c) -> None:
 def grp_bwd(L: Lines, c) -> None:
     alloc(L, c)
     _items(L, "gP")
-    L("Db = D[blk]")
+    L("Dq = np.uint32(blk * np.uint32(G * S))")
     with L.block("while item < items:"):
         _item(L)
         _unit_lanes(L, c.fwd)

@@ -90,7 +90,7 @@ def run_case(out_dir, kind, n, k, dist, direction, G, slots, threads, B, dtype):
     gP = torch.randn(B, k, n, generator=gen, dtype=torch.float64)
     gv = torch.randn(B, k, generator=gen, dtype=torch.float64)
     grid = min(items, slots)
-    D = np.full((grid, G * S), np.nan, npt)  # every entry read is written first
+    D = np.full(grid * G * S, np.nan, npt)  # every entry read is written first
     gp = np.zeros((B, S), npt)
     m.__dict__[f"_grp_bwd_{f}_s"][grid, threads, 0, G * n * isz](
         gP.reshape(B, k * n).numpy().astype(npt), sv, T["wa"], T["wb"], T["offs"], T["clo"], T["chi"], T["outs"],
