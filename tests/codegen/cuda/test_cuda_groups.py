@@ -101,3 +101,47 @@ def test_lane_groups_option_refuses_non_booleans(bad):
 
     with pytest.raises(ValueError, match="lane_groups"):
         CudaOptions(lane_groups=bad)
+
+
+def _has_gpu() -> bool:
+    import torch
+
+    if not torch.cuda.is_available():
+        return False
+    from numba import cuda
+
+    return cuda.is_available()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _has_gpu(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("kind,n,k,options,dtype,tol", [
+    ("oddeven", 256, 256, {}, "float32", 1e-5),  # 256 x 256 float32 = 256 KB: no GPU block holds it
+    ("oddeven", 200, 200, {}, "float64", 1e-12),  # 312 KB
+    # rank groups: 5 x 12,000 float32 = 240 KB, more than any GPU's block (H100: 227 KB)
+    ("splitter", 12000, 5, {"lane_groups": True}, "float32", 1e-5),
+])
+def test_gpu_lane_groups_equal_the_reference(tmp_path, kind, n, k, options, dtype, tol):
+    """On a GPU: the rows with P in lane groups (P's sweep larger than a
+    block's shared memory) equal the float64 reference, values, P and
+    dL/dx, and the group kernels ran."""
+    import torch
+
+    from netgen.codegen import write_module
+    from netgen.codegen.cache import load
+    from netgen.relax import reference
+    from netgen.relax.distributions import Relaxation
+
+    net = build(kind, n, k)
+    r = Relaxation("cauchy", steepness=4.0)
+    mod = load(write_module("cuda", net, r, tmp_path, options=options))
+    x = torch.randn(3, n, dtype=getattr(torch, dtype), device="cuda", requires_grad=True)
+    v, P = mod.Layer()(x)
+    xc = x.detach().cpu().double().requires_grad_(True)
+    v0, P0 = reference.forward(net, xc, r)
+    gv, gP = torch.randn_like(v0), torch.randn_like(P0)
+    (g,) = torch.autograd.grad((v * gv.to(v)).sum() + (P * gP.to(P)).sum(), x)
+    (g0,) = torch.autograd.grad((v0 * gv).sum() + (P0 * gP).sum(), xc)
+    for got, want, f in ((v, v0, 1), (P, P0, 1), (g, g0, 10)):
+        torch.testing.assert_close(got.double().cpu(), want, atol=f * tol * max(1.0, float(want.abs().max())), rtol=0)
+    assert any(name == "grp_fwd" for name, _ in mod._VARIANTS), mod._VARIANTS
