@@ -47,12 +47,19 @@ class CudaOptions(EmitOptions):
       ask for; a kernel whose smallest wire-array use (n floats, 2 n for the
       column) fits gets a shared-memory variant besides its global-scratch
       one (the launcher picks per launch from what that launch needs and
-      the device's limit).
+      the device's limit);
+    * ``lane_groups``: whether the module holds the lane-group kernels
+      (netgen/codegen/cuda/groups.py), which run the rows with P spread
+      over blocks of G lanes where a row's P sweep does not fit one block:
+      None (default) in modules whose P sweep runs forward (the sorters),
+      True also in modules swept back (the rows' **rank groups**, for GPUs
+      with less shared memory than k n floats: A100, L4, T4), False never.
     """
 
     threads: int = THREADS
     big_threads: int = BIG_THREADS
     shared_limit: int = SHARED_LIMIT
+    lane_groups: bool | None = None
 
     def __post_init__(self):
         super().__post_init__()
@@ -63,6 +70,8 @@ class CudaOptions(EmitOptions):
         v = self.shared_limit
         if isinstance(v, bool) or not hasattr(v, "__index__") or v < 0:
             raise ValueError(f"shared_limit must be an integer >= 0, got {v!r}")
+        if not (self.lane_groups is None or isinstance(self.lane_groups, bool)):
+            raise ValueError(f"lane_groups must be None, True or False, got {self.lane_groups!r}")
 
 
 # What the rows path keeps for its backward besides d and p (B x size each):

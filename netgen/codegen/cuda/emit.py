@@ -81,7 +81,7 @@ def emit(net: Network, r, plan: Plan, options) -> str:
 
     kernel_args, kernels, table = kernels_source(
         net.n, net.k, options.shared_limit, {ft: swap_code(r, 0, ft, steepness="s") for ft in FLOAT_TYPES},
-        direction == "forward")
+        direction == "forward", options.lane_groups)
     names = Namespace()
     L = Lines()
     L(repr(_doc(net, r)))
@@ -148,10 +148,10 @@ def _runtime_parts():
     functions): the launcher, the ahead-of-time kernel loader, the ops, the
     Layer base, the layer."""
     from ..runtime import layer as base
-    from . import cubin, launch, layer, ops
+    from . import cubin, group_ops, launch, layer, ops
 
     return ((launch, launch.STATE, launch.PARTS), (cubin, cubin.STATE, cubin.PARTS),
-            (ops, (), ops.PARTS), (base, (), base.PARTS), (layer, layer.STATE, layer.PARTS))
+            (group_ops, group_ops.STATE, group_ops.PARTS), (ops, (), ops.PARTS), (base, (), base.PARTS), (layer, layer.STATE, layer.PARTS))
 
 
 def _runtime_code(names: Namespace) -> str:

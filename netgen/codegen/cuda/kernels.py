@@ -50,6 +50,12 @@ design, the choices and their estimates):
   They read a comparator's wires from ``wab``, the wire table interleaved
   (``wab[2 i]``, ``wab[2 i + 1]``: one address for both).
 
+Modules whose P sweep runs forward (the sorters) also hold the lane-group
+kernels ``grp_fwd``, ``grp_bwd``, ``vals_bwd`` (:data:`GROUP_KERNELS`,
+bodies in :mod:`netgen.codegen.cuda.groups`): P's sweep spread over blocks
+of G input columns each, where the row's n x n floats do not fit one
+block (:mod:`netgen.codegen.cuda.group_ops` launches them).
+
 Each comparator update is written ``t = p (va - vc)``, ``va' = vc + t``,
 ``vc' = va - t`` with the difference ``va - vc`` every sweep needs anyway
 (d, a row of D, dL/dp's factor): one multiply-add and two adds, no q.
@@ -108,9 +114,11 @@ from .sweeps import (
     swap_at,
     sweep,
 )
+from .groups import grp_bwd, grp_fwd, vals_bwd
 from ..lines import Lines, literal
 
-__all__ = ["Kernel", "KERNELS", "KERNEL_ARGS", "MIN_ROWS", "FASTMATH", "UNROLL_RANKS", "VARIANTS", "kernels_source"]
+__all__ = ["Kernel", "KERNELS", "GROUP_KERNELS", "KERNEL_ARGS", "GROUP_ARGS", "MIN_ROWS", "FASTMATH", "UNROLL_RANKS",
+           "VARIANTS", "emitted", "kernels_source"]
 
 #: argument kinds: "f1"/"f2" float arrays of that rank (the compute dtype),
 #: "w1" wire vector (uint16 or uint32, the module's ``WIRE_DTYPE``), "u1"
@@ -302,31 +310,56 @@ KERNELS = (
            rows=2, length="gx", body=_bwd_col),
 )
 
+#: the lane-group kernels (:mod:`.groups`: P's sweep spread over blocks, G
+#: lanes per block), emitted after KERNELS in modules whose P sweep runs
+#: forward (the sorters); geo = (G, groups per row, items)
+GROUP_KERNELS = (
+    Kernel("grp_fwd", (("P", "f2"), ("sv", "f1"), *_NET, ("clo", "w1"), ("chi", "w1"), ("outs", "w1"),
+                       ("ps", "f2"), ("bad", "b1"), ("geo", "u1"), *_SCRATCH),
+           rows=1, length="P", body=grp_fwd),
+    Kernel("grp_bwd", (("gP", "f2"), ("sv", "f1"), *_NET, ("clo", "w1"), ("chi", "w1"), ("outs", "w1"),
+                       ("ps", "f2"), ("D", "f1"), ("gp", "f2"), ("geo", "u1"), *_SCRATCH),
+           rows=1, length="gP", body=grp_bwd),
+    Kernel("vals_bwd", (("sv", "f1"), *_NET, ("outs", "w1"), ("gv", "f2"), ("ds", "f2"), ("ps", "f2"),
+                        ("gp", "f2"), ("bad", "b1"), ("gx", "f2"), ("gs", "f1"), ("has_gv", "bool"),
+                        ("has_gp", "bool"), ("want_gs", "bool"), *_SCRATCH),
+           rows=1, length="gx", body=vals_bwd),
+)
+
 #: kernel name -> argument kinds, in order (launchers, signatures, the
-#: packing and the compile check use these; derived from KERNELS)
+#: packing and the compile check use these; derived from KERNELS; a
+#: sorter's module holds GROUP_ARGS too)
 KERNEL_ARGS = {kern.name: kern.kinds for kern in KERNELS}
+GROUP_ARGS = {kern.name: kern.kinds for kern in GROUP_KERNELS}
 #: the smallest wire-array use of each kernel, in rows of n floats
 MIN_ROWS = {kern.name: kern.rows for kern in KERNELS}
 
 
+def emitted(groups: bool) -> tuple[Kernel, ...]:
+    """The kernels a module holds: KERNELS, and GROUP_KERNELS with
+    ``groups`` (by default where its P sweep runs forward)."""
+    return KERNELS + GROUP_KERNELS if groups else KERNELS
+
+
 def kernels_source(n: int, k: int, shared_limit: int, swaps: dict[str, str],
-                   fwd: bool = False) -> tuple[str, str, str]:
+                   fwd: bool = False, groups: bool | None = None) -> tuple[str, str, str]:
     """What a generated module holds about its kernels, from the objects:
     (the ``KERNEL_ARGS`` assignment, the kernel functions, the ``KERNELS``
     table ``(dtype, name, variant) -> kernel``). ``swaps``: float type ->
-    swap code; ``fwd``: the P sweep runs forward over the input columns. A
+    swap code; ``fwd``: the P sweep runs forward over the input columns;
+    ``groups``: the lane-group kernels too (None: where ``fwd``). A
     shared variant is emitted where the kernel's smallest wire-array use
     (``rows`` x n floats) fits ``shared_limit`` bytes."""
     args = Lines()
     with args.indented():
-        for kern in KERNELS:
+        for kern in emitted(fwd if groups is None else groups):
             args(f"{literal(kern.name)}: {literal(kern.kinds)},")
     sources, table = [], Lines()
     with table.indented():
         for ft, swap in swaps.items():
             size = 4 if ft == "float32" else 8
             for variant in VARIANTS:
-                for kern in KERNELS:
+                for kern in emitted(fwd if groups is None else groups):
                     if variant == "shared" and kern.rows * n * size > shared_limit:
                         continue
                     sources.append(kern.render(ft, variant, swap, k, n, fwd))

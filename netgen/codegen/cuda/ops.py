@@ -23,7 +23,8 @@ import torch
 
 from ..runtime.common import refuse_second_order
 from ..runtime.tables import _K, _N, _NNZ, _SIZE
-from .launch import INDEX_LIMIT, LANES, LOG, _batch, _dummy, _launch, _part, _tables
+from .group_ops import _groups_backward, _groups_forward, _use_groups
+from .launch import INDEX_LIMIT, LANES, LOG, _batch, _dummy, _launch, _np_dtype, _part, _tables
 
 # ---- what the emitter writes (stand-ins here, not copied into modules) ----
 #: the module globals the copied code reads and neither defines nor imports
@@ -41,6 +42,8 @@ def _rows_forward(x: torch.Tensor, s: torch.Tensor, want_P: bool,
     probabilities (the sweeps over ranks and the values' adjoint read p;
     the adjoint recomputes only dp/dd and dp/ds from d), D (B, nnz) where SAVE_D and save
     (else 1 x 1), the back-sweep's row differences, and bad (B,) int32."""
+    if want_P and _use_groups(x.device, _np_dtype(x)):  # a sorter's P in lane groups (group_ops.py)
+        return _groups_forward(x, s)
     B = x.shape[0]
     t = _tables(x.device)
     values, ds, ps = x.new_empty((B, _K)), x.new_empty((B, _SIZE)), x.new_empty((B, _SIZE))
@@ -63,6 +66,8 @@ def _rows_backward(gv: torch.Tensor | None, gP: torch.Tensor | None, s: torch.Te
                    want_gs: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """dL/dx (B, n) from dL/dvalues and dL/dP (either may be None), and the
     rows' shares of dL/ds (B,) when want_gs (else a 1-element dummy)."""
+    if gP is not None and _use_groups(ds.device, _np_dtype(ds)):  # as the forward ran (group_ops.py)
+        return _groups_backward(gv, gP, s, ds, ps, bad, want_gs)
     B = ds.shape[0]
     t = _tables(ds.device)
     gx = ds.new_empty((B, _N))
@@ -135,7 +140,9 @@ def _operand(g, like, shape):
 def _rows_fake(x, s, want_P, save):
     B = x.shape[0]
     return (x.new_empty((B, _K)), x.new_empty((B, _K, _N) if want_P else (0,)), x.new_empty((B, _SIZE)),
-            x.new_empty((B, _SIZE)), x.new_empty((B, max(_NNZ, 1)) if want_P and save and SAVE_D else (1, 1)),
+            x.new_empty((B, _SIZE)),
+            x.new_empty((B, max(_NNZ, 1)) if want_P and save and SAVE_D and not _use_groups(x.device, _np_dtype(x))
+                        else (1, 1)),
             x.new_empty((B,), dtype=torch.int32))
 
 

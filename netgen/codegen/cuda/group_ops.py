@@ -1,0 +1,148 @@
+"""The launches of the lane-group kernels (:mod:`.groups`): the rows with P
+where a row's P sweep (n x n floats for a sorter swept forward, k x n for
+a selection network swept back) does not fit one block (today's
+``fwd``/``bwd`` would fall to a global scratch row, one block walking all
+lanes per row), spread over blocks of G lanes: sorting's input-column
+groups, the rows' **rank groups** (modules built with ``lane_groups``).
+
+* forward: ``fwd`` without P (values, d, p, bad; one block per row), then
+  ``grp_fwd`` on B x groups blocks (G n floats of shared memory each),
+  writing P;
+* backward: dL/dp zeroed, ``grp_bwd`` on a persistent grid (as many blocks
+  as the device holds at once, each with its own scratch D of G x size
+  floats: memory bounded by the device, not the batch), each group's
+  share of dL/dp added atomically, then ``vals_bwd`` (one block per row):
+  dL/dx and dL/ds.
+
+:func:`_use_groups` decides, the same way in both directions. Real code,
+copied into every generated cuda module by source extraction
+(:data:`PARTS`; where the module holds no group kernels it never picks
+them); it reads the launcher's pieces.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..runtime.tables import _K, _N, _SIZE
+from .launch import LANES, SIMULATED, _LIMITS, _handle, _launch, _np_dtype, _tables, _variant
+
+# ---- what the emitter writes (stand-ins here, not copied into modules) ----
+#: the module globals the copied code reads and neither defines nor imports
+READS = ("KERNELS", "SHARED_LIMIT", "SM_SHARED")
+KERNELS: dict = {}
+SHARED_LIMIT = 227 * 1024
+SM_SHARED = 228 * 1024
+
+#: the most input columns one block sweeps
+GROUP_CAP = 32
+#: blocks of the backward's persistent grid under the simulator (fewer than the items: each block loops)
+SIM_SLOTS = 3
+_GROUP_SMS: dict = {}  # device index -> multiprocessors
+_GEO: dict = {}  # (device, dtype, B) -> (G, groups, geo on the device): uploaded once
+
+#: the module-level statements a generated module copies
+STATE = ("GROUP_CAP", "SIM_SLOTS", "_GROUP_SMS", "_GEO")
+
+
+def _group_index(device):
+    return device.index if getattr(device, "index", None) is not None else torch.cuda.current_device()
+
+
+def _group_lanes(device, dt):
+    """Lanes per block of the lane-group kernels on ``device`` (input
+    columns going forward, ranks going back): the most (<= GROUP_CAP, <=
+    LANES) whose rows of n floats fit the shared variant's dynamic shared
+    memory; 0 where P's whole sweep fits one block (today's kernels run
+    it), the module has no group kernels, or not one row fits."""
+    if (dt, "grp_fwd", "shared") not in KERNELS or _variant(device, dt, "fwd", LANES) == "shared":
+        return 0
+    row = _N * dt.itemsize
+    if SIMULATED:
+        fit = SHARED_LIMIT // row
+    else:
+        index = _group_index(device)
+        _handle(index, dt, "grp_fwd", "shared")
+        _handle(index, dt, "grp_bwd", "shared")
+        fit = min(_LIMITS[(index, dt, "grp_fwd", "shared")][2], _LIMITS[(index, dt, "grp_bwd", "shared")][2]) // row
+    return max(0, min(GROUP_CAP, LANES, fit))
+
+
+def _use_groups(device, dt):
+    """Whether the rows with P run as lane groups on ``device``."""
+    return _group_lanes(device, dt) > 0
+
+
+def _geo(device, dt, B):
+    """G, groups per row and the kernels' uint32 ``geo`` (G, groups, items),
+    uploaded once per (device, dtype, B)."""
+    key = (device, dt, B)
+    got = _GEO.get(key)
+    if got is None:
+        G = _group_lanes(device, dt)
+        groups = -(-LANES // G)
+        geo = torch.tensor([G, groups, B * groups], dtype=torch.int64).to(torch.uint32).to(device)
+        got = _GEO[key] = (G, groups, geo)
+    return got
+
+
+def _group_grid(device, dt, G, items):
+    """The backward's persistent grid: blocks resident at once, at most
+    ``items``, and few enough that the flat scratch D (grid x G x size)
+    has 32-bit indices."""
+    most = max(1, (2**32 - 1) // max(1, G * _SIZE))
+    if SIMULATED:
+        return max(1, min(items, SIM_SLOTS, most))
+    index = _group_index(device)
+    sms = _GROUP_SMS.get(index)
+    if sms is None:
+        sms = _GROUP_SMS[index] = int(torch.cuda.get_device_properties(index).multi_processor_count)
+    per_sm = max(1, SM_SHARED // (G * _N * dt.itemsize + 1024))
+    return max(1, min(items, sms * per_sm, most))
+
+
+def _groups_forward(x, s):
+    """As ``_rows_forward`` with P, in lane groups: (values, P, ds, ps, D
+    (a 1 x 1 dummy: the backward recomputes), bad)."""
+    B = x.shape[0]
+    dt = _np_dtype(x)
+    t = _tables(x.device)
+    values, ds, ps = x.new_empty((B, _K)), x.new_empty((B, _SIZE)), x.new_empty((B, _SIZE))
+    P = x.new_empty((B, _K, _N))
+    bad = torch.empty((B,), dtype=torch.int32, device=x.device)
+    one = x.new_empty((1, 1))
+    if B == 0:
+        return values, P, ds, ps, one, bad
+    _launch("fwd", x, B, (x, s, t["wa"], t["wb"], t["offs"], t["clo"], t["chi"], t["doff"], t["outs"], values, ds,
+                          ps, bad, one, one, False, False), 1)
+    G, groups, geo = _geo(x.device, dt, B)
+    _launch("grp_fwd", x, B * groups, (P.view(B, _K * _N), s, t["wa"], t["wb"], t["offs"], t["clo"], t["chi"],
+                                       t["outs"], ps, bad, geo), G)
+    return values, P, ds, ps, one, bad
+
+
+def _groups_backward(gv, gP, s, ds, ps, bad, want_gs):
+    """As ``_rows_backward`` with dL/dP, in lane groups: (dL/dx, dL/ds per
+    row or a dummy)."""
+    B = ds.shape[0]
+    dt = _np_dtype(ds)
+    t = _tables(ds.device)
+    gx = ds.new_empty((B, _N))
+    gs = torch.zeros((B,), dtype=ds.dtype, device=ds.device) if want_gs else ds.new_empty((1,))
+    if B == 0:
+        return gx, gs
+    has_gv = gv is not None
+    gv = gv.to(ds.dtype).contiguous() if has_gv else ds.new_empty((1, 1))
+    gp = torch.zeros((B, _SIZE), dtype=ds.dtype, device=ds.device)
+    G, groups, geo = _geo(ds.device, dt, B)
+    grid = _group_grid(ds.device, dt, G, B * groups)
+    D = ds.new_empty((grid * G * _SIZE,))
+    _launch("grp_bwd", ds, grid, (gP.to(ds.dtype).reshape(B, _K * _N).contiguous(), s, t["wa"], t["wb"], t["offs"],
+                                  t["clo"], t["chi"], t["outs"], ps, D, gp, geo), G)
+    _launch("vals_bwd", ds, B, (s, t["wa"], t["wb"], t["offs"], t["outs"], gv, ds, ps, gp, bad, gx, gs, has_gv, True,
+                                want_gs), 1)
+    return gx, gs
+
+
+#: the functions a generated module copies, in order
+PARTS = (_group_index, _group_lanes, _use_groups, _geo, _group_grid, _groups_forward, _groups_backward)
