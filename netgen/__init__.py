@@ -72,6 +72,7 @@ _LAZY = {
     "AutoLayer": ("netgen.codegen.auto", "AutoLayer"),
     "topk_loss": ("netgen.layers", "topk_loss"),
     "TopKCrossEntropyLoss": ("netgen.relax.loss", "TopKCrossEntropyLoss"),
+    "blur": ("netgen.relax.blur", "blur"),
 }
 
 
@@ -83,6 +84,7 @@ if TYPE_CHECKING:  # pragma: no cover - what _LAZY resolves to, for readers and 
     from .compiler import build_network, compile, compile_network
     from .layers import topk_loss
     from .relax.distributions import DISTRIBUTIONS, Relaxation, default_relaxation
+    from .relax.blur import blur
     from .relax.loss import TopKCrossEntropyLoss
 
 
