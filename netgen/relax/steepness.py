@@ -235,7 +235,7 @@ MODEL_BUDGET = 200_000
 
 
 #: a measurement sweeps at most about this many (lane, comparator) pairs
-LANE_BUDGET = 4_000_000
+LANE_BUDGET = 8_000_000
 
 
 def model_rows(net: Network, rows: int = 256) -> int:
@@ -281,6 +281,8 @@ def estimate_steepness(net: Network, r: Relaxation, x: torch.Tensor, blur: float
     if columns is None:
         xm, columns = xm.to(torch.float64), sweep_columns(net, r)
     h = torch.from_numpy(sub.indices).to(xm.device)
+    if len(mrows) * (min(ranks, net.k) + 1) * net.size < LANE_BUDGET // 2:  # room left: more ranks (a sorter's vary)
+        ranks = max(ranks, min(64, LANE_BUDGET // max(1, len(mrows) * net.size) - 1))
     rk = sample_ranks(net.k, ranks)
 
     def corrected(s):  # model on all rows x (measured / model) on the measured rows
