@@ -46,7 +46,7 @@ from .expr import evaluate, var
 from .reference import fwd as _ref_fwd
 
 __all__ = ["DEFAULT_BLUR", "AutoSteepness", "Estimate", "estimate_steepness", "check_blur", "is_auto",
-           "model_blur", "solve_model", "model_rows", "sweep_columns", "calibration_factor", "network_class", "CALIBRATION"]
+           "model_blur", "solve_model", "model_rows", "sweep_columns", "sweep_lanes", "probe_blur", "calibration_factor", "network_class", "CALIBRATION"]
 
 log = logging.getLogger("netgen")
 
@@ -197,20 +197,20 @@ def reference_columns(net: Network, r: Relaxation):
     return columns
 
 
-def sweep_columns(net: Network, r: Relaxation):
-    """``columns(x, s, y) -> P[..., :, y]`` (``(R, k, m)``): the reference's
-    forward lanes (``fwd`` of ``e_y``, the same mixing) written for
-    measuring only: no autograd, the steepness a plain number, each layer
-    mixed in place. O(depth) torch steps, O(m size) work per row."""
+def sweep_lanes(net: Network, r: Relaxation):
+    """``lanes(x, s, V) -> P V`` for ``V`` of shape ``(R, n, m)``, as
+    ``(R, k, m)``: the reference's forward lanes (:func:`~netgen.relax.reference.fwd`,
+    the same mixing, bit-identical) written for measuring only: no
+    autograd, the steepness a plain number, wire-major (each gather moves
+    contiguous rows), each layer mixed in place. O(m size) work per row."""
     layers = _torch_layers(net)
     outs = torch.as_tensor(np.asarray(net.outputs, dtype=np.int64))
 
-    def columns(x, s, y):
+    def lanes_of(x, s, V):
         with torch.no_grad():
             dev = x.device
-            R, m = y.shape
-            v = x.t().contiguous()  # (n, R): wire-major, so each gather moves contiguous rows
-            lanes = torch.nn.functional.one_hot(y, net.n).to(x.dtype).permute(2, 0, 1).contiguous()  # (n, R, m)
+            v = x.t().contiguous()  # (n, R)
+            lanes = V.permute(1, 0, 2).contiguous()  # (n, R, m)
             for a, b in layers:
                 a, b = a.to(dev), b.to(dev)
                 va, vb = v[a], v[b]
@@ -220,7 +220,37 @@ def sweep_columns(net: Network, r: Relaxation):
                 lanes[a], lanes[b] = torch.lerp(lb, la, q), torch.lerp(la, lb, q)
             return lanes[outs.to(dev)].permute(1, 0, 2)  # (R, k, m)
 
+    return lanes_of
+
+
+def sweep_columns(net: Network, r: Relaxation):
+    """``columns(x, s, y) -> P[..., :, y]`` (``(R, k, m)``) for indices
+    ``y`` of shape ``(R, m)``: :func:`sweep_lanes` of the unit vectors."""
+    lanes = sweep_lanes(net, r)
+
+    def columns(x, s, y):
+        return lanes(x, s, torch.nn.functional.one_hot(y, net.n).to(x.dtype).transpose(-1, -2))
+
     return columns
+
+
+def probe_blur(lanes, x: torch.Tensor, indices: torch.Tensor, s, probes: int, seed: int = 0) -> float:
+    """The blur over ALL k ranks of the rows ``x``, ``1 - trace(P H^T) / k``,
+    by Hutchinson's estimator: for Rademacher ``z`` (``(R, probes, k)``),
+    ``z^T P H^T z`` is unbiased for the trace, and ``H^T z`` is a vector
+    on the inputs (``z_r`` at ``h_r``), so each probe is ONE forward lane.
+    Its variance is twice the squared off-diagonal mass, ``sum_{r != r'}
+    P[r, h_r']^2``: tiny next to the trace when k is large (a sorter),
+    where sampling ranks is not (a heavy-tailed F blurs a few ranks much
+    more than the rest). Deterministic (its own generator, ``seed``)."""
+    R, k = indices.shape
+    g = torch.Generator().manual_seed(seed)
+    z = (torch.randint(0, 2, (R, probes, k), generator=g) * 2 - 1).to(device=x.device, dtype=x.dtype)
+    V = torch.zeros(R, x.shape[-1], probes, dtype=x.dtype, device=x.device)
+    V.scatter_(1, indices.unsqueeze(-1).expand(R, k, probes), z.transpose(1, 2))  # V[h_r, q] = z[q, r]
+    PV = lanes(x, s, V)  # (R, k, probes)
+    trace = (PV * z.transpose(1, 2)).sum(1)  # (R, probes)
+    return float(1.0 - trace.mean() / k)
 
 
 _BIG = 1e300
@@ -236,6 +266,10 @@ MODEL_BUDGET = 200_000
 
 #: a measurement sweeps at most about this many (lane, comparator) pairs
 LANE_BUDGET = 8_000_000
+
+
+#: from this many ranks on, a measurement reads every rank by random probes (:func:`probe_blur`)
+PROBE_FROM = 64
 
 
 def model_rows(net: Network, rows: int = 256) -> int:
@@ -281,13 +315,18 @@ def estimate_steepness(net: Network, r: Relaxation, x: torch.Tensor, blur: float
     if columns is None:
         xm, columns = xm.to(torch.float64), sweep_columns(net, r)
     h = torch.from_numpy(sub.indices).to(xm.device)
-    if len(mrows) * (min(ranks, net.k) + 1) * net.size < LANE_BUDGET // 2:  # room left: more ranks (a sorter's vary)
-        ranks = max(ranks, min(64, LANE_BUDGET // max(1, len(mrows) * net.size) - 1))
+    probes = 0
+    if net.k > max(ranks, PROBE_FROM):  # many ranks: every rank at once by random probes
+        probes = max(4, min(32, LANE_BUDGET // max(1, len(mrows) * net.size) - 1))
+        lanes = sweep_lanes(net, r)
     rk = sample_ranks(net.k, ranks)
 
     def corrected(s):  # model on all rows x (measured / model) on the measured rows
-        e = lane_blur(columns, xm, h, rk, s)
-        m_sub = model_blur(sub, r, s) if len(rk) == net.k else _model_ranks(sub, r, s, rk)
+        if probes:
+            e, m_sub = probe_blur(lanes, xm, h, s, probes), model_blur(sub, r, s)
+        else:
+            e = lane_blur(columns, xm, h, rk, s)
+            m_sub = model_blur(sub, r, s) if len(rk) == net.k else _model_ranks(sub, r, s, rk)
         return e, model_blur(paths, r, s) * e / max(m_sub, 1e-300)
 
     pts = []

@@ -120,3 +120,19 @@ def test_auto_state_estimates_on_a_schedule_and_checkpoints():
         AutoSteepness(0.1, every=0)
     with pytest.raises(ValueError, match="blur"):
         AutoSteepness(2.0)
+
+
+def test_probe_blur_estimates_every_rank():
+    """Hutchinson's probes: unbiased for 1 - trace(P H^T) / k; close with a few probes at k = 128."""
+    from netgen.relax.steepness import probe_blur, sweep_lanes
+
+    net = _net(128, 128)
+    r = default_relaxation(net, "cauchy")
+    x = torch.randn(3, 128, generator=torch.Generator().manual_seed(11), dtype=torch.float64)
+    s = estimate_steepness(net, r, x, 0.1).steepness
+    exact = _true_blur(net, r, x, s)
+    h = ref.hard(net, x)[1]
+    got = probe_blur(sweep_lanes(net, r), x, h, s, probes=8)
+    assert got == pytest.approx(exact, rel=0.03)
+    assert got != probe_blur(sweep_lanes(net, r), x, h, s, probes=8, seed=1)  # a real random estimate
+    assert exact == pytest.approx(0.1, rel=0.1)
