@@ -16,9 +16,10 @@ cell passes when measured / target lies in [0.9, 1.1].
 Overhead (``--overhead``): the CPU time of one estimate against one
 forward + backward of the generated layer (``AutoLayer``, target torch)
 on the same batch (float32, the sum of the values as the loss), medians
-of ``--reps`` interleaved rounds; a layer estimates on its first call and
-then every ``every`` (25) training calls, so the amortised overhead is
-the ratio / 25.
+of ``--reps`` interleaved rounds; a layer estimates on training calls 0,
+1, 2, 4, ..., 64 and then every 100th, so over a run of N calls the
+overhead is the ratio x (estimates in N calls) / N, printed for N = 1000
+and 10000.
 
     python benchmarks/blur_grid.py                       # the whole grid, target 0.1
     python benchmarks/blur_grid.py --n 16 1024 --blur 0.05 0.2
@@ -94,7 +95,11 @@ def grid(args) -> int:
 def overhead(args) -> None:
     from netgen.codegen.auto import AutoLayer
 
-    print(f"{'n':>6} {'k':>6} {'B':>4} {'fwd+bwd':>9} {'estimate':>9} {'ratio':>7} {'per 25 calls':>12}")
+    from netgen.relax.steepness import AutoSteepness
+
+    sched = AutoSteepness()
+    frac = {N: sum(sched.due(c) for c in range(N)) / N for N in (1000, 10000)}
+    print(f"{'n':>6} {'k':>6} {'B':>4} {'fwd+bwd':>9} {'estimate':>9} {'ratio':>7} {'N=1000':>8} {'N=10000':>8}")
     for n in args.n:
         for k in (args.k or [1, 5, n]):
             k = n if k in (-1, 0) else k
@@ -119,7 +124,8 @@ def overhead(args) -> None:
                 t = time.process_time(); step(); tf.append(time.process_time() - t)
                 t = time.process_time(); est(); te.append(time.process_time() - t)
             f, e = statistics.median(tf), statistics.median(te)
-            print(f"{n:>6} {k:>6} {B:>4} {f:>8.4f}s {e:>8.4f}s {e / f:>7.1%} {e / f / 25:>12.2%}", flush=True)
+            print(f"{n:>6} {k:>6} {B:>4} {f:>8.4f}s {e:>8.4f}s {e / f:>7.1%} {e / f * frac[1000]:>8.2%} "
+                  f"{e / f * frac[10000]:>8.2%}", flush=True)
 
 
 def main(argv=None) -> int:

@@ -34,7 +34,7 @@ def topk_loss(num_classes: int, p_k: Sequence[float], m: int | None = None, kind
 
     ``steepness="auto"``: chosen from the (preselected) scores, detached, so
     that the layer's blur (:func:`netgen.blur`) is ``blur`` (default 0.1,
-    any number in (0, 1)): on the first call, then every 25th training
+    any number in (0, 1)): on training calls 0, 1, 2, 4, ..., 64, then every 100th
     call (``loss.layer.auto_steepness`` holds the value, a buffer in the
     state_dict; docs/relaxations.md section 8)."""
     from .codegen.auto import AutoLayer, check_target

@@ -99,7 +99,7 @@ class AutoLayer(LayerBase):
     scores (detached) so that the blur (:func:`netgen.blur`) is ``blur``
     (attribute, default 0.1, in (0, 1)), by the submodule
     ``auto_steepness`` (:class:`~netgen.relax.steepness.AutoSteepness`:
-    on the first call, then every 25th training call; eval mode uses the
+    on training calls 0, 1, 2, 4, ..., 64, then every 100th; eval mode uses the
     value as it is; the value is a buffer in the state_dict). It is handed to the generated layer's run-time ``steepness`` (no
     recompilation); a generated module without one is rebuilt for a new
     numeric value instead (a tensor that requires grad then raises).

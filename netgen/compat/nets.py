@@ -12,7 +12,7 @@ generated module (built once, then from netgen's cache).
 netgen's extension: ``steepness="auto"`` with ``blur=`` (default 0.1):
 chosen from the inputs (detached) so that the relaxation's blur
 (:func:`netgen.blur`) is ``blur``, by the submodule ``auto_steepness``
-(first call, then every 25th training call; eval mode uses the value as
+(training calls 0, 1, 2, 4, ..., 64, then every 100th; eval mode uses the value as
 it is; in the state_dict; docs/relaxations.md section 8)."""
 
 from __future__ import annotations

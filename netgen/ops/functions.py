@@ -19,7 +19,7 @@ Common keyword arguments: ``steepness`` (None: the network's default
 ``"auto"``: chosen from the detached scores of this call so that the
 blur, :func:`netgen.blur`, is ``blur``, default 0.1, any number in (0, 1);
 docs/relaxations.md section 8; the module forms choose on the first call
-and every 25th training call instead),
+and on training calls 0, 1, 2, 4, ..., 64, then every 100th instead),
 ``distribution`` (None: ``cauchy``; any of
 :data:`netgen.relax.DISTRIBUTIONS`), ``network`` (``"best"``, a kind, a
 Network or a file; :mod:`netgen.ops.networks`) and ``target`` (``"auto"``

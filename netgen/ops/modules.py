@@ -5,7 +5,7 @@ steepness is a live attribute read at every call: a number, a 0-d tensor,
 or an ``nn.Parameter`` (``SoftRank(steepness=nn.Parameter(torch.tensor(
 20.0)))``: it is then a parameter of the module and learns); or ``"auto"``
 with ``blur=`` (default 0.1): the submodule ``auto_steepness`` chooses it
-from the scores on the first call and every 25th training call, as a
+from the scores on training calls 0, 1, 2, 4, ..., 64, then every 100th, as a
 layer's (:class:`netgen.relax.steepness.AutoSteepness`). A module holds
 no network or compiled code: ``state_dict()`` holds only a learnable
 steepness (or "auto"'s value), and pickles rebuild from netgen's cache on

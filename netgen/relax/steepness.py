@@ -22,8 +22,8 @@ on its way) and on F's tails. The estimator, on a few rows of the scores
    ``tol`` of the target.
 
 :class:`AutoSteepness` is what a layer or module with ``steepness="auto"``
-holds: when it estimates (first call, then every ``every``-th call in
-training mode), and the steepness it keeps (a buffer, in the state_dict).
+holds: when it estimates (training calls 0, 1, 2, 4, ..., 64, then every
+100th), and the steepness it keeps (a buffer, in the state_dict).
 """
 
 from __future__ import annotations
@@ -367,10 +367,14 @@ class AutoSteepness(torch.nn.Module):
     the steepness in use (buffer ``steepness``, NaN until the first
     estimate; it is in the state_dict, so a checkpoint reproduces).
 
-    * **training mode**: the first call estimates s from its scores; then
-      every ``every``-th call estimates again and the buffer moves to the
-      new value by ``momentum`` (an average in log s, so one odd batch does
-      not jolt it); the calls between use the buffer as it is.
+    * **training mode**: training call number c (from 0) estimates s from
+      its scores when c is 0 or a power of two below ``every`` (scores
+      move fastest early in training), then when c is a multiple of
+      ``every`` (default 100); each estimate moves the buffer to the new
+      value by ``momentum`` (an average in log s, so one odd batch does
+      not jolt it); the calls between use the buffer as it is. A schedule
+      of calls, not of time: training reproduces, and the count is a
+      buffer, so a resumed checkpoint keeps the schedule.
     * **eval mode**: the buffer as it is (a result does not depend on which
       rows share its batch); an instance never trained estimates on its
       first call and keeps that.
@@ -378,7 +382,7 @@ class AutoSteepness(torch.nn.Module):
     ``estimate(x) -> Estimate`` is the owner's (it knows the network and
     the lanes to measure with)."""
 
-    def __init__(self, blur: float = DEFAULT_BLUR, every: int = 25, momentum: float = 0.5):
+    def __init__(self, blur: float = DEFAULT_BLUR, every: int = 100, momentum: float = 0.5):
         super().__init__()
         self.blur = check_blur(blur)
         if isinstance(every, bool) or not isinstance(every, int) or every < 1:
@@ -390,11 +394,15 @@ class AutoSteepness(torch.nn.Module):
         self.register_buffer("calls", torch.tensor(0, dtype=torch.int64))
         self.last: Estimate | None = None
 
+    def due(self, c: int) -> bool:
+        """Whether training call number ``c`` (from 0) estimates."""
+        return (c & (c - 1)) == 0 if c < self.every else c % self.every == 0
+
     def forward(self, x: torch.Tensor, estimate, fallback: float) -> float:
         """The steepness for this call (a float); ``fallback`` when no
         estimate has had information yet (e.g. all scores equal)."""
         have = not math.isnan(float(self.steepness))
-        due = not have or (self.training and int(self.calls) % self.every == 0)
+        due = not have or (self.training and self.due(int(self.calls)))
         if self.training:
             self.calls += 1
         if due:

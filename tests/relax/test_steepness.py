@@ -101,19 +101,21 @@ def test_auto_state_estimates_on_a_schedule_and_checkpoints():
         calls.append(1)
         return estimate_steepness(net, r, t, 0.1)
 
-    auto = AutoSteepness(0.1, every=3)
+    auto = AutoSteepness(0.1, every=4)
+    assert [c for c in range(13) if auto.due(c)] == [0, 1, 2, 4, 8, 12]
+    assert [c for c in range(300) if AutoSteepness().due(c)] == [0, 1, 2, 4, 8, 16, 32, 64, 100, 200]
     s = auto(x, estimate, fallback=1.0)
     assert len(calls) == 1 and s == pytest.approx(estimate_steepness(net, r, x, 0.1).steepness)
     for _ in range(5):
         auto(x * 2, estimate, 1.0)
-    assert len(calls) == 2  # calls 0 and 3 estimate (every=3)
+    assert len(calls) == 4  # calls 0, 1, 2 and 4 estimate (every=4)
     assert float(auto.steepness) < s  # x * 2 asks for half the steepness; the average moves towards it
     state = auto.state_dict()
     assert set(state) == {"steepness", "calls"}
     other = AutoSteepness(0.1)
     other.load_state_dict(state)
     other.eval()
-    assert other(x, estimate, 1.0) == float(auto.steepness) and len(calls) == 2  # eval: the buffer as it is
+    assert other(x, estimate, 1.0) == float(auto.steepness) and len(calls) == 4  # eval: the buffer as it is
     fresh = AutoSteepness(0.1).eval()
     assert fresh(torch.ones(3, 16), estimate, fallback=7.0) == 7.0  # no information yet: the fallback
     with pytest.raises(ValueError, match="every"):
