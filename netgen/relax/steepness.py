@@ -13,13 +13,15 @@ on its way) and on F's tails. The estimator, on a few rows of the scores
    output element's hard path, ``1 - prod(1 - F(-s phi(gap)))`` over the
    comparators it passes, averaged over the outputs (mass that leaves and
    comes back, and gaps that shrink in the soft run, are not modelled);
-   it solves ``model(s) = target * c`` for s, with ``c`` the calibration
-   table's correction for the distribution and the network's class
-   (:data:`CALIBRATION`, written by ``tools/steepness_calibration.py``);
-2. **refine** (``refine`` steps, default 2): measures the blur at that s on
-   the same rows (``P[r, h_r]`` from forward lanes on sampled ranks) and
-   corrects s by a secant step in (log s, log blur), stopping when within
-   ``tol`` of the target.
+   it solves ``model(s) = target`` for s (bracketed secant in log s);
+2. **calibrate and refine** (``refine`` steps, default 2): measures the
+   blur at that s on some of the rows (``1 - P[r, h_r]`` from forward lanes:
+   every rank, or for k > 64 every rank at once by Hutchinson probes),
+   scales the model by measured / model on those rows (a calibration of
+   the model for this network, distribution and scores, made per
+   estimate instead of read from a table: it follows any network and
+   score distribution) and corrects s by a secant step in (log s, log
+   blur), stopping within ``tol`` (3%) of the target.
 
 :class:`AutoSteepness` is what a layer or module with ``steepness="auto"``
 holds: when it estimates (training calls 0, 1, 2, 4, ..., 64, then every
@@ -29,11 +31,9 @@ holds: when it estimates (training calls 0, 1, 2, 4, ..., 64, then every
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -46,26 +46,12 @@ from .expr import evaluate, var
 from .reference import fwd as _ref_fwd
 
 __all__ = ["DEFAULT_BLUR", "AutoSteepness", "Estimate", "estimate_steepness", "check_blur", "is_auto",
-           "model_blur", "solve_model", "model_rows", "sweep_columns", "sweep_lanes", "probe_blur", "calibration_factor", "network_class", "CALIBRATION"]
+           "model_blur", "solve_model", "model_rows", "sweep_columns", "sweep_lanes", "probe_blur"]
 
 log = logging.getLogger("netgen")
 
 #: the blur ``steepness="auto"`` aims at unless told otherwise
 DEFAULT_BLUR = 0.1
-
-_TABLE = Path(__file__).resolve().parent.parent / "data" / "steepness" / "calibration.json"
-
-
-def _load_table() -> dict:
-    try:
-        return json.loads(_TABLE.read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # pragma: no cover - a damaged install: the model alone (c = 1)
-        return {"targets": [], "factors": {}}
-
-
-#: {"targets": [t ...], "factors": {distribution: {class: [c(t) ...]}}, ...}
-CALIBRATION = _load_table()
-
 
 def is_auto(s) -> bool:
     return isinstance(s, str) and s == "auto"
@@ -77,30 +63,6 @@ def check_blur(b) -> float:
         raise ValueError(f"blur must be a number in (0, 1) (the mean total variation between the relaxed and the "
                          f"hard network's rows), got {b!r}")
     return float(b)
-
-
-def network_class(net: Network) -> str:
-    """The calibration table's classes: ``top1`` (one output: no mass that
-    leaves an element's path comes back), ``sort`` (a sorter) or ``topk``."""
-    return "top1" if net.k == 1 else ("sort" if net.k == net.n else "topk")
-
-
-def calibration_factor(r: Relaxation, net: Network, target: float) -> float:
-    """c in ``model(s) = target * c``: the table's entry for (distribution,
-    class), interpolated linearly in log target; 1 where none."""
-    ts = CALIBRATION.get("targets", [])
-    cs = CALIBRATION.get("factors", {}).get(r.distribution, {}).get(network_class(net))
-    if not ts or not cs:
-        return 1.0
-    lt = math.log(target)
-    lts = [math.log(t) for t in ts]
-    if lt <= lts[0]:
-        return cs[0]
-    if lt >= lts[-1]:
-        return cs[-1]
-    j = next(i for i in range(1, len(lts)) if lt <= lts[i])
-    w = (lt - lts[j - 1]) / (lts[j] - lts[j - 1])
-    return math.exp((1 - w) * math.log(cs[j - 1]) + w * math.log(cs[j]))
 
 
 # ---------------------------------------------------------------- the model
@@ -304,7 +266,7 @@ def estimate_steepness(net: Network, r: Relaxation, x: torch.Tensor, blur: float
     if xs.shape[0] == 0:
         return Estimate(None, None, None, 0, "an empty batch")
     paths = HardPaths(net, xs.to(torch.float64).cpu().numpy())
-    s0, note = solve_model(paths, r, blur * calibration_factor(r, net, blur))
+    s0, note = solve_model(paths, r, blur)
     if s0 is None or refine <= 0 or note:
         return Estimate(s0, s0, None, 0, note)
     R = xs.shape[0]
