@@ -80,7 +80,15 @@ def train(loss_name, data, C, epochs, seed, steepness=None, lr=3e-3, batch=256, 
             opt.step()
             steps += 1
     auto = getattr(getattr(loss_fn, "layer", None), "auto_steepness", None)
+    end_blur = None
+    if loss_name != "softmax CE":  # the blur of the trained head's preselected validation scores
+        from netgen import blur
+        from netgen.relax.loss import preselect
+
+        with torch.no_grad():
+            end_blur = float(blur(loss_fn.layer, preselect(head(xva[:1000]), yva[:1000], 16)[0]))
     return {
+        "end_blur": end_blur,
         "final_s": None if auto is None else float(auto.steepness),
         "top1": accuracy(head, xte, yte, 1),
         "top5": accuracy(head, xte, yte, 5),
@@ -96,7 +104,7 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--blur", type=float, nargs="+", default=[0.1], help="steepness='auto' targets (default 0.1)")
-    ap.add_argument("--sweep", type=float, nargs="+", default=[2.0, 5.0], help="fixed steepness values (default 2 5)")
+    ap.add_argument("--sweep", type=float, nargs="*", default=[2.0, 5.0], help="fixed steepness values (default 2 5)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     train_set, test_set, val_set, C = make_data(args.seed)
@@ -107,7 +115,8 @@ def main():
     print(f"{'loss':<58} {'top-1':>7} {'top-5':>7} {'steps':>6} {'time (s)':>9}")
 
     def row(name, r):
-        s = "" if r.get("final_s") is None else f"  (final s = {r['final_s']:.3g})"
+        s = "" if r.get("end_blur") is None else f"  blur at the end {r['end_blur']:.3f}"
+        s += "" if r.get("final_s") is None else f", final s = {r['final_s']:.3g}"
         print(f"{name:<58} {100 * r['top1']:>6.2f}% {100 * r['top5']:>6.2f}% {r['steps']:>6} {r['seconds']:>9.1f}{s}",
               flush=True)
 
