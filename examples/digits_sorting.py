@@ -16,6 +16,11 @@ ranking, as exact match (all n ranks right) and element-wise correct ranks.
 
     python examples/digits_sorting.py                 # n in 3 5 7 9 15, netgen and SoftSort
     python examples/digits_sorting.py --n 5 --steps 1000 --baseline none
+    python examples/digits_sorting.py --n 5 --steepness default 8 32 auto   # a sweep and steepness="auto"
+
+``--steepness``: the netgen runs, each a number, ``default`` (2 x depth) or
+``auto`` (``steepness="auto"``, blur ``--blur``, default 0.1: chosen from
+the scores during training; docs/relaxations.md section 8).
 
 Orientation (netgen): P[b, r, c] is the weight of input c in rank r, rank 0
 the largest; Q[b, r, c] = 1 when number c has rank r.
@@ -197,20 +202,30 @@ def train(layer, method: str, n: int, train_pool: Numbers, test_pool: Numbers, *
 def run(ns=DEFAULT_NS, *, steps: int = 1500, batch: int | None = None, lr: float = 10 ** -2.5, seed: int = 0,
         network: str = "oddeven", baseline: str | None = "softsort", baseline_temperature: float | None = None,
         eval_sets: int = 1000, out_dir: str | Path = "generated", log_every: int = 0,
-        threads: int | None = 1) -> list[Result]:
+        threads: int | None = 1, steepnesses=(None,), blur: float = 0.1) -> list[Result]:
     """Train and evaluate for each n with netgen's generated layer and (unless
     ``baseline`` is None) with the baseline backend."""
     train_pool, test_pool = split_digits(seed)
     results = []
     for n in ns:
-        layer, path, net = netgen_layer(n, network, out_dir)
-        if threads:  # after building: importing the compiler's numba parts resets torch's thread count
-            torch.set_num_threads(threads)
-        label = f"netgen {network} (depth {net.depth})"
-        print(f"n={n}: {label}, generated {path}", flush=True)
-        results.append(train(layer, label, n, train_pool, test_pool, steps=steps, batch=batch, lr=lr,
-                             seed=seed, eval_sets=eval_sets, log_every=log_every))
-        _report(results[-1])
+        for st in steepnesses:
+            layer, path, net = netgen_layer(n, network, out_dir, steepness=None if st in (None, "auto") else st)
+            if st == "auto":
+                from netgen.codegen.auto import AutoLayer
+                from netgen.relax.distributions import default_relaxation
+
+                layer = AutoLayer(net, default_relaxation(net), "torch", steepness="auto", blur=blur)
+            if threads:  # after building: importing the compiler's numba parts resets torch's thread count
+                torch.set_num_threads(threads)
+            label = f"netgen {network} (depth {net.depth})"
+            if st is not None:
+                label += f", s = {st:g}" if st != "auto" else f", s = auto (blur {blur:g})"
+            print(f"n={n}: {label}, generated {path}", flush=True)
+            results.append(train(layer, label, n, train_pool, test_pool, steps=steps, batch=batch, lr=lr,
+                                 seed=seed, eval_sets=eval_sets, log_every=log_every))
+            if st == "auto":
+                print(f"  final s = {float(layer.auto_steepness.steepness):.4g}", flush=True)
+            _report(results[-1])
         if baseline:
             results.append(train(baseline_layer(baseline, n, baseline_temperature), baseline, n, train_pool,
                                  test_pool, steps=steps, batch=batch, lr=lr, seed=seed, eval_sets=eval_sets,
@@ -254,12 +269,16 @@ def main(argv=None) -> None:
                     help="torch CPU threads (default 1: the model is tiny, more threads mostly add sync)")
     ap.add_argument("--json", dest="json_out", help="also write the results as JSON to this file")
     ap.add_argument("--log-every", type=int, default=0, help="print the mean loss every this many steps")
+    ap.add_argument("--steepness", nargs="+", default=["default"],
+                    help="netgen runs: numbers, 'default' (2 x depth) or 'auto' (default: default)")
+    ap.add_argument("--blur", type=float, default=0.1, help="the blur steepness='auto' aims at (default 0.1)")
     args = ap.parse_args(argv)
+    steepnesses = [None if v == "default" else (v if v == "auto" else float(v)) for v in args.steepness]
     t0, c0 = time.perf_counter(), time.process_time()
     results = run(args.n, steps=args.steps, batch=args.batch, lr=args.lr, seed=args.seed, network=args.network,
                   baseline=None if args.baseline == "none" else args.baseline,
                   baseline_temperature=args.baseline_temperature, eval_sets=args.eval_sets, out_dir=args.out_dir,
-                  log_every=args.log_every, threads=args.threads)
+                  log_every=args.log_every, threads=args.threads, steepnesses=steepnesses, blur=args.blur)
     print()
     print(table(results))
     print(f"\ntotal {time.perf_counter() - t0:.0f} s wall, {time.process_time() - c0:.0f} s CPU; "

@@ -83,6 +83,7 @@ _LAZY = {
     "TopKMask": ("netgen.ops", "TopKMask"),
     "SpearmanLoss": ("netgen.ops", "SpearmanLoss"),
     "MultiLabelTopKLoss": ("netgen.ops", "MultiLabelTopKLoss"),
+    "blur": ("netgen.relax.blur", "blur"),
 }
 
 
@@ -96,6 +97,7 @@ if TYPE_CHECKING:  # pragma: no cover - what _LAZY resolves to, for readers and 
     from .relax.distributions import DISTRIBUTIONS, Relaxation, default_relaxation
     from .ops import (MultiLabelTopKLoss, SoftRank, SoftSort, SoftTopK, SpearmanLoss, TopKMask, soft_rank, soft_sort,
                       soft_topk, topk_mask)
+    from .relax.blur import blur
     from .relax.loss import TopKCrossEntropyLoss
 
 

@@ -12,9 +12,9 @@ __all__ = ["topk_loss"]
 
 
 def topk_loss(num_classes: int, p_k: Sequence[float], m: int | None = None, kind: str = "splitter",
-              distribution: str | None = None, steepness: float | None = None, art_lambda: float = 0.25,
+              distribution: str | None = None, steepness: float | str | None = None, art_lambda: float = 0.25,
               mode: str = "mix", reduction: str = "mean", target: str = "auto",
-              device=None, *, max_size: int | None = None, max_seconds: float | None = None):
+              device=None, *, max_size: int | None = None, max_seconds: float | None = None, blur: float = 0.1):
     """Build a :class:`~netgen.relax.loss.TopKCrossEntropyLoss` over a netgen
     layer for a ``kind`` network with K = len(p_k) outputs on ``num_classes``
     wires, or on ``m`` wires with top-m preselection (the layer then has
@@ -30,14 +30,23 @@ def topk_loss(num_classes: int, p_k: Sequence[float], m: int | None = None, kind
     see :mod:`netgen.codegen.auto`), choosing on the first call per device
     and logging the choice (``loss.layer.targets`` shows it); or one of
     ``"torch"``, ``"numba"``, ``"cuda"``. ``device``: build the layer for
-    that device now (do so before ``torch.compile`` or CUDA-graph capture)."""
+    that device now (do so before ``torch.compile`` or CUDA-graph capture).
+
+    ``steepness="auto"``: chosen from the (preselected) scores, detached, so
+    that the layer's blur (:func:`netgen.blur`) is ``blur`` (default 0.1,
+    any number in (0, 1)): on training calls 0, 1, 2, 4, ..., 64, then every 100th
+    call (``loss.layer.auto_steepness`` holds the value, a buffer in the
+    state_dict; docs/relaxations.md section 8)."""
     from .codegen.auto import AutoLayer, check_target
     from .compiler import build
     from .network import check_n, size_limit
     from .relax.distributions import Relaxation, default_relaxation
     from .relax.loss import TopKCrossEntropyLoss, check_p_k
+    from .relax.steepness import check_blur, is_auto
 
     check_target(target)
+    check_blur(blur)
+    auto = is_auto(steepness)
     try:
         num_classes = check_n(num_classes)
     except ValueError as e:
@@ -59,6 +68,6 @@ def topk_loss(num_classes: int, p_k: Sequence[float], m: int | None = None, kind
         raise RuntimeError(f"netgen: the {kind} network for n = {n}, k = {K} is wrong: {report}")
     net = compiled.network
     r = default_relaxation(net, distribution)
-    r = Relaxation(r.distribution, r.steepness if steepness is None else steepness, art_lambda)
-    layer = AutoLayer(net, r, target, device)
+    r = Relaxation(r.distribution, r.steepness if steepness is None or auto else steepness, art_lambda)
+    layer = AutoLayer(net, r, target, device, steepness="auto" if auto else None, blur=blur)
     return TopKCrossEntropyLoss(layer, p_k, m=m, mode=mode, reduction=reduction, num_classes=num_classes)

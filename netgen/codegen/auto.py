@@ -31,8 +31,10 @@ import logging
 
 import torch
 
+from ..relax.steepness import DEFAULT_BLUR, AutoSteepness, check_blur, estimate_steepness, is_auto
 from . import TARGETS
 from .cache import build_layer
+from .runtime.common import check_input, refuse_transforms
 from .runtime.layer import LayerBase
 
 __all__ = ["AutoLayer", "build_layer", "pick_target", "check_target", "runtime_steepness"]
@@ -93,7 +95,12 @@ class AutoLayer(LayerBase):
 
     ``steepness`` (attribute, read at every call; None: the relaxation's):
     a number, numpy scalar, 1-element tensor (0-d or ``(1,)``) or
-    ``nn.Parameter`` (then it learns). It is handed to the generated layer's run-time ``steepness`` (no
+    ``nn.Parameter`` (then it learns), or ``"auto"``: chosen from the
+    scores (detached) so that the blur (:func:`netgen.blur`) is ``blur``
+    (attribute, default 0.1, in (0, 1)), by the submodule
+    ``auto_steepness`` (:class:`~netgen.relax.steepness.AutoSteepness`:
+    on training calls 0, 1, 2, 4, ..., 64, then every 100th; eval mode uses the
+    value as it is; the value is a buffer in the state_dict). It is handed to the generated layer's run-time ``steepness`` (no
     recompilation); a generated module without one is rebuilt for a new
     numeric value instead (a tensor that requires grad then raises).
     :meth:`set_relaxation` swaps distribution / ``art_lambda`` (another
@@ -108,14 +115,47 @@ class AutoLayer(LayerBase):
     allowlisted), and an unpickled AutoLayer rebuilds its layers from
     netgen's cache on its first call."""
 
-    def __init__(self, net, r, target: str = "auto", device=None, steepness=None):
-        super().__init__(steepness)
+    def __init__(self, net, r, target: str = "auto", device=None, steepness=None, blur: float = DEFAULT_BLUR):
+        super().__init__(None)
         self.net, self.relaxation, self.target = net, r, check_target(target)
         self.n, self.k = net.n, net.k
+        self.blur = check_blur(blur)
+        self.steepness = steepness
         self._built: dict = {}  # (device type, relaxation) -> generated Layer
         self.targets: dict[str, str] = {}
         if device is not None:
             self.layer_for(torch.device(device))
+
+    def __setattr__(self, name, value):
+        if name == "blur":
+            value = check_blur(value)
+            if "auto_steepness" in self._modules:
+                self.auto_steepness.blur = value
+        if name == "steepness" and isinstance(value, str):
+            if not is_auto(value):
+                raise ValueError(f"steepness must be a number, a 1-element tensor or 'auto', got {value!r}")
+            self._parameters.pop("steepness", None)
+            self.__dict__.pop("steepness", None)
+            torch.nn.Module.__setattr__(self, name, value)
+            if "auto_steepness" not in self._modules:  # a buffer from the start: checkpoints load before a call
+                self.auto_steepness = AutoSteepness(self.blur)
+            return
+        super().__setattr__(name, value)
+
+    def _call(self, x, steepness=None):
+        s = self.steepness if steepness is None else steepness
+        if not is_auto(s):
+            return super()._call(x, steepness)
+        refuse_transforms()
+        check_input(x, self.n)
+        return self._auto(x)
+
+    @torch.compiler.disable
+    def _auto(self, x) -> float:
+        """``steepness="auto"``: this call's steepness (see the class doc)."""
+        net, r = self.net, self.relaxation
+        return self.auto_steepness(x, lambda t: estimate_steepness(net, r, t, self.auto_steepness.blur),
+                                   r.steepness)
 
     def set_relaxation(self, r) -> None:
         """Use relaxation ``r`` from the next call on (layers built lazily)."""
@@ -151,6 +191,8 @@ class AutoLayer(LayerBase):
         built on first use."""
         s = self.steepness if steepness is _OWN else steepness
         layer = self._get(device, self.relaxation)
+        if is_auto(s):  # a call without scores to choose from (hard): the relaxation's
+            s = None
         if s is None:
             if runtime_steepness(layer):
                 _hand_over(layer, self.relaxation.steepness)
@@ -213,7 +255,8 @@ class AutoLayer(LayerBase):
 
     def extra_repr(self):
         chosen = ", ".join(f"{d}: {t}" for d, t in self.targets.items()) or "none built yet"
-        return f"n={self.n}, k={self.k}, target={self.target!r} ({chosen})"
+        auto = f", steepness='auto', blur={self.blur:g}" if is_auto(self.steepness) else ""
+        return f"n={self.n}, k={self.k}, target={self.target!r} ({chosen}){auto}"
 
 
 def _hand_over(layer, s) -> None:

@@ -16,6 +16,7 @@ from typing import List
 
 import torch
 
+from ..relax.steepness import DEFAULT_BLUR, check_blur, estimate_steepness, is_auto
 from .networks import from_matrices
 from .nets import relaxation_for
 from .run import call
@@ -46,6 +47,18 @@ def _layer(sorting_network, n: int, k: int, distribution, art_lambda):
     return layer
 
 
+def _steepness(layer, vectors, steepness, blur):
+    """A steepness as given; ``"auto"`` chosen from ``vectors`` for this call."""
+    check_blur(blur)
+    if not is_auto(steepness):
+        return steepness
+    xs = vectors.detach()
+    if xs.is_floating_point() and not bool(torch.isfinite(xs).all()):
+        xs = xs[torch.isfinite(xs).all(-1)]
+    est = estimate_steepness(layer.net, layer.relaxation, xs, blur)
+    return layer.relaxation.steepness if est.steepness is None else est.steepness
+
+
 def _check(vectors):
     if not isinstance(vectors, torch.Tensor) or vectors.dim() < 1:
         raise ValueError("vectors must be a tensor of shape (..., n)")
@@ -60,14 +73,17 @@ def sort(
     distribution: str = "cauchy",
     *,
     check_finite: bool = False,
+    blur: float = DEFAULT_BLUR,
 ):
     """diffsort.sort: ``(soft sorted ascending, X (..., n, n))`` for a
     network in diffsort's matrix format. Steepness, non-finite scores
     (``check_finite``) and second order as for the modules
-    (:mod:`netgen.compat.run`)."""
+    (:mod:`netgen.compat.run`); ``steepness="auto"`` (netgen's extension):
+    chosen from ``vectors`` at every call for the blur ``blur`` (a
+    function keeps no state; the modules keep theirs)."""
     n = _check(vectors)
     layer = _layer(sorting_network, n, n, distribution, art_lambda)
-    values, P = call(layer, vectors, steepness, check_finite=check_finite)
+    values, P = call(layer, vectors, _steepness(layer, vectors, steepness, blur), check_finite=check_finite)
     return values.flip(-1), P.flip(-2).transpose(-1, -2)
 
 
@@ -81,14 +97,15 @@ def topk(
     sparse: bool = False,
     *,
     check_finite: bool = False,
+    blur: float = DEFAULT_BLUR,
 ):
     """difftopk.topk: ``(values ascending, X (..., n, k))`` for a network
     in difftopk's dense or sparse matrix format (difftopk returns None for
     the values). ``sparse`` is accepted; the format is read off the
-    matrices."""
+    matrices. ``steepness="auto"``: as in :func:`sort`."""
     n = _check(vectors)
     layer = _layer(sorting_network, n, k, distribution, art_lambda)
-    values, P = call(layer, vectors, steepness, check_finite=check_finite)
+    values, P = call(layer, vectors, _steepness(layer, vectors, steepness, blur), check_finite=check_finite)
     return values.flip(-1), P.flip(-2).transpose(-1, -2)
 
 

@@ -7,7 +7,13 @@ Attributes are live, as in the originals: ``steepness``, ``distribution``,
 every call. The steepness goes to the generated layer's run-time steepness
 (no recompilation; a number, numpy scalar, 0-d tensor or ``nn.Parameter``,
 which then learns); a new distribution / ``art_lambda`` selects another
-generated module (built once, then from netgen's cache)."""
+generated module (built once, then from netgen's cache).
+
+netgen's extension: ``steepness="auto"`` with ``blur=`` (default 0.1):
+chosen from the inputs (detached) so that the relaxation's blur
+(:func:`netgen.blur`) is ``blur``, by the submodule ``auto_steepness``
+(training calls 0, 1, 2, 4, ..., 64, then every 100th; eval mode uses the value as
+it is; in the state_dict; docs/relaxations.md section 8)."""
 
 from __future__ import annotations
 
@@ -17,6 +23,7 @@ import torch
 
 from ..relax.distributions import DIFFTOPK_ART_EPSILON, DISTRIBUTIONS, Relaxation
 from .networks import from_matrices, from_plain, get_sorting_network, netgen_network, original_network, to_plain
+from ..relax.steepness import DEFAULT_BLUR, AutoSteepness, check_blur, estimate_steepness, is_auto
 from .run import call, check_steepness
 
 #: the steepness baked into modules whose steepness is a run-time argument
@@ -55,13 +62,17 @@ def relaxation_for(distribution, art_lambda, art_epsilon, steepness=CANONICAL_ST
 
 class _Base(torch.nn.Module):
     def _setup(self, sorting_network_type, size, k, device, steepness, art_lambda, interpolation_type,
-               distribution, art_epsilon, network, target, check_finite):
+               distribution, art_epsilon, network, target, check_finite, blur=DEFAULT_BLUR):
         from ..codegen.auto import check_target
 
         check_target(target)
         if network not in ("difftopk", "netgen"):
             raise ValueError(f"network must be 'difftopk' or 'netgen', got {network!r}")
-        check_steepness(steepness)
+        check_blur(blur)
+        if is_auto(steepness):
+            self.auto_steepness = AutoSteepness(blur)
+        else:
+            check_steepness(steepness)
         self.sorting_network_type = sorting_network_type
         self.size = int(size)
         self.device = device
@@ -135,6 +146,9 @@ class _Base(torch.nn.Module):
         ``steepness`` when that is a plain positive number)."""
         r = self._sync()
         s = self.steepness
+        if is_auto(s):  # the value "auto" chose last (the relaxation's until the first call)
+            s = float(self.auto_steepness.steepness)
+            s = r.steepness if math.isnan(s) else s
         if isinstance(s, torch.Tensor) or not 0 < float(s) < math.inf:
             return r
         return Relaxation(r.distribution, float(s), r.art_lambda, r.art_epsilon)
@@ -156,17 +170,29 @@ class _Base(torch.nn.Module):
             raise ValueError(f"expected input of shape (..., {self.size}), got {tuple(x.shape)}")
         self._sync()
 
+    def _steepness(self, x: torch.Tensor):
+        """This call's steepness: as set, or "auto"'s choice on ``x``."""
+        if not is_auto(self.steepness):
+            return self.steepness
+        if "auto_steepness" not in self._modules:  # "auto" assigned after construction
+            self.auto_steepness = AutoSteepness()
+        auto, net, r = self.auto_steepness, self._auto.net, self._auto.relaxation
+        xs = x.detach()
+        if xs.is_floating_point() and not bool(torch.isfinite(xs).all()):  # rows compat computes as NaN
+            xs = xs[torch.isfinite(xs).all(-1)]
+        return auto(xs, lambda t: estimate_steepness(net, r, t, auto.blur), r.steepness)
+
     def _layer(self, x: torch.Tensor):
         """The generated layer for ``x``'s device, with this module's steepness."""
         self._check(x)
-        return self._auto.layer_for(x.device, self.steepness)
+        return self._auto.layer_for(x.device, self._steepness(x))
 
     def _run(self, x: torch.Tensor, y=None):
         """(values, P) in netgen's orientation, or the column P[..., :, y]
         (see :mod:`netgen.compat.run`: steepness shapes, non-finite rows,
         second order)."""
         self._check(x)
-        return call(self._auto, x, self.steepness, y, self.check_finite)
+        return call(self._auto, x, self._steepness(x), y, self.check_finite)
 
     def forward(self, vectors: torch.Tensor):
         """Their orientation: ascending values and X = P.flip(-2).transpose(-1, -2)."""
@@ -240,10 +266,11 @@ class DiffSortNet(_Base):
         network: str = "difftopk",
         target: str = "auto",
         check_finite: bool = False,
+        blur: float = DEFAULT_BLUR,
     ):
         super().__init__()
         self._setup(sorting_network_type, size, None, device, steepness, art_lambda, interpolation_type,
-                    distribution, art_epsilon, network, target, check_finite)
+                    distribution, art_epsilon, network, target, check_finite, blur)
 
 
 class DiffTopkNet(_Base):
@@ -267,9 +294,10 @@ class DiffTopkNet(_Base):
         network: str = "difftopk",
         target: str = "auto",
         check_finite: bool = False,
+        blur: float = DEFAULT_BLUR,
     ):
         super().__init__()
         self.k = int(k)
         self.sparse = sparse
         self._setup(sorting_network_type, size, k, device, steepness, art_lambda, interpolation_type,
-                    distribution, art_epsilon, network, target, check_finite)
+                    distribution, art_epsilon, network, target, check_finite, blur)

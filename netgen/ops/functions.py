@@ -15,7 +15,11 @@ operator           in terms of P                 result
 =================  ============================  =====================================
 
 Common keyword arguments: ``steepness`` (None: the network's default
-``2 * depth``; a number, or a 0-d tensor, which then gets a gradient),
+``2 * depth``; a number, or a 0-d tensor, which then gets a gradient; or
+``"auto"``: chosen from the detached scores of this call so that the
+blur, :func:`netgen.blur`, is ``blur``, default 0.1, any number in (0, 1);
+docs/relaxations.md section 8; the module forms choose on the first call
+and on training calls 0, 1, 2, 4, ..., 64, then every 100th instead),
 ``distribution`` (None: ``cauchy``; any of
 :data:`netgen.relax.DISTRIBUTIONS`), ``network`` (``"best"``, a kind, a
 Network or a file; :mod:`netgen.ops.networks`) and ``target`` (``"auto"``
@@ -30,6 +34,7 @@ from typing import NamedTuple
 import torch
 
 from ..relax.distributions import default_relaxation
+from ..relax.steepness import DEFAULT_BLUR, check_blur, estimate_steepness, is_auto
 from .backends import Lanes, lanes_for
 from .networks import network_for
 
@@ -112,8 +117,18 @@ def _lanes(n: int, k: int, sorter: bool, network, distribution, target, device) 
     return lanes_for(net, default_relaxation(net, distribution), target, device)
 
 
-def _s(lanes: Lanes, steepness):
-    return lanes.relaxation.steepness if steepness is None else steepness
+def _s(lanes: Lanes, steepness, x=None, blur=DEFAULT_BLUR, auto=None):
+    """The steepness to run with: given, the network's default, or "auto"'s
+    choice from the rows ``x`` (``auto``: a module's AutoSteepness state)."""
+    check_blur(blur)
+    if not is_auto(steepness):
+        return lanes.relaxation.steepness if steepness is None else steepness
+    net, r = lanes.net, lanes.relaxation
+    estimate = lambda t: estimate_steepness(net, r, t, blur)  # noqa: E731
+    if auto is not None:
+        return auto(x, estimate, r.steepness)
+    est = estimate(x)
+    return r.steepness if est.steepness is None else est.steepness
 
 
 def _weights(lanes: Lanes, w: torch.Tensor) -> torch.Tensor:
@@ -125,7 +140,7 @@ def _weights(lanes: Lanes, w: torch.Tensor) -> torch.Tensor:
 
 # ----------------------------------------------------------------- operators
 def soft_sort(x: torch.Tensor, dim: int = -1, descending: bool = False, *, steepness=None, distribution=None,
-              network="best", target: str = "auto") -> SortResult:
+              network="best", target: str = "auto", blur: float = DEFAULT_BLUR, _auto=None) -> SortResult:
     """Soft sorted values along ``dim`` (ascending unless ``descending``),
     ``P x`` of a sorting network; and the hard indices ``torch.sort``
     returns. Ascending values are the descending ones reversed (one network
@@ -133,7 +148,7 @@ def soft_sort(x: torch.Tensor, dim: int = -1, descending: bool = False, *, steep
     _flag(descending, "descending")
     rows = _Rows(x, dim, "soft_sort")
     lanes = _lanes(rows.n, rows.n, True, network, distribution, target, x.device)
-    v = lanes.values(rows.rows, _s(lanes, steepness))
+    v = lanes.values(rows.rows, _s(lanes, steepness, rows.rows, blur, _auto))
     if not descending:
         v = v.flip(-1)
     indices = torch.sort(x.detach(), dim=rows.dim, descending=descending).indices
@@ -141,7 +156,7 @@ def soft_sort(x: torch.Tensor, dim: int = -1, descending: bool = False, *, steep
 
 
 def soft_rank(x: torch.Tensor, dim: int = -1, descending: bool = False, *, steepness=None, distribution=None,
-              network="best", target: str = "auto") -> torch.Tensor:
+              network="best", target: str = "auto", blur: float = DEFAULT_BLUR, _auto=None) -> torch.Tensor:
     """Soft ranks along ``dim``, 1-based as torchsort's: ascending (the
     smallest value has rank 1, the largest rank n) unless ``descending``
     (the largest has rank 1). ``r^T P`` of a sorting network with r the
@@ -153,7 +168,7 @@ def soft_rank(x: torch.Tensor, dim: int = -1, descending: bool = False, *, steep
     lanes = _lanes(n, n, True, network, distribution, target, x.device)
     out = torch.arange(n, dtype=rows.rows.dtype, device=x.device)  # output rank 0 = the largest
     r = out + 1 if descending else n - out
-    ranks = lanes.back(rows.rows, _s(lanes, steepness), r.unsqueeze(0))[:, 0]
+    ranks = lanes.back(rows.rows, _s(lanes, steepness, rows.rows, blur, _auto), r.unsqueeze(0))[:, 0]
     return rows.put(ranks)
 
 
@@ -166,7 +181,8 @@ def _topk_rows(x, k, dim, largest, name):
 
 
 def soft_topk(x: torch.Tensor, k: int, dim: int = -1, largest: bool = True, return_P: bool = False, *,
-              steepness=None, distribution=None, network="best", target: str = "auto"):
+              steepness=None, distribution=None, network="best", target: str = "auto", blur: float = DEFAULT_BLUR,
+              _auto=None):
     """Soft top-k values along ``dim`` (``P x``; the largest first, or with
     ``largest=False`` the smallest first, as ``torch.topk``), the hard
     indices ``torch.topk`` returns and, with ``return_P``, P of shape
@@ -175,7 +191,7 @@ def soft_topk(x: torch.Tensor, k: int, dim: int = -1, largest: bool = True, retu
     _flag(return_P, "return_P")
     rows, k, xin = _topk_rows(x, k, dim, largest, "soft_topk")
     lanes = _lanes(rows.n, k, False, network, distribution, target, x.device)
-    s = _s(lanes, steepness)
+    s = _s(lanes, steepness, xin, blur, _auto)
     v = lanes.values(xin, s)[:, :k]
     values = rows.put(v if largest else -v)
     indices = torch.topk(x.detach(), k, dim=rows.dim, largest=largest).indices
@@ -186,23 +202,25 @@ def soft_topk(x: torch.Tensor, k: int, dim: int = -1, largest: bool = True, retu
 
 
 def topk_mask(x: torch.Tensor, k: int, dim: int = -1, largest: bool = True, *, steepness=None,
-              distribution=None, network="best", target: str = "auto") -> torch.Tensor:
+              distribution=None, network="best", target: str = "auto", blur: float = DEFAULT_BLUR,
+              _auto=None) -> torch.Tensor:
     """The soft top-k mask along ``dim``: ``1^T P``, for each input the soft
     probability that it is among the k largest (``largest=False``: the k
     smallest). Same shape as x, entries in [0, 1], summing to k along
     ``dim``."""
     rows, k, xin = _topk_rows(x, k, dim, largest, "topk_mask")
     return rows.put(_back_rows(rows, xin, k, torch.ones(1, k, dtype=xin.dtype, device=x.device), network,
-                               distribution, target, steepness)[:, 0])
+                               distribution, target, steepness, blur, _auto)[:, 0])
 
 
-def _back_rows(rows: _Rows, xin, k, W, network, distribution, target, steepness):
+def _back_rows(rows: _Rows, xin, k, W, network, distribution, target, steepness, blur, auto):
     lanes = _lanes(rows.n, k, False, network, distribution, target, xin.device)
-    return lanes.back(xin, _s(lanes, steepness), _weights(lanes, W))
+    return lanes.back(xin, _s(lanes, steepness, xin, blur, auto), _weights(lanes, W))
 
 
 def topk_weights(x: torch.Tensor, k: int, W: torch.Tensor, dim: int = -1, largest: bool = True, *, steepness=None,
-                 distribution=None, network="best", target: str = "auto") -> torch.Tensor:
+                 distribution=None, network="best", target: str = "auto", blur: float = DEFAULT_BLUR,
+                 _auto=None) -> torch.Tensor:
     """``W P`` for weights ``W`` of shape ``(m, k)`` over the top-k ranks:
     m weightings of the inputs, shape ``(*batch, m, n)`` (``W = ones(1, k)``
     is :func:`topk_mask`; the rows of a lower-triangular ``W`` are the masks
@@ -212,4 +230,4 @@ def topk_weights(x: torch.Tensor, k: int, W: torch.Tensor, dim: int = -1, larges
         raise ValueError(f"topk_weights: W must be a tensor of shape (m, k = {k}), got "
                          f"{tuple(W.shape) if isinstance(W, torch.Tensor) else type(W).__name__}")
     W = W.to(device=x.device, dtype=xin.dtype)
-    return rows.put_matrix(_back_rows(rows, xin, k, W, network, distribution, target, steepness))
+    return rows.put_matrix(_back_rows(rows, xin, k, W, network, distribution, target, steepness, blur, _auto))

@@ -3,9 +3,13 @@
 Each holds its arguments and calls the function in ``forward``. The
 steepness is a live attribute read at every call: a number, a 0-d tensor,
 or an ``nn.Parameter`` (``SoftRank(steepness=nn.Parameter(torch.tensor(
-20.0)))``: it is then a parameter of the module and learns). A module holds
+20.0)))``: it is then a parameter of the module and learns); or ``"auto"``
+with ``blur=`` (default 0.1): the submodule ``auto_steepness`` chooses it
+from the scores on training calls 0, 1, 2, 4, ..., 64, then every 100th, as a
+layer's (:class:`netgen.relax.steepness.AutoSteepness`). A module holds
 no network or compiled code: ``state_dict()`` holds only a learnable
-steepness, and pickles rebuild from netgen's cache on the first call.
+steepness (or "auto"'s value), and pickles rebuild from netgen's cache on
+the first call.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import torch
 
 from ..relax.reference import check_steepness
+from ..relax.steepness import DEFAULT_BLUR, AutoSteepness, check_blur, is_auto
 from .backends import check_target
 from .functions import soft_rank, soft_sort, soft_topk, topk_mask
 
@@ -20,9 +25,13 @@ __all__ = ["SoftSort", "SoftRank", "SoftTopK", "TopKMask"]
 
 
 class _Op(torch.nn.Module):
-    def __init__(self, dim, steepness, distribution, network, target):
+    def __init__(self, dim, steepness, distribution, network, target, blur=DEFAULT_BLUR):
         super().__init__()
-        check_steepness(steepness)
+        check_blur(blur)
+        if is_auto(steepness):
+            self.auto_steepness = AutoSteepness(blur)
+        else:
+            check_steepness(steepness)
         if distribution is not None:
             from ..relax.distributions import Relaxation
 
@@ -31,12 +40,14 @@ class _Op(torch.nn.Module):
         self.network, self.target = network, check_target(target)
 
     def _kw(self):
+        auto = dict(blur=self.auto_steepness.blur, _auto=self.auto_steepness) if is_auto(self.steepness) else {}
         return dict(steepness=self.steepness, distribution=self.distribution, network=self.network,
-                    target=self.target)
+                    target=self.target, **auto)
 
     def extra_repr(self):
         s = self.steepness
-        s = "default" if s is None else (f"{float(s.detach()):g} (tensor)" if isinstance(s, torch.Tensor) else f"{s:g}")
+        s = "default" if s is None else ("'auto'" if is_auto(s) else (
+            f"{float(s.detach()):g} (tensor)" if isinstance(s, torch.Tensor) else f"{s:g}"))
         net = self.network if isinstance(self.network, str) else type(self.network).__name__
         return (f"dim={self.dim}, steepness={s}, distribution={self.distribution or 'cauchy'}, network={net!r}, "
                 f"target={self.target!r}")
@@ -46,8 +57,8 @@ class SoftSort(_Op):
     """:func:`netgen.ops.soft_sort` as a module: ``SoftSort(dim, descending)(x)``."""
 
     def __init__(self, dim: int = -1, descending: bool = False, *, steepness=None, distribution=None,
-                 network="best", target: str = "auto"):
-        super().__init__(dim, steepness, distribution, network, target)
+                 network="best", target: str = "auto", blur: float = DEFAULT_BLUR):
+        super().__init__(dim, steepness, distribution, network, target, blur)
         self.descending = descending
 
     def forward(self, x):
@@ -58,8 +69,8 @@ class SoftRank(_Op):
     """:func:`netgen.ops.soft_rank` as a module (1-based ranks)."""
 
     def __init__(self, dim: int = -1, descending: bool = False, *, steepness=None, distribution=None,
-                 network="best", target: str = "auto"):
-        super().__init__(dim, steepness, distribution, network, target)
+                 network="best", target: str = "auto", blur: float = DEFAULT_BLUR):
+        super().__init__(dim, steepness, distribution, network, target, blur)
         self.descending = descending
 
     def forward(self, x):
@@ -71,8 +82,8 @@ class SoftTopK(_Op):
     (values, indices[, P])``."""
 
     def __init__(self, k: int, dim: int = -1, largest: bool = True, return_P: bool = False, *, steepness=None,
-                 distribution=None, network="best", target: str = "auto"):
-        super().__init__(dim, steepness, distribution, network, target)
+                 distribution=None, network="best", target: str = "auto", blur: float = DEFAULT_BLUR):
+        super().__init__(dim, steepness, distribution, network, target, blur)
         self.k, self.largest, self.return_P = k, largest, return_P
 
     def forward(self, x):
@@ -83,8 +94,8 @@ class TopKMask(_Op):
     """:func:`netgen.ops.topk_mask` as a module: ``TopKMask(k)(x)`` sums to k."""
 
     def __init__(self, k: int, dim: int = -1, largest: bool = True, *, steepness=None, distribution=None,
-                 network="best", target: str = "auto"):
-        super().__init__(dim, steepness, distribution, network, target)
+                 network="best", target: str = "auto", blur: float = DEFAULT_BLUR):
+        super().__init__(dim, steepness, distribution, network, target, blur)
         self.k, self.largest = k, largest
 
     def forward(self, x):
