@@ -40,6 +40,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks' helpers
+from measure import cuda_events  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -91,22 +94,6 @@ MODULES = {"topk5": ("splitter", 10450, 5), "sort1024": ("oddeven", 1024, 1024),
 
 class StepTimeout(Exception):
     pass
-
-
-def events(step, reps):
-    import torch
-
-    step()
-    torch.cuda.synchronize()
-    out = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        step()
-        b.record()
-        b.synchronize()
-        out.append(a.elapsed_time(b))
-    return statistics.median(out)
 
 
 def kernel_ms(step, reps, names):
@@ -230,14 +217,14 @@ def step_user(topk, dev, reps, res):
         head = torch.nn.Linear(512, n).to(dev)
         feats = torch.randn(B, 512, device=dev)
         y = torch.randint(0, n, (B,), device=dev)
-        ce = events(lambda: torch.nn.functional.cross_entropy(head(feats), y).backward(), reps)
-        ours = events(lambda: loss(head(feats), y).backward(), reps)
+        ce = cuda_events(lambda: torch.nn.functional.cross_entropy(head(feats), y).backward(), reps)
+        ours = cuda_events(lambda: loss(head(feats), y).backward(), reps)
         res[f"user_ratio_{B}"] = ours / ce
 
 
 def step_first_call_process(topk, dev, reps, res):
     code = ("import logging, sys, time; t0 = time.perf_counter(); import torch, netgen; t1 = time.perf_counter(); "
-            "logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format='%(message)s'); "
+            "logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format='%%(message)s'); "
             "logging.getLogger('netgen').setLevel(logging.DEBUG); "
             "m = netgen.load(%r); x = torch.randn(64, m._N, device='cuda', requires_grad=True); "
             "torch.autograd.grad(m.Layer()(x)[1].sum(), x); torch.cuda.synchronize(); "
@@ -261,7 +248,7 @@ def step_torch_target(topk, dev, reps, res):
 
     xt, step = make_step("netgen-torch-rows", 500, 10450, 5, dev)
     xt.requires_grad_(True)
-    res["torch_rows_500"] = events(lambda: torch.autograd.grad(step(xt), xt), reps)
+    res["torch_rows_500"] = cuda_events(lambda: torch.autograd.grad(step(xt), xt), reps)
 
 
 def step_operators(topk, dev, reps, res):
@@ -278,7 +265,7 @@ def step_operators(topk, dev, reps, res):
         x = torch.randn(B, n, device=dev, requires_grad=True)
         w = torch.randn(B, n, device=dev)
         try:
-            res[key] = (events(lambda: torch.autograd.grad((fn(x) * w).sum(), x), max(3, reps // 2)), backend)
+            res[key] = (cuda_events(lambda: torch.autograd.grad((fn(x) * w).sum(), x), max(3, reps // 2)), backend)
         except StepTimeout:
             raise
         except Exception as e:  # noqa: BLE001
@@ -290,7 +277,7 @@ def step_operators(topk, dev, reps, res):
         return
     x = torch.randn(64, 4096, device=dev, requires_grad=True)
     w = torch.randn(64, 4096, device=dev)
-    theirs = events(lambda: torch.autograd.grad((torchsort.soft_rank(x) * w).sum(), x), max(3, reps // 2))
+    theirs = cuda_events(lambda: torch.autograd.grad((torchsort.soft_rank(x) * w).sum(), x), max(3, reps // 2))
     if isinstance(res.get("op_soft_rank"), tuple):
         res["op_soft_rank_ratio"] = res["op_soft_rank"][0] / theirs
 
@@ -307,12 +294,12 @@ def _sort_case(name, B, reps):
     torch.cuda.synchronize()
     base = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
-    ours = events(lambda: torch.autograd.grad((lay(xs)[1] * Ws).sum(), xs), max(3, reps // 2))
+    ours = cuda_events(lambda: torch.autograd.grad((lay(xs)[1] * Ws).sum(), xs), max(3, reps // 2))
     mem = (torch.cuda.max_memory_allocated() - base) / (4 * B * nn * nn)
     del Ws
     xb, soft = make_step("softsort", B, nn, nn, torch.device("cuda"))
     xb.requires_grad_(True)
-    theirs = events(lambda: torch.autograd.grad(soft(xb), xb), max(3, reps // 2))
+    theirs = cuda_events(lambda: torch.autograd.grad(soft(xb), xb), max(3, reps // 2))
     return ours, ours / theirs, mem
 
 

@@ -30,6 +30,10 @@ import json
 import statistics
 import sys
 import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks' helpers
+from measure import cuda_events  # noqa: E402
 
 
 def _gpu_or_exit():
@@ -46,22 +50,6 @@ def _gpu_or_exit():
     if not cuda.is_available():
         print("benchmarks/gpu_kernels.py: numba-cuda sees no GPU", file=sys.stderr)
         sys.exit(2)
-
-
-def _events(step, reps):
-    import torch
-
-    step()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        step()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
 
 
 def _kernel_times(step, reps):
@@ -144,7 +132,7 @@ def main(argv=None) -> int:
                 torch.cuda.synchronize()
                 base = torch.cuda.memory_allocated()
                 torch.cuda.reset_peak_memory_stats()
-                ms = _events(step, args.reps)
+                ms = cuda_events(step, args.reps)
                 peak = (torch.cuda.max_memory_allocated() - base) / 2**20
                 kt = _kernel_times(step, args.reps)
                 row = {"B": B, "variant": label, "path": path, "fwd+bwd ms": ms, "peak MB": peak,

@@ -1,6 +1,7 @@
 """Measurement helpers for the benchmark scripts: working memory (Linux
 /proc: peak RSS minus RSS after loading, the peak reset after loading) and
-interleaved timing of several steps in one process."""
+interleaved timing of several steps in one process, and CUDA-event timing
+(:func:`cuda_events`) for the GPU scripts."""
 
 
 def status(field: str) -> int:
@@ -58,3 +59,23 @@ def interleaved(steps: dict, reps: int, before=None, clock=None) -> dict:
             step()
             times[name].append(clock() - t)
     return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def cuda_events(step, reps: int) -> float:
+    """Median milliseconds of ``step()`` between two CUDA events, over
+    ``reps`` calls after one untimed warm-up call (a GPU script's timer)."""
+    import statistics
+
+    import torch
+
+    step()
+    torch.cuda.synchronize()
+    out = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        step()
+        b.record()
+        b.synchronize()
+        out.append(a.elapsed_time(b))
+    return statistics.median(out)
