@@ -255,9 +255,9 @@ def step_operators(topk, dev, reps, res):
     import torch
 
     from netgen.ops import soft_rank, soft_sort, topk_mask
-    from netgen.ops.backends import _pick
+    from netgen.ops.backends import backend_name
 
-    backend = _pick("auto", dev)
+    backend = backend_name("auto", dev)
     cases = (("op_soft_rank", 64, 4096, lambda x: soft_rank(x)),
              ("op_soft_sort", 64, 1024, lambda x: soft_sort(x).values),
              ("op_topk_mask", 64, 10450, lambda x: topk_mask(x, 5)))

@@ -39,7 +39,7 @@ from ..network import Network
 from ..relax import reference as ref
 from ..relax.distributions import Relaxation
 
-__all__ = ["Lanes", "ReferenceLanes", "LayerLanes", "BACKENDS", "TARGET_NAMES", "register", "lanes_for", "check_target"]
+__all__ = ["Lanes", "ReferenceLanes", "LayerLanes", "BACKENDS", "TARGET_NAMES", "register", "lanes_for", "backend_name", "check_target"]
 
 
 class Lanes(Protocol):
@@ -155,7 +155,9 @@ def check_target(target) -> str:
     return target
 
 
-def _pick(target: str, device: torch.device) -> str:
+def backend_name(target: str, device: torch.device) -> str:
+    """The registered backend that runs ``target`` ("auto": the first usable
+    in :data:`AUTO_ORDER`) on ``device``; ValueError naming why none does."""
     if target == "auto":
         for name in AUTO_ORDER:
             if name in BACKENDS and BACKENDS[name][0](device):
@@ -174,7 +176,7 @@ def lanes_for(net: Network, r: Relaxation, target: str, device) -> Lanes:
     """The backend of ``target`` ("auto": the fastest registered one for
     ``device``) for ``net`` relaxed by ``r``; made once per (network,
     relaxation, backend) and kept."""
-    name = _pick(check_target(target), torch.device(device))
+    name = backend_name(check_target(target), torch.device(device))
     key = (name, id(net), r)  # networks come from netgen.ops.networks' cache: one object each
     made = _MADE.get(key)
     if made is None or made.net is not net:  # (an id reused after a network was freed)

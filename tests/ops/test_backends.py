@@ -40,11 +40,11 @@ def test_every_target_with_lanes_is_registered_and_auto_follows_preference():
     assert prefs == sorted(prefs, reverse=True) and backends.AUTO_ORDER[-1] == "reference"
     cpu = torch.device("cpu")
     usable = [name for name in backends.AUTO_ORDER if name in backends.BACKENDS and backends.BACKENDS[name][0](cpu)]
-    assert backends._pick("auto", cpu) == usable[0] != "reference"
+    assert backends.backend_name("auto", cpu) == usable[0] != "reference"
     for t in TARGETS.values():
         if not t.lanes:
             with pytest.raises(ValueError, match="has no lane kernels yet"):
-                backends._pick(t.name, cpu)
+                backends.backend_name(t.name, cpu)
 
 
 @pytest.mark.parametrize("name", NAMES)
