@@ -111,9 +111,9 @@ def emit(net: Network, r, plan: Plan, options) -> str:
     constants = {"THREADS": int(options.threads), "BIG_THREADS": int(options.big_threads),
                  "SHARED_LIMIT": int(options.shared_limit), "SAVE_D": plan.mode == "save"}
     constants["OPS_NAMESPACE"] = _ops_namespace(net, r, kernels, direction, constants)
-    L(runtime_source(constants, names))
-    L.blank(2)
     L(_lanes_source(r, names))
+    L.blank(2)
+    L(runtime_source(constants, names))
     source = L.render()
     from ..runtime import check_interface, tables
     from ..runtime import lanes as torch_lanes
