@@ -38,7 +38,8 @@ import textwrap
 
 from ..relax.expr import var
 from ..relax.formulas import swap_exprs
-from .render import ScalarSource, scalar_literal
+from .lines import Lines
+from .render import ScalarSource, TorchSource, scalar_literal
 
 FLOAT_TYPES = ("float32", "float64")
 
@@ -69,3 +70,22 @@ def swap_code(r, indent: int, ft: str = "float64", inline_exp: bool = False, ste
     renderer = ScalarSource(env, ft, inline_exp)
     (lines,) = renderer.render([swap_exprs(r, None if steepness is None else var("s"))])
     return textwrap.indent("\n".join(lines), " " * indent)
+
+
+def torch_swap_lines(r) -> list[str]:
+    """``_swap(d, s, ds=False) -> (p, dp/dd[, dp/ds])`` rendered from the
+    one definition of the relaxation (:func:`netgen.relax.formulas.swap_exprs`)."""
+    prog = swap_exprs(r, var("s"))
+    renderer = TorchSource({"d": "d", "s": "s"}, reserved={"big", "ds", "torch", "math"})
+    first, second = renderer.render([{"p": prog["p"], "dp": prog["dp"]}, {"dps": prog["dps"]}])
+    L = Lines()
+    with L.block("def _swap(d, s, ds=False):"):
+        L(f'"""p = F(s * phi(d)), dp/dd and (with ds) dp/ds for d = x - y ({r.distribution}; '
+          'rendered from netgen.relax.formulas)."""')
+        L("big = torch.finfo(d.dtype).max")
+        L(*first)
+        with L.block("if not ds:"):
+            L("return p, dp")
+        L(*second)
+        L("return p, dp, dps")
+    return L.render().rstrip("\n").split("\n")

@@ -21,7 +21,7 @@ from netgen.codegen.torch import layer as torch_layer
 
 #: every runtime file a generated module copies from
 RUNTIME = ("netgen.codegen.runtime.common", "netgen.codegen.runtime.layer", "netgen.codegen.runtime.tables",
-           "netgen.codegen.torch.layer", "netgen.codegen.torch.engine",
+           "netgen.codegen.torch.layer", "netgen.codegen.torch.engine", "netgen.codegen.runtime.lanes",
            "netgen.codegen.numba.vector", "netgen.codegen.numba.engine", "netgen.codegen.numba.kernels",
            "netgen.codegen.numba.host", "netgen.codegen.numba.lanes", "netgen.codegen.numba.layer",
            "netgen.codegen.cuda.launch", "netgen.codegen.cuda.cubin", "netgen.codegen.cuda.ops",

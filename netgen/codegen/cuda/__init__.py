@@ -116,6 +116,7 @@ TARGET = Target(
     requires=("torch", "numba_cuda"),
     devices=("cuda",),
     preference=20,
+    lanes=True,  # the Layer's _back/_fwd: torch ops on the device for now (netgen.codegen.runtime.lanes)
     needs="numba-cuda",
     available=_available,
     options=CudaOptions,

@@ -111,14 +111,38 @@ def emit(net: Network, r, plan: Plan, options) -> str:
     constants = {"THREADS": int(options.threads), "BIG_THREADS": int(options.big_threads),
                  "SHARED_LIMIT": int(options.shared_limit), "SAVE_D": plan.mode == "save"}
     constants["OPS_NAMESPACE"] = _ops_namespace(net, r, kernels, direction, constants)
+    L(_lanes_source(r, names))
+    L.blank(2)
     L(runtime_source(constants, names))
     source = L.render()
     from ..runtime import check_interface, tables
+    from ..runtime import lanes as torch_lanes
     from . import deferred
 
-    check_interface(source, names, (common, tables, deferred, *(m for m, _, _ in _runtime_parts())),
+    check_interface(source, names, (common, tables, deferred, torch_lanes, *(m for m, _, _ in _runtime_parts())),
                     "generated cuda module")
     return source
+
+
+def _lanes_source(r, names: Namespace) -> str:
+    """The lane sweeps ``W P`` and ``P V`` (the Layer's ``_back``/``_fwd``):
+    for now the torch target's sweeps (:mod:`netgen.codegen.runtime.lanes`,
+    torch ops on the device, O(size) floats per lane and row) with its
+    rendered ``_swap``; no kernel of their own yet."""
+    from ..runtime import assemble
+    from ..runtime import lanes as torch_lanes
+    from ..swap_code import torch_swap_lines
+
+    L = Lines()
+    L("# the lane sweeps W P and P V: torch ops on the device (netgen.codegen.runtime.lanes)")
+    names.define("_DEPTH")
+    L("_DEPTH = len(_OFFSETS) - 1")
+    L.blank(2)
+    names.define("_swap")
+    L(*torch_swap_lines(r))
+    L.blank(2)
+    L(assemble(torch_lanes.PARTS, names))
+    return L.render().rstrip("\n")
 
 
 def _deferred_source(names: Namespace) -> str:

@@ -32,6 +32,7 @@ import torch
 from ..runtime.common import check_labels, hard_network
 from ..runtime.layer import LayerBase
 from ..runtime.tables import _A, _B, _K, _N, _OFFSETS, _OUTS
+from ..runtime.lanes import _back_lanes, _fwd_lanes, _lane_input
 from .cubin import cubin_ready
 from .launch import _PATH, LOG, SIMULATED, VIA_NUMBA, _np_dtype, _require_cuda
 from .ops import _call_column, _call_rows, _column_backward, _column_forward, _rows_backward, _rows_forward
@@ -44,9 +45,10 @@ RELAXATION: dict = {"steepness": 1.0, "distribution": "logistic"}
 # ---------------------------------------------------------------- state (copied)
 _SELF_CHECKED: set = set()  # (device, dtype) pairs the self-check has run (or was skipped) for
 _STEEP: dict = {}  # (device, dtype) -> (value, 1-element tensor): the last steepness used
+_LANE_INDEX: dict = {}  # device -> the wire and output tensors of the lane sweeps
 
 #: the module-level statements a generated module copies
-STATE = ("_SELF_CHECKED", "_STEEP")
+STATE = ("_SELF_CHECKED", "_STEEP", "_LANE_INDEX")
 
 
 # ---------------------------------------------------------------- copied parts
@@ -155,6 +157,27 @@ def _steepness(s, like):
     return hit[1]
 
 
+def _lanes_prepare(x, s):
+    """For the lane sweeps (torch ops on the device): x (checked by the
+    Layer base) wire-major (n, B) in the compute dtype (float32 for half
+    types), the mask of rows with a NaN/inf value (B,) (NaN rows, no host
+    synchronisation) and the steepness in the compute dtype."""
+    _require_cuda(x)
+    cdtype = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+    xt = x.to(cdtype).reshape(-1, _N).t().contiguous()
+    if isinstance(s, torch.Tensor):
+        s = s.to(device=xt.device, dtype=cdtype)
+    return xt, ~torch.isfinite(xt).all(0), s
+
+
+def _lane_index(device):
+    """The wires (a, b) and the output wires as int64 tensors on ``device`` (uploaded once)."""
+    got = _LANE_INDEX.get(device)
+    if got is None:
+        got = _LANE_INDEX[device] = (_A.to(device), _B.to(device), _OUTS.to(device))
+    return got
+
+
 class Layer(LayerBase):
     """Relaxed top-k / sorting layer for the network in ``NETWORK`` (CUDA).
 
@@ -193,6 +216,20 @@ class Layer(LayerBase):
         y, _ = check_labels(y, lead, _N, x.device, None)
         return _result(_call_column(x2, y.contiguous(), _steepness(s, x2)), lead, dt, (_K,))
 
+    def _back(self, x, W, s):
+        # W P without P: the m lanes swept back (torch ops on the device, O(size) floats per lane and row)
+        xt, bad, s = _lanes_prepare(x, s)
+        Wt = _lane_input(W, "W", x.shape[:-1], _K, -1, xt)
+        R = _back_lanes(xt, s, bad, *_lane_index(xt.device), Wt)
+        return R.permute(2, 1, 0).reshape(tuple(x.shape[:-1]) + (Wt.shape[1], _N)).to(x.dtype)
+
+    def _fwd(self, x, V, s):
+        # P V without P: the d lanes swept beside the values
+        xt, bad, s = _lanes_prepare(x, s)
+        Vt = _lane_input(V, "V", x.shape[:-1], _N, -2, xt)
+        Y = _fwd_lanes(xt, s, bad, *_lane_index(xt.device), Vt)
+        return Y.permute(2, 0, 1).reshape(tuple(x.shape[:-1]) + (_K, Vt.shape[1])).to(x.dtype)
+
     def _hard(self, x):
         # torch ops on a copy of x: runs on any device
         return hard_network(x, _N, _A, _B, _OFFSETS, _OUTS)
@@ -202,4 +239,4 @@ class Layer(LayerBase):
 
 
 #: what a generated module copies from this file, in order
-PARTS = (self_check, _first_use, _prepare, _result, _steepness, Layer)
+PARTS = (self_check, _first_use, _prepare, _result, _steepness, _lanes_prepare, _lane_index, Layer)

@@ -41,17 +41,15 @@ import json
 from ... import __version__
 from ...network import Network
 from ...relax.distributions import Relaxation
-from ...relax.expr import var
-from ...relax.formulas import swap_exprs
 from ..lines import Lines, blob_lines, pack_comparators
 from ..literals import Namespace, literal
 from ..plan import Plan
-from ..render import TorchSource
+from ..swap_code import torch_swap_lines
 from ..runtime import assemble, check_interface
 from ..runtime import common as _common
+from ..runtime import lanes as _lanes
 from ..runtime import layer as _base
 from . import engine as _engine
-from . import lanes as _lanes
 from . import layer as _rt
 
 __all__ = ["emit"]
@@ -66,25 +64,6 @@ __all__ = ["emit"]
 # runs all k ranks as one group (its D is kept whole anyway).
 GROUP_BYTES = 4 << 20
 D_PER_KN = 2
-
-
-def _swap_lines(r: Relaxation) -> list[str]:
-    """``_swap(d, s, ds=False) -> (p, dp/dd[, dp/ds])`` rendered from the
-    one definition of the relaxation (:func:`netgen.relax.formulas.swap_exprs`)."""
-    prog = swap_exprs(r, var("s"))
-    renderer = TorchSource({"d": "d", "s": "s"}, reserved={"big", "ds", "torch", "math"})
-    first, second = renderer.render([{"p": prog["p"], "dp": prog["dp"]}, {"dps": prog["dps"]}])
-    L = Lines()
-    with L.block("def _swap(d, s, ds=False):"):
-        L(f'"""p = F(s * phi(d)), dp/dd and (with ds) dp/ds for d = x - y ({r.distribution}; '
-          'rendered from netgen.relax.formulas)."""')
-        L("big = torch.finfo(d.dtype).max")
-        L(*first)
-        with L.block("if not ds:"):
-            L("return p, dp")
-        L(*second)
-        L("return p, dp, dps")
-    return L.render().rstrip("\n").split("\n")
 
 
 def emit(net: Network, r: Relaxation, plan: Plan, options=None) -> str:
@@ -169,7 +148,7 @@ def emit(net: Network, r: Relaxation, plan: Plan, options=None) -> str:
     L(assemble(_rt.PARTS[1:2], names))
     L.blank(2)
     names.define("_swap")
-    L(*_swap_lines(r))
+    L(*torch_swap_lines(r))
     L.blank(2)
     L(assemble(_engine.PARTS, names))
     L.blank(2)

@@ -29,7 +29,7 @@ import torch
 from ..runtime.common import check_labels, check_values, hard_network, refuse_second_order
 from ..runtime.layer import LayerBase
 from .engine import _rows, _rows_adjoint
-from .lanes import _back_lanes, _fwd_lanes, _lane_input, _values_lanes
+from ..runtime.lanes import _back_lanes, _fwd_lanes, _lane_input, _values_lanes
 
 # ---- what the emitter writes (stand-ins here, not copied into modules) ----
 #: the module globals the copied code reads and neither defines nor imports
@@ -311,7 +311,7 @@ class Layer(LayerBase):
         col = _Column.apply(xt, s, y.clamp(0, _N - 1), bad, *self._index(xt.device))
         return col.t().reshape(batch + (_K,)).to(x.dtype)
 
-    # the lane sweeps (netgen.codegen.torch.lanes): P x, W P and P V without P
+    # the lane sweeps (netgen.codegen.runtime.lanes): P x, W P and P V without P
     def _values(self, x, s):
         xt, bad, s = _prepare(x, s)
         v = _values_lanes(xt, s, bad, *self._index(xt.device))
