@@ -29,6 +29,7 @@ a target without lane kernels raises ValueError.
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Callable, Protocol
 
@@ -107,15 +108,9 @@ class LayerLanes:
 
 def _serves(t: Target) -> Callable[[torch.device], bool]:
     """Whether ``t``'s layers run on a device and are usable here
-    (``Target.available``, asked once)."""
-    usable: list = []
-
-    def serves(device: torch.device) -> bool:
-        if not usable:
-            usable.append(t.available() is None)
-        return t.runs_on(device.type) and usable[0]
-
-    return serves
+    (``Target.available``, asked once, for a device it runs on)."""
+    usable = functools.cache(lambda: t.available() is None)
+    return lambda device: t.runs_on(device.type) and usable()
 
 
 def _factory(t: Target) -> Callable[[Network, Relaxation], Lanes]:
