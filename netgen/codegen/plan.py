@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Callable
 if TYPE_CHECKING:  # pragma: no cover
     from ..network import Network
 
-__all__ = ["DIRECTIONS", "MODES", "FORWARD_MAX_RATIO", "Budget", "Plan", "choose", "keeps_differences", "pairs"]
+__all__ = ["DIRECTIONS", "MODES", "FORWARD_MAX_RATIO", "Budget", "Plan", "check_overrides", "choose", "keeps_differences", "pairs"]
 
 DIRECTIONS = ("back", "forward")
 MODES = ("save", "recompute")
@@ -92,17 +92,22 @@ def pairs(net: "Network", direction: str) -> int:
     return int(plan(net.n, net.comparators, net.layer_offsets, net.outputs, direction)[2][-1])
 
 
-def choose(net: "Network", budget: Budget, direction: str | None = None, mode: str | None = None,
-           group: int | None = None) -> Plan:
-    """The plan for ``net`` under ``budget``; ``direction`` / ``mode`` /
-    ``group`` force those choices (tests, benchmarks). The sweep's pairs are
-    counted once per direction looked at."""
+def check_overrides(direction: str | None, mode: str | None, group: int | None) -> None:
+    """ValueError unless each forced choice (None: the rule's) is valid."""
     if direction is not None and direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
     if mode is not None and mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if group is not None and (isinstance(group, bool) or not hasattr(group, "__index__") or int(group) < 1):
         raise ValueError(f"group must be a positive integer, got {group!r}")
+
+
+def choose(net: "Network", budget: Budget, direction: str | None = None, mode: str | None = None,
+           group: int | None = None) -> Plan:
+    """The plan for ``net`` under ``budget``; ``direction`` / ``mode`` /
+    ``group`` force those choices (tests, benchmarks). The sweep's pairs are
+    counted once per direction looked at."""
+    check_overrides(direction, mode, group)
     k, n = net.k, net.n
     if not budget.forward:
         if direction == "forward":
