@@ -25,14 +25,13 @@ from __future__ import annotations
 import torch
 
 from ..runtime.tables import _K, _N, _SIZE
-from .launch import LANES, SIMULATED, _LIMITS, _handle, _index, _launch, _np_dtype, _tables, _variant
+from .launch import LANES, SIMULATED, SM_SHARED, _LIMITS, _handle, _index, _launch, _np_dtype, _tables, _variant
 
 # ---- what the emitter writes (stand-ins here, not copied into modules) ----
 #: the module globals the copied code reads and neither defines nor imports
-READS = ("KERNELS", "SHARED_LIMIT", "SM_SHARED")
+READS = ("KERNELS", "SHARED_LIMIT")
 KERNELS: dict = {}
 SHARED_LIMIT = 227 * 1024
-SM_SHARED = 228 * 1024
 
 #: the most input columns one block sweeps
 GROUP_CAP = 32
