@@ -55,7 +55,7 @@ and refused otherwise (:class:`CacheDamaged`, naming the path).
 
 A generated module file anywhere else is imported with :func:`load`
 (``netgen.load(path)``), under a name made of its stem and a hash of its
-path and content (:func:`qualname_of_file`), which is recorded under
+path and content (:func:`file_qualname`), which is recorded under
 ``paths/`` so that the finder imports it again in another process; it runs
 from the bytes that hash was taken of.
 
@@ -83,7 +83,7 @@ from pathlib import Path
 __all__ = ["root", "version_dir", "module_file", "import_source", "remember_path", "clear", "info",
            "install_finder", "qualname_for", "built_key", "find_built", "remember_built", "usable_dir",
            "root_problem", "verified_source", "exec_source", "file_qualname", "CacheDamaged", "load",
-           "qualname_of_file", "build_layer"]
+           "build_layer"]
 
 ENV = "NETGEN_CACHE_DIR"
 #: set to 1 to use a cache root that is not yours or that others can write
@@ -334,13 +334,6 @@ def exec_source(qualname: str, path: Path, data: bytes) -> types.ModuleType:
     return mod
 
 
-def exec_file(qualname: str, path: Path, data: bytes | None = None) -> types.ModuleType:
-    """Import the module file ``path`` as ``qualname`` from the bytes
-    ``data`` (read now if None): the bytes that were hashed are the bytes
-    that run."""
-    return exec_source(qualname, Path(path), Path(path).read_bytes() if data is None else data)
-
-
 def _in_memory(source: str, qualname: str, name: str) -> types.ModuleType:
     mod = types.ModuleType(qualname)
     mod.__file__ = f"<netgen generated {name}>"
@@ -398,7 +391,7 @@ def load(path) -> types.ModuleType:
     mod = sys.modules.get(qualname)
     if mod is not None:
         return mod
-    mod = exec_file(qualname, p, data)
+    mod = exec_source(qualname, p, data)  # the bytes hashed into the name are the bytes that run
     names = vars(mod)
     for attr in ("NETWORK", "RELAXATION", "TARGET", "Layer"):
         # NETWORK may be provided lazily by a module-level __getattr__
@@ -408,12 +401,6 @@ def load(path) -> types.ModuleType:
             raise ValueError(f"{str(path)!r} is not a netgen generated module (missing {attr})")
     remember_path(qualname, p)  # so that a pickled Layer of it loads in another process
     return mod
-
-
-def qualname_of_file(path) -> str:
-    """``_netgen_<stem>_<hash of resolved path and content>``: the module
-    name :func:`load` registers ``path`` under."""
-    return file_qualname(path, Path(path).read_bytes())
 
 
 # ------------------------------------------------- built layers, by input

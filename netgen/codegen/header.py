@@ -19,7 +19,7 @@ import json
 from typing import Any
 
 from ..network import Network
-from .swap_code import FLOAT_TYPES, lit, swap_code  # noqa: F401  (re-exported for the emitters)
+from .swap_code import FLOAT_TYPES, swap_code  # noqa: F401  (re-exported for the emitters)
 
 
 def relaxation_of(net: Network, r: Any):

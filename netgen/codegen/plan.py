@@ -10,7 +10,7 @@ input cone going forward); ``nnz`` counts those (comparator, lane) pairs.
 
 :func:`choose` decides, for a network and a target's :class:`Budget`:
 
-* **direction** (:func:`sweep_direction`): forward where k > n / 2 (its
+* **direction**: forward where k > n / 2 (its
   state is n x n per row instead of k x n) and it needs at most
   :data:`FORWARD_MAX_RATIO` times the back-sweep's pairs; else back. A
   target whose engine cannot sweep forward (``Budget.forward`` False: the
@@ -37,8 +37,7 @@ from typing import TYPE_CHECKING, Callable
 if TYPE_CHECKING:  # pragma: no cover
     from ..network import Network
 
-__all__ = ["DIRECTIONS", "MODES", "FORWARD_MAX_RATIO", "Budget", "Plan", "choose", "keeps_differences",
-           "sweep_direction", "pairs"]
+__all__ = ["DIRECTIONS", "MODES", "FORWARD_MAX_RATIO", "Budget", "Plan", "check_overrides", "choose", "keeps_differences", "pairs"]
 
 DIRECTIONS = ("back", "forward")
 MODES = ("save", "recompute")
@@ -93,12 +92,14 @@ def pairs(net: "Network", direction: str) -> int:
     return int(plan(net.n, net.comparators, net.layer_offsets, net.outputs, direction)[2][-1])
 
 
-def sweep_direction(net: "Network") -> str:
-    """The P sweep's direction for ``net`` where the engine can sweep either
-    way (see :data:`FORWARD_MAX_RATIO`)."""
-    if net.k * 2 <= net.n:
-        return "back"
-    return "forward" if pairs(net, "forward") <= FORWARD_MAX_RATIO * pairs(net, "back") else "back"
+def check_overrides(direction: str | None, mode: str | None, group: int | None) -> None:
+    """ValueError unless each forced choice (None: the rule's) is valid."""
+    if direction is not None and direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
+    if mode is not None and mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if group is not None and (isinstance(group, bool) or not hasattr(group, "__index__") or int(group) < 1):
+        raise ValueError(f"group must be a positive integer, got {group!r}")
 
 
 def choose(net: "Network", budget: Budget, direction: str | None = None, mode: str | None = None,
@@ -106,18 +107,13 @@ def choose(net: "Network", budget: Budget, direction: str | None = None, mode: s
     """The plan for ``net`` under ``budget``; ``direction`` / ``mode`` /
     ``group`` force those choices (tests, benchmarks). The sweep's pairs are
     counted once per direction looked at."""
-    if direction is not None and direction not in DIRECTIONS:
-        raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
-    if mode is not None and mode not in MODES:
-        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-    if group is not None and (isinstance(group, bool) or not hasattr(group, "__index__") or int(group) < 1):
-        raise ValueError(f"group must be a positive integer, got {group!r}")
+    check_overrides(direction, mode, group)
     k, n = net.k, net.n
     if not budget.forward:
         if direction == "forward":
             raise ValueError("this target sweeps back only (its engine computes P's rows): direction must be 'back'")
         direction = "back"
-    if direction is None:  # sweep_direction, counting each direction's pairs once
+    if direction is None:  # forward where k > n / 2 and FORWARD_MAX_RATIO allows; each direction counted once
         nnz = pairs(net, "back")
         direction = "back"
         if k * 2 > n:

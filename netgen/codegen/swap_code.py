@@ -39,15 +39,9 @@ import textwrap
 from ..relax.expr import var
 from ..relax.formulas import swap_exprs
 from .lines import Lines
-from .render import ScalarSource, TorchSource, scalar_literal
+from .render import ScalarSource, TorchSource
 
 FLOAT_TYPES = ("float32", "float64")
-
-
-def lit(v: float, ft: str) -> str:
-    """A float literal of type ``ft`` in generated kernel code (see
-    :func:`netgen.codegen.render.scalar_literal`)."""
-    return scalar_literal(v, ft)
 
 
 def swap_code(r, indent: int, ft: str = "float64", inline_exp: bool = False, steepness: str | None = None) -> str:

@@ -72,15 +72,9 @@ class EmitOptions:
     group: int | None = None  # lanes (ranks or input columns) per group
 
     def __post_init__(self):
-        from .plan import DIRECTIONS, MODES
+        from .plan import check_overrides
 
-        if self.direction is not None and self.direction not in DIRECTIONS:
-            raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {self.direction!r}")
-        if self.mode is not None and self.mode not in MODES:
-            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
-        g = self.group
-        if g is not None and (isinstance(g, bool) or not hasattr(g, "__index__") or int(g) < 1):
-            raise ValueError(f"group must be a positive integer, got {g!r}")
+        check_overrides(self.direction, self.mode, self.group)
 
 
 @dataclass(frozen=True)

@@ -25,14 +25,13 @@ from __future__ import annotations
 import torch
 
 from ..runtime.tables import _K, _N, _SIZE
-from .launch import LANES, SIMULATED, _LIMITS, _handle, _launch, _np_dtype, _tables, _variant
+from .launch import LANES, SIMULATED, SM_SHARED, _LIMITS, _handle, _index, _launch, _np_dtype, _tables, _variant
 
 # ---- what the emitter writes (stand-ins here, not copied into modules) ----
 #: the module globals the copied code reads and neither defines nor imports
-READS = ("KERNELS", "SHARED_LIMIT", "SM_SHARED")
+READS = ("KERNELS", "SHARED_LIMIT")
 KERNELS: dict = {}
 SHARED_LIMIT = 227 * 1024
-SM_SHARED = 228 * 1024
 
 #: the most input columns one block sweeps
 GROUP_CAP = 32
@@ -43,10 +42,6 @@ _GEO: dict = {}  # (device, dtype, B) -> (G, groups, geo on the device): uploade
 
 #: the module-level statements a generated module copies
 STATE = ("GROUP_CAP", "SIM_SLOTS", "_GROUP_SMS", "_GEO")
-
-
-def _group_index(device):
-    return device.index if getattr(device, "index", None) is not None else torch.cuda.current_device()
 
 
 def _group_lanes(device, dt):
@@ -61,7 +56,7 @@ def _group_lanes(device, dt):
     if SIMULATED:
         fit = SHARED_LIMIT // row
     else:
-        index = _group_index(device)
+        index = _index(device)
         _handle(index, dt, "grp_fwd", "shared")
         _handle(index, dt, "grp_bwd", "shared")
         fit = min(_LIMITS[(index, dt, "grp_fwd", "shared")][2], _LIMITS[(index, dt, "grp_bwd", "shared")][2]) // row
@@ -93,7 +88,7 @@ def _group_grid(device, dt, G, items):
     most = max(1, (2**32 - 1) // max(1, G * _SIZE))
     if SIMULATED:
         return max(1, min(items, SIM_SLOTS, most))
-    index = _group_index(device)
+    index = _index(device)
     sms = _GROUP_SMS.get(index)
     if sms is None:
         sms = _GROUP_SMS[index] = int(torch.cuda.get_device_properties(index).multi_processor_count)
@@ -145,4 +140,4 @@ def _groups_backward(gv, gP, s, ds, ps, bad, want_gs):
 
 
 #: the functions a generated module copies, in order
-PARTS = (_group_index, _group_lanes, _use_groups, _geo, _group_grid, _groups_forward, _groups_backward)
+PARTS = (_group_lanes, _use_groups, _geo, _group_grid, _groups_forward, _groups_backward)
