@@ -210,23 +210,14 @@ def profile(step, calls, top):
     print(f"  total own time under cProfile: {total / calls * 1e6:.0f} us per call (cProfile inflates it)")
 
 
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
 LAST = re.compile(r"host ms per fwd\+bwd: rows (\S+) column (\S+) values (\S+)")
 
 
 def compare(args, argv) -> int:
     """Before (--ref's tree) and after (this tree), alternating fresh processes."""
     import subprocess
+
+    from netgen.bench.networks import cpu_model
 
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ref = os.path.abspath(args.ref)
@@ -266,6 +257,8 @@ def compare(args, argv) -> int:
 
 
 def main(argv=None) -> int:
+    from netgen.bench.networks import cpu_model
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=10450)
     ap.add_argument("--k", type=int, default=5)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -58,17 +57,9 @@ def child(n: int, k: int) -> None:
     print(json.dumps({"cpu": out, "wall": wall}))
 
 
-def cpu_model() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def main():
+    from netgen.bench.networks import cpu_model
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", nargs="+", default=["256:256", "1024:1024", "4096:4096", "10450:5"])
     ap.add_argument("--child", nargs=2, type=int, help=argparse.SUPPRESS)

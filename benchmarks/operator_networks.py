@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -50,17 +49,9 @@ def run(n: int, k: int, cache: str, timeout: float) -> dict:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def cpu_model() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def main():
+    from netgen.bench.networks import cpu_model
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", nargs="+", default=DEFAULT_CASES, help="n:k pairs")
     ap.add_argument("--timeout", type=float, default=600)

@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -172,16 +171,6 @@ def child(case: str, method: str, backend, baselines: Path) -> None:
     print(json.dumps({"mem": mem, "reset": reset}))
 
 
-def cpu_model() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def memory_of(case, method, backend, baselines, timeout) -> tuple[int | None, str]:
     """(bytes or None, text) of one method's working memory, fresh process."""
     cmd = [sys.executable, __file__, "--child", case, method, "--backend", *backend, "--baselines", str(baselines)]
@@ -196,6 +185,8 @@ def memory_of(case, method, backend, baselines, timeout) -> tuple[int | None, st
 
 
 def main():
+    from netgen.bench.networks import cpu_model
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backend", nargs="+", default=["reference"],
                     help="the operators' target= (default reference); several run side by side")

@@ -19,7 +19,7 @@ import torch
 from ..relax.steepness import DEFAULT_BLUR, check_blur, estimate_steepness, is_auto
 from .networks import from_matrices
 from .nets import relaxation_for
-from .run import call
+from .run import call, finite_rows
 
 _CACHE: "OrderedDict[tuple, tuple]" = OrderedDict()
 _CACHE_SIZE = 16
@@ -52,10 +52,7 @@ def _steepness(layer, vectors, steepness, blur):
     check_blur(blur)
     if not is_auto(steepness):
         return steepness
-    xs = vectors.detach()
-    if xs.is_floating_point() and not bool(torch.isfinite(xs).all()):
-        xs = xs[torch.isfinite(xs).all(-1)]
-    est = estimate_steepness(layer.net, layer.relaxation, xs, blur)
+    est = estimate_steepness(layer.net, layer.relaxation, finite_rows(vectors), blur)
     return layer.relaxation.steepness if est.steepness is None else est.steepness
 
 

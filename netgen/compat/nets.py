@@ -24,7 +24,7 @@ import torch
 from ..relax.distributions import DIFFTOPK_ART_EPSILON, DISTRIBUTIONS, Relaxation
 from .networks import from_matrices, from_plain, get_sorting_network, netgen_network, original_network, to_plain
 from ..relax.steepness import DEFAULT_BLUR, AutoSteepness, check_blur, estimate_steepness, is_auto
-from .run import call, check_steepness
+from .run import call, check_steepness, finite_rows
 
 #: the steepness baked into modules whose steepness is a run-time argument
 #: (one module serves every steepness)
@@ -177,10 +177,8 @@ class _Base(torch.nn.Module):
         if "auto_steepness" not in self._modules:  # "auto" assigned after construction
             self.auto_steepness = AutoSteepness()
         auto, net, r = self.auto_steepness, self._auto.net, self._auto.relaxation
-        xs = x.detach()
-        if xs.is_floating_point() and not bool(torch.isfinite(xs).all()):  # rows compat computes as NaN
-            xs = xs[torch.isfinite(xs).all(-1)]
-        return auto(xs, lambda t: estimate_steepness(net, r, t, auto.blur), r.steepness)
+        # the finite rows are read only on the calls that estimate (not a pass over x on every call)
+        return auto(x, lambda t: estimate_steepness(net, r, finite_rows(t), auto.blur), r.steepness)
 
     def _layer(self, x: torch.Tensor):
         """The generated layer for ``x``'s device, with this module's steepness."""

@@ -42,6 +42,16 @@ from ..relax import reference
 
 __all__ = ["call", "check_steepness"]
 
+
+def finite_rows(x: torch.Tensor) -> torch.Tensor:
+    """``x`` detached, without its rows that hold NaN / inf (compat computes
+    those rows as NaN): the rows ``steepness="auto"`` estimates from."""
+    xs = x.detach()
+    if xs.is_floating_point() and not bool(torch.isfinite(xs).all()):
+        xs = xs[torch.isfinite(xs).all(-1)]
+    return xs
+
+
 _WARNED: set = set()
 
 _WARNINGS = {

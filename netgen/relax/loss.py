@@ -42,14 +42,15 @@ def check_p_k(p_k: Sequence[float]) -> list[float]:
     """``p_k`` as floats: non-negative weights of k = 1..K summing to 1
     (real numbers: a string such as ``"1"`` or a boolean is refused, not
     converted)."""
-    if isinstance(p_k, (str, bytes)) or any(isinstance(v, (str, bytes, bool, np.bool_)) for v in _items(p_k)):
+    items = None if isinstance(p_k, (str, bytes)) else _items(p_k)  # read once (an iterator is accepted too)
+    if items is None or any(isinstance(v, (str, bytes, bool, np.bool_)) for v in items):
         raise ValueError(f"p_k must be a sequence of numbers, got {p_k!r}"[:200])
     try:
-        p = [float(v) for v in p_k]
+        p = [float(v) for v in items]
     except (TypeError, ValueError):
         raise ValueError(f"p_k must be a sequence of numbers, got {p_k!r}") from None
     if not p or any(v < 0 or not math.isfinite(v) for v in p) or abs(sum(p) - 1.0) > 1e-6:
-        raise ValueError(f"p_k must be non-negative weights summing to 1, got {list(p_k)}")
+        raise ValueError(f"p_k must be non-negative weights summing to 1, got {items}")
     return p
 
 

@@ -226,9 +226,11 @@ def _outputs(net: Network, device: torch.device) -> torch.Tensor:
     return torch.tensor(net.outputs, dtype=torch.int64, device=device)
 
 
-def _back(net: Network, x: torch.Tensor, W: torch.Tensor, prob) -> torch.Tensor:
-    """``W P`` for checked ``x`` (..., n) and ``W`` (..., m, k) of x's dtype."""
-    _, steps, _ = _sweep(net, x, prob)
+def _back(net: Network, x: torch.Tensor, W: torch.Tensor, prob, steps=None) -> torch.Tensor:
+    """``W P`` for checked ``x`` (..., n) and ``W`` (..., m, k) of x's dtype
+    (``steps``: :func:`_sweep`'s, when the caller swept already)."""
+    if steps is None:
+        _, steps, _ = _sweep(net, x, prob)
     shape = x.shape[:-1] + W.shape[-2:-1] + (net.n,)
     R = torch.zeros(shape, dtype=x.dtype, device=x.device).index_copy(
         -1, _outputs(net, x.device), W.expand(x.shape[:-1] + W.shape[-2:]))
@@ -256,9 +258,9 @@ def forward(net: Network, x: torch.Tensor, r: Relaxation, steepness=None,
     """Soft values ``(..., k)`` and ``P`` ``(..., k, n)`` (see module doc)."""
     x, out_dtype = check_input(net, x, check)
     prob = _prob_given(r, x, steepness)
-    v, _, _ = _sweep(net, x, prob)
+    v, steps, _ = _sweep(net, x, prob)
     values = v[..., _outputs(net, x.device)]
-    P = _back(net, x, torch.eye(net.k, dtype=x.dtype, device=x.device), prob)  # P = I_k P
+    P = _back(net, x, torch.eye(net.k, dtype=x.dtype, device=x.device), prob, steps)  # P = I_k P, one sweep
     return values.to(out_dtype), P.to(out_dtype)
 
 
