@@ -285,7 +285,8 @@ def from_layer_text(text: str, *, source: str = "input", max_size: int | None = 
     is accepted on a layer line (no empty item, no other bracket, no
     Unicode digit or line separator). n is the largest wire + 1; outputs
     ``n-1, ..., 0``; layers kept as written."""
-    layers = []
+    wires: list[int] = []
+    offsets = [0]
     for lineno, line in _text_lines(text):
         compact = line.replace(" ", "").replace("\t", "")
         if not _LINE.fullmatch(compact):
@@ -296,17 +297,19 @@ def from_layer_text(text: str, *, source: str = "input", max_size: int | None = 
                 if len(w.lstrip("-")) > _MAX_DIGITS:
                     raise ValueError(f"{source}: line {lineno}: wire {w[:20]}{'...' if len(w) > 20 else ''} "
                                      f"is too large (at most {MAX_WIRES - 1})")
-        pairs = [(int(j), int(i)) for i, j in found]
-        if pairs:
-            layers.append(pairs)
-    if not layers:
+        if found:
+            wires.extend(int(w) for pair in found for w in pair[::-1])  # (max, min): netgen's order
+            offsets.append(len(wires) // 2)
+    if not wires:
         raise ValueError(f"{source}: no comparators found")
-    n = 1 + max(max(p) for layer in layers for p in layer)
+    comps = np.asarray(wires, dtype=np.int64).reshape(-1, 2)  # every wire has at most 9 digits
+    n = 1 + int(comps.max())
     n = _check_n(n, "n (largest wire + 1)", source) if n >= 1 else n
-    size = sum(len(layer) for layer in layers)
+    size = len(comps)
     check_budget(f"{source}: n = {n} with {size:,} comparators", size + max(n, 0), max_size)
     try:
-        return Network.from_layers(n, layers, outputs=np.arange(n - 1, -1, -1), construction={"kind": "layers", "n": n})
+        return Network.from_arrays(n, comps, np.asarray(offsets), outputs=np.arange(n - 1, -1, -1),
+                                   construction={"kind": "layers", "n": n})
     except ValueError as e:
         raise ValueError(f"{source}: {e}") from None
 

@@ -1,12 +1,11 @@
 """Issue 32, M5 and M6: every reader plus the build/verify estimate
-finishes in under a second (CPU) on each file of a matrix of hostile probe
+finishes in a few CPU seconds at most on each file of a matrix of hostile probe
 files, and nothing past the limits is built. On 064e1b4 the wide-sorter
 probes ran for minutes in ``exhaustive.choose`` (the 65,536-wire file ~30
 min) and the large-record probe was accepted (a 4.9 MB record: 1.4 GB and 7 s
 to build for numba)."""
 
 import json
-import os
 import resource
 import time
 
@@ -19,7 +18,11 @@ from netgen.io import load
 from netgen.network import MAX_WIRES
 from netgen.verify import auto_exhaustive
 
-SECOND = 1.0
+#: The bound guards against the unbounded costs issue 32 found (16 s in
+#: ``exhaustive.choose``, ~30 min for the 65,536-wire file), not against a
+#: slow machine: the slowest probe takes ~0.2 CPU s on a quiet EPYC and was
+#: measured at 1.01 s on CI's shared 2-core runner beside another worker.
+SECOND = 3.0
 
 
 def _netgen(n, layers, outputs=None, construction=None):
@@ -91,7 +94,7 @@ def probe_dir(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", sorted(MATRIX))
-def test_reader_and_estimate_finish_in_under_a_second(probe_dir, name):
+def test_reader_and_estimate_finish_in_bounded_time(probe_dir, name):
     t0, w0 = _cpu(), time.perf_counter()
     try:
         net = load(probe_dir / name)
@@ -128,14 +131,13 @@ def test_estimates_are_cheap_for_any_n_and_k(n, data):
     t0 = _cpu()
     network_seconds(n, k, size)
     auto_exhaustive(n, k)
-    assert _cpu() - t0 < 0.2, (n, k, size)
+    assert _cpu() - t0 < 0.5, (n, k, size)  # microseconds when bounded; seconds to hours when not
 
 
-@pytest.mark.skipif(os.environ.get("CI") is None and False, reason="always runs")
 def test_exhaustive_choose_is_constant_time_past_64_wires():
     from netgen.verify import exhaustive
 
     t0 = _cpu()
     for n in (65, 10450, 65536, MAX_WIRES):
         assert exhaustive.choose(n, n) is None
-    assert _cpu() - t0 < 0.05
+    assert _cpu() - t0 < 0.2  # was 16 s at n = k = 10,450
