@@ -31,7 +31,7 @@ import logging
 
 import torch
 
-from ..relax.steepness import DEFAULT_BLUR, AutoSteepness, check_blur, estimate_steepness, is_auto
+from ..relax.steepness import DEFAULT_BLUR, AutoSteepness, check_blur, estimate_steepness, is_auto, plain_state, restore_state
 from . import TARGETS
 from .cache import build_layer
 from .runtime.common import check_input, refuse_transforms
@@ -240,13 +240,13 @@ class AutoLayer(LayerBase):
         # plain data only (no numpy, no netgen classes): weights_only loading needs nothing else
         state["net"] = to_dict(self.net)
         state["relaxation"] = self.relaxation.to_dict()
-        return state
+        return plain_state(state)
 
     def __setstate__(self, state):
         from ..io import from_dict
         from ..relax.distributions import Relaxation
 
-        state = dict(state)
+        state = restore_state(dict(state))
         if isinstance(state.get("net"), dict):
             state["net"] = from_dict(state["net"], source="a pickled AutoLayer")
         if isinstance(state.get("relaxation"), dict):

@@ -23,7 +23,8 @@ import torch
 
 from ..relax.distributions import DIFFTOPK_ART_EPSILON, DISTRIBUTIONS, Relaxation
 from .networks import from_matrices, from_plain, get_sorting_network, netgen_network, original_network, to_plain
-from ..relax.steepness import DEFAULT_BLUR, AutoSteepness, check_blur, estimate_steepness, is_auto
+from ..relax.steepness import (DEFAULT_BLUR, AutoSteepness, check_blur, estimate_steepness, is_auto, plain_state,
+                               restore_state)
 from .run import call, check_steepness, finite_rows
 
 #: the steepness baked into modules whose steepness is a run-time argument
@@ -118,10 +119,10 @@ class _Base(torch.nn.Module):
         state; the generated layer is rebuilt on load (from netgen's cache),
         so ``torch.load(..., weights_only=True)`` needs what published needs."""
         state = {k: v for k, v in self.__dict__.items() if k not in ("_auto", "_rkey", "_matrices")}
-        return state
+        return plain_state(state)
 
     def __setstate__(self, state):
-        state = dict(state)
+        state = restore_state(dict(state))
         if "_network_kind" not in state:
             state = _older_state(type(self), state)
         super().__setstate__(state)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from ..relax.reference import check_steepness
-from ..relax.steepness import DEFAULT_BLUR, AutoSteepness, check_blur, is_auto
+from ..relax.steepness import DEFAULT_BLUR, AutoSteepness, check_blur, is_auto, plain_state, restore_state
 from .backends import check_target
 from .functions import soft_rank, soft_sort, soft_topk, topk_mask
 
@@ -43,6 +43,12 @@ class _Op(torch.nn.Module):
         auto = dict(blur=self.auto_steepness.blur, _auto=self.auto_steepness) if is_auto(self.steepness) else {}
         return dict(steepness=self.steepness, distribution=self.distribution, network=self.network,
                     target=self.target, **auto)
+
+    def __getstate__(self):  # weights_only loading needs only this module's class
+        return plain_state(self.__dict__)
+
+    def __setstate__(self, state):
+        super().__setstate__(restore_state(state))
 
     def extra_repr(self):
         s = self.steepness

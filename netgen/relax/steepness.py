@@ -387,3 +387,40 @@ class AutoSteepness(torch.nn.Module):
     def extra_repr(self):
         s = float(self.steepness)
         return f"blur={self.blur:g}, every={self.every}, steepness={'not estimated yet' if math.isnan(s) else f'{s:.6g}'}"
+
+    # ------------------------------------------------------------ pickling
+    def plain(self) -> dict:
+        """This module as plain data (numbers, tensors): see :func:`plain_state`."""
+        return {"blur": self.blur, "every": self.every, "momentum": self.momentum, "training": self.training,
+                "steepness": self.steepness, "calls": self.calls}
+
+    @classmethod
+    def from_plain(cls, d: dict) -> "AutoSteepness":
+        a = cls(d["blur"], d["every"], d["momentum"])
+        a.steepness.copy_(d["steepness"])
+        a.calls.copy_(d["calls"])
+        return a.train(bool(d["training"]))
+
+
+def plain_state(state: dict) -> dict:
+    """A module's pickled ``state`` (its ``__dict__``) with its
+    ``auto_steepness`` child as plain data, so that
+    ``torch.load(..., weights_only=True)`` of a whole model needs only the
+    owner's class allowlisted, not this one (the child's place in
+    ``_modules`` holds None; :func:`restore_state` puts it back)."""
+    mods = state.get("_modules")
+    auto = None if mods is None else mods.get("auto_steepness")
+    if not isinstance(auto, AutoSteepness):
+        return state
+    return {**state, "_modules": {**mods, "auto_steepness": None}, "_auto_steepness": auto.plain()}
+
+
+def restore_state(state: dict) -> dict:
+    """Undo :func:`plain_state` on an unpickled ``state``."""
+    plain = state.get("_auto_steepness")
+    if plain is None:
+        return state
+    state = {k: v for k, v in state.items() if k != "_auto_steepness"}
+    state["_modules"] = {**state["_modules"], "auto_steepness": AutoSteepness.from_plain(plain)}
+    return state
+

@@ -99,3 +99,42 @@ assert torch.equal(back(x)[1], want)
 print("ok")
 '''
     assert run(code, tmp=tmp_path).strip().endswith("ok")
+
+
+def test_auto_steepness_needs_no_extra_global():
+    """steepness="auto" keeps its state (the chosen s, the call count) in
+    the checkpoint as plain data: allowlisting the owner suffices."""
+    import io
+
+    import torch
+
+    from netgen import SoftRank
+    from netgen.codegen.auto import AutoLayer
+    from netgen.compat import DiffSortNet
+    from netgen.construct import build
+    from netgen.relax.distributions import Relaxation
+
+    torch.manual_seed(0)
+    owners = [AutoLayer(build("splitter", 9, 3), Relaxation("logistic", 4.0), "torch", steepness="auto"),
+              DiffSortNet("odd_even", 9, steepness="auto"), SoftRank(steepness="auto", target="torch")]
+    x = torch.randn(4, 9, dtype=torch.float64)
+    for m in owners:
+        m.train()(x)
+        m(x)
+        m.eval()
+        want = m(x)
+        buf = io.BytesIO()
+        torch.save(m, buf)
+        buf.seek(0)
+        assert torch.serialization.get_unsafe_globals_in_checkpoint(buf) == [
+            f"{type(m).__module__}.{type(m).__name__}"]
+        buf.seek(0)
+        with torch.serialization.safe_globals([type(m)]):
+            back = torch.load(buf, weights_only=True)
+        a, b = m.auto_steepness, back.auto_steepness
+        assert (float(b.steepness), int(b.calls), b.blur, b.training) == (
+            float(a.steepness), int(a.calls), a.blur, False)
+        got = back(x)
+        for w, g in zip(want if isinstance(want, tuple) else (want,), got if isinstance(got, tuple) else (got,)):
+            assert torch.equal(w, g)
+        assert list(back.state_dict()) == list(m.state_dict())
