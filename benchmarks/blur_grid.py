@@ -19,10 +19,10 @@ the CPU time of the estimate.
 Overhead (``--overhead``): the CPU time of one estimate against one
 forward + backward of the generated layer (``AutoLayer``, target torch)
 on the same batch (float32, the sum of the values as the loss), medians
-of ``--reps`` interleaved rounds; a layer estimates on training calls 0,
-1, 2, 4, ..., 64 and then every 100th, so over a run of N calls the
-overhead is the ratio x (estimates in N calls) / N, printed for N = 1000
-and 10000.
+of ``--reps`` interleaved rounds; a layer estimates on the training calls
+its schedule names (by default its first 4, then s is kept), so over a run
+of N calls the overhead is the ratio x (estimates in N calls) / N, printed
+for N = 1000 and 10000.
 
     python benchmarks/blur_grid.py                       # the whole grid, target 0.1
     python benchmarks/blur_grid.py --n 16 1024 --blur 0.05 0.2

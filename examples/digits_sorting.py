@@ -19,8 +19,9 @@ ranking, as exact match (all n ranks right) and element-wise correct ranks.
     python examples/digits_sorting.py --n 5 --steepness default 8 32 auto   # a sweep and steepness="auto"
 
 ``--steepness``: the netgen runs, each a number, ``default`` (2 x depth) or
-``auto`` (``steepness="auto"``, blur ``--blur``, default 0.1: chosen from
-the scores during training; docs/relaxations.md section 8).
+``auto`` (``steepness="auto"``, blur ``--blur``, by default netgen's
+training default: calibrated on the scores of the first training calls,
+then fixed; docs/relaxations.md section 8).
 
 Orientation (netgen): P[b, r, c] is the weight of input c in rank r, rank 0
 the largest; Q[b, r, c] = 1 when number c has rank r.
@@ -202,7 +203,7 @@ def train(layer, method: str, n: int, train_pool: Numbers, test_pool: Numbers, *
 def run(ns=DEFAULT_NS, *, steps: int = 1500, batch: int | None = None, lr: float = 10 ** -2.5, seed: int = 0,
         network: str = "oddeven", baseline: str | None = "softsort", baseline_temperature: float | None = None,
         eval_sets: int = 1000, out_dir: str | Path = "generated", log_every: int = 0,
-        threads: int | None = 1, steepnesses=(None,), blur: float = 0.1) -> list[Result]:
+        threads: int | None = 1, steepnesses=(None,), blur: float | None = None) -> list[Result]:
     """Train and evaluate for each n with netgen's generated layer and (unless
     ``baseline`` is None) with the baseline backend."""
     train_pool, test_pool = split_digits(seed)
@@ -219,7 +220,7 @@ def run(ns=DEFAULT_NS, *, steps: int = 1500, batch: int | None = None, lr: float
                 torch.set_num_threads(threads)
             label = f"netgen {network} (depth {net.depth})"
             if st is not None:
-                label += f", s = {st:g}" if st != "auto" else f", s = auto (blur {blur:g})"
+                label += f", s = {st:g}" if st != "auto" else f", s = auto (blur {'default' if blur is None else blur})"
             print(f"n={n}: {label}, generated {path}", flush=True)
             results.append(train(layer, label, n, train_pool, test_pool, steps=steps, batch=batch, lr=lr,
                                  seed=seed, eval_sets=eval_sets, log_every=log_every))
@@ -271,7 +272,8 @@ def main(argv=None) -> None:
     ap.add_argument("--log-every", type=int, default=0, help="print the mean loss every this many steps")
     ap.add_argument("--steepness", nargs="+", default=["default"],
                     help="netgen runs: numbers, 'default' (2 x depth) or 'auto' (default: default)")
-    ap.add_argument("--blur", type=float, default=0.1, help="the blur steepness='auto' aims at (default 0.1)")
+    ap.add_argument("--blur", type=float, default=None,
+                    help="the blur steepness='auto' aims at (default: netgen's, 0.75 calibrating in training)")
     args = ap.parse_args(argv)
     steepnesses = [None if v == "default" else (v if v == "auto" else float(v)) for v in args.steepness]
     t0, c0 = time.perf_counter(), time.process_time()

@@ -14,7 +14,7 @@ __all__ = ["topk_loss"]
 def topk_loss(num_classes: int, p_k: Sequence[float], m: int | None = None, kind: str = "splitter",
               distribution: str | None = None, steepness: float | str | None = None, art_lambda: float = 0.25,
               mode: str = "mix", reduction: str = "mean", target: str = "auto",
-              device=None, *, max_size: int | None = None, max_seconds: float | None = None, blur: float = 0.1):
+              device=None, *, max_size: int | None = None, max_seconds: float | None = None, blur: float | None = None):
     """Build a :class:`~netgen.relax.loss.TopKCrossEntropyLoss` over a netgen
     layer for a ``kind`` network with K = len(p_k) outputs on ``num_classes``
     wires, or on ``m`` wires with top-m preselection (the layer then has
@@ -33,19 +33,20 @@ def topk_loss(num_classes: int, p_k: Sequence[float], m: int | None = None, kind
     that device now (do so before ``torch.compile`` or CUDA-graph capture).
 
     ``steepness="auto"``: chosen from the (preselected) scores, detached, so
-    that the layer's blur (:func:`netgen.blur`) is ``blur`` (default 0.1,
-    any number in (0, 1)): on training calls 0, 1, 2, 4, ..., 64, then every 100th
-    call (``loss.layer.auto_steepness`` holds the value, a buffer in the
-    state_dict; docs/relaxations.md section 8)."""
+    that the layer's blur (:func:`netgen.blur`) is ``blur`` (any number in
+    (0, 1); default 0.75 in training, the value measured to train as well as
+    the best swept steepness): on the first 4 training calls, then fixed,
+    as a swept steepness (``loss.layer.auto_steepness`` holds the value, a
+    buffer in the state_dict; docs/relaxations.md section 8)."""
     from .codegen.auto import AutoLayer, check_target
     from .compiler import build
     from .network import check_n, size_limit
     from .relax.distributions import Relaxation, default_relaxation
     from .relax.loss import TopKCrossEntropyLoss, check_p_k
-    from .relax.steepness import check_blur, is_auto
+    from .relax.steepness import is_auto, optional_blur
 
     check_target(target)
-    check_blur(blur)
+    optional_blur(blur)
     auto = is_auto(steepness)
     try:
         num_classes = check_n(num_classes)

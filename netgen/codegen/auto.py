@@ -31,7 +31,7 @@ import logging
 
 import torch
 
-from ..relax.steepness import DEFAULT_BLUR, AutoSteepness, check_blur, estimate_steepness, is_auto, plain_state, restore_state
+from ..relax.steepness import AutoSteepness, estimate_steepness, is_auto, optional_blur, plain_state, restore_state
 from . import TARGETS
 from .cache import build_layer
 from .runtime.common import check_input, refuse_transforms
@@ -97,10 +97,11 @@ class AutoLayer(LayerBase):
     a number, numpy scalar, 1-element tensor (0-d or ``(1,)``) or
     ``nn.Parameter`` (then it learns), or ``"auto"``: chosen from the
     scores (detached) so that the blur (:func:`netgen.blur`) is ``blur``
-    (attribute, default 0.1, in (0, 1)), by the submodule
-    ``auto_steepness`` (:class:`~netgen.relax.steepness.AutoSteepness`:
-    on training calls 0, 1, 2, 4, ..., 64, then every 100th; eval mode uses the
-    value as it is; the value is a buffer in the state_dict). It is handed to the generated layer's run-time ``steepness`` (no
+    (attribute in (0, 1); default None: 0.75 calibrating in training, 0.1
+    otherwise), by the submodule ``auto_steepness``
+    (:class:`~netgen.relax.steepness.AutoSteepness`: the first 4 training
+    calls, then fixed; eval mode uses the value as it is; the value is a
+    buffer in the state_dict). It is handed to the generated layer's run-time ``steepness`` (no
     recompilation); a generated module without one is rebuilt for a new
     numeric value instead (a tensor that requires grad then raises).
     :meth:`set_relaxation` swaps distribution / ``art_lambda`` (another
@@ -115,11 +116,11 @@ class AutoLayer(LayerBase):
     allowlisted), and an unpickled AutoLayer rebuilds its layers from
     netgen's cache on its first call."""
 
-    def __init__(self, net, r, target: str = "auto", device=None, steepness=None, blur: float = DEFAULT_BLUR):
+    def __init__(self, net, r, target: str = "auto", device=None, steepness=None, blur: float | None = None):
         super().__init__(None)
         self.net, self.relaxation, self.target = net, r, check_target(target)
         self.n, self.k = net.n, net.k
-        self.blur = check_blur(blur)
+        self.blur = optional_blur(blur)
         self.steepness = steepness
         self._built: dict = {}  # (device type, relaxation) -> generated Layer
         self.targets: dict[str, str] = {}
@@ -128,7 +129,7 @@ class AutoLayer(LayerBase):
 
     def __setattr__(self, name, value):
         if name == "blur":
-            value = check_blur(value)
+            value = optional_blur(value)
             if "auto_steepness" in self._modules:
                 self.auto_steepness.blur = value
         if name == "steepness" and isinstance(value, str):
@@ -154,7 +155,7 @@ class AutoLayer(LayerBase):
     def _auto(self, x) -> float:
         """``steepness="auto"``: this call's steepness (see the class doc)."""
         net, r = self.net, self.relaxation
-        return self.auto_steepness(x, lambda t: estimate_steepness(net, r, t, self.auto_steepness.blur),
+        return self.auto_steepness(x, lambda t, b: estimate_steepness(net, r, t, b),
                                    r.steepness)
 
     def set_relaxation(self, r) -> None:
@@ -255,7 +256,8 @@ class AutoLayer(LayerBase):
 
     def extra_repr(self):
         chosen = ", ".join(f"{d}: {t}" for d, t in self.targets.items()) or "none built yet"
-        auto = f", steepness='auto', blur={self.blur:g}" if is_auto(self.steepness) else ""
+        blur = "default" if self.blur is None else f"{self.blur:g}"
+        auto = f", steepness='auto', blur={blur}" if is_auto(self.steepness) else ""
         return f"n={self.n}, k={self.k}, target={self.target!r} ({chosen}){auto}"
 
 

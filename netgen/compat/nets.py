@@ -9,11 +9,12 @@ every call. The steepness goes to the generated layer's run-time steepness
 which then learns); a new distribution / ``art_lambda`` selects another
 generated module (built once, then from netgen's cache).
 
-netgen's extension: ``steepness="auto"`` with ``blur=`` (default 0.1):
-chosen from the inputs (detached) so that the relaxation's blur
-(:func:`netgen.blur`) is ``blur``, by the submodule ``auto_steepness``
-(training calls 0, 1, 2, 4, ..., 64, then every 100th; eval mode uses the value as
-it is; in the state_dict; docs/relaxations.md section 8)."""
+netgen's extension: ``steepness="auto"`` with ``blur=`` (default: 0.75
+calibrating in training, 0.1 otherwise): chosen from the inputs (detached)
+so that the relaxation's blur (:func:`netgen.blur`) is ``blur``, by the
+submodule ``auto_steepness`` (the first 4 training calls, then fixed; eval
+mode uses the value as it is; in the state_dict; docs/relaxations.md
+section 8)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,7 @@ import torch
 
 from ..relax.distributions import DIFFTOPK_ART_EPSILON, DISTRIBUTIONS, Relaxation
 from .networks import from_matrices, from_plain, get_sorting_network, netgen_network, original_network, to_plain
-from ..relax.steepness import (DEFAULT_BLUR, AutoSteepness, check_blur, estimate_steepness, is_auto, plain_state,
-                               restore_state)
+from ..relax.steepness import AutoSteepness, estimate_steepness, is_auto, optional_blur, plain_state, restore_state
 from .run import call, check_steepness, finite_rows
 
 #: the steepness baked into modules whose steepness is a run-time argument
@@ -63,13 +63,13 @@ def relaxation_for(distribution, art_lambda, art_epsilon, steepness=CANONICAL_ST
 
 class _Base(torch.nn.Module):
     def _setup(self, sorting_network_type, size, k, device, steepness, art_lambda, interpolation_type,
-               distribution, art_epsilon, network, target, check_finite, blur=DEFAULT_BLUR):
+               distribution, art_epsilon, network, target, check_finite, blur=None):
         from ..codegen.auto import check_target
 
         check_target(target)
         if network not in ("difftopk", "netgen"):
             raise ValueError(f"network must be 'difftopk' or 'netgen', got {network!r}")
-        check_blur(blur)
+        optional_blur(blur)
         if is_auto(steepness):
             self.auto_steepness = AutoSteepness(blur)
         else:
@@ -179,7 +179,7 @@ class _Base(torch.nn.Module):
             self.auto_steepness = AutoSteepness()
         auto, net, r = self.auto_steepness, self._auto.net, self._auto.relaxation
         # the finite rows are read only on the calls that estimate (not a pass over x on every call)
-        return auto(x, lambda t: estimate_steepness(net, r, finite_rows(t), auto.blur), r.steepness)
+        return auto(x, lambda t, b: estimate_steepness(net, r, finite_rows(t), b), r.steepness)
 
     def _layer(self, x: torch.Tensor):
         """The generated layer for ``x``'s device, with this module's steepness."""
@@ -265,7 +265,7 @@ class DiffSortNet(_Base):
         network: str = "difftopk",
         target: str = "auto",
         check_finite: bool = False,
-        blur: float = DEFAULT_BLUR,
+        blur: float | None = None,
     ):
         super().__init__()
         self._setup(sorting_network_type, size, None, device, steepness, art_lambda, interpolation_type,
@@ -293,7 +293,7 @@ class DiffTopkNet(_Base):
         network: str = "difftopk",
         target: str = "auto",
         check_finite: bool = False,
-        blur: float = DEFAULT_BLUR,
+        blur: float | None = None,
     ):
         super().__init__()
         self.k = int(k)

@@ -18,8 +18,8 @@ Common keyword arguments: ``steepness`` (None: the network's default
 ``2 * depth``; a number, or a 0-d tensor, which then gets a gradient; or
 ``"auto"``: chosen from the detached scores of this call so that the
 blur, :func:`netgen.blur`, is ``blur``, default 0.1, any number in (0, 1);
-docs/relaxations.md section 8; the module forms choose on the first call
-and on training calls 0, 1, 2, 4, ..., 64, then every 100th instead),
+docs/relaxations.md section 8; the module forms calibrate on their first 4
+training calls, at blur 0.75 unless told, and then keep s),
 ``distribution`` (None: ``cauchy``; any of
 :data:`netgen.relax.DISTRIBUTIONS`), ``network`` (``"best"``, a kind, a
 Network or a file; :mod:`netgen.ops.networks`) and ``target`` (``"auto"``
@@ -119,15 +119,17 @@ def _lanes(n: int, k: int, sorter: bool, network, distribution, target, device) 
 
 def _s(lanes: Lanes, steepness, x=None, blur=DEFAULT_BLUR, auto=None):
     """The steepness to run with: given, the network's default, or "auto"'s
-    choice from the rows ``x`` (``auto``: a module's AutoSteepness state)."""
-    check_blur(blur)
+    choice from the rows ``x`` (``auto``: a module's AutoSteepness state,
+    whose own blur then counts; None: its default for the mode)."""
+    if auto is None:
+        check_blur(blur)
     if not is_auto(steepness):
         return lanes.relaxation.steepness if steepness is None else steepness
     net, r = lanes.net, lanes.relaxation
-    estimate = lambda t: estimate_steepness(net, r, t, blur)  # noqa: E731
+    estimate = lambda t, b: estimate_steepness(net, r, t, b)  # noqa: E731
     if auto is not None:
         return auto(x, estimate, r.steepness)
-    est = estimate(x)
+    est = estimate(x, blur)
     return r.steepness if est.steepness is None else est.steepness
 
 

@@ -4,9 +4,9 @@ Each holds its arguments and calls the function in ``forward``. The
 steepness is a live attribute read at every call: a number, a 0-d tensor,
 or an ``nn.Parameter`` (``SoftRank(steepness=nn.Parameter(torch.tensor(
 20.0)))``: it is then a parameter of the module and learns); or ``"auto"``
-with ``blur=`` (default 0.1): the submodule ``auto_steepness`` chooses it
-from the scores on training calls 0, 1, 2, 4, ..., 64, then every 100th, as a
-layer's (:class:`netgen.relax.steepness.AutoSteepness`). A module holds
+with ``blur=`` (default: 0.75 calibrating in training, 0.1 otherwise): the
+submodule ``auto_steepness`` chooses it from the scores of the first 4
+training calls, then keeps it, as a layer's (:class:`netgen.relax.steepness.AutoSteepness`). A module holds
 no network or compiled code: ``state_dict()`` holds only a learnable
 steepness (or "auto"'s value), and pickles rebuild from netgen's cache on
 the first call.
@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from ..relax.reference import check_steepness
-from ..relax.steepness import DEFAULT_BLUR, AutoSteepness, check_blur, is_auto, plain_state, restore_state
+from ..relax.steepness import AutoSteepness, is_auto, optional_blur, plain_state, restore_state
 from .backends import check_target
 from .functions import soft_rank, soft_sort, soft_topk, topk_mask
 
@@ -25,9 +25,9 @@ __all__ = ["SoftSort", "SoftRank", "SoftTopK", "TopKMask"]
 
 
 class _Op(torch.nn.Module):
-    def __init__(self, dim, steepness, distribution, network, target, blur=DEFAULT_BLUR):
+    def __init__(self, dim, steepness, distribution, network, target, blur=None):
         super().__init__()
-        check_blur(blur)
+        optional_blur(blur)
         if is_auto(steepness):
             self.auto_steepness = AutoSteepness(blur)
         else:
@@ -63,7 +63,7 @@ class SoftSort(_Op):
     """:func:`netgen.ops.soft_sort` as a module: ``SoftSort(dim, descending)(x)``."""
 
     def __init__(self, dim: int = -1, descending: bool = False, *, steepness=None, distribution=None,
-                 network="best", target: str = "auto", blur: float = DEFAULT_BLUR):
+                 network="best", target: str = "auto", blur: float | None = None):
         super().__init__(dim, steepness, distribution, network, target, blur)
         self.descending = descending
 
@@ -75,7 +75,7 @@ class SoftRank(_Op):
     """:func:`netgen.ops.soft_rank` as a module (1-based ranks)."""
 
     def __init__(self, dim: int = -1, descending: bool = False, *, steepness=None, distribution=None,
-                 network="best", target: str = "auto", blur: float = DEFAULT_BLUR):
+                 network="best", target: str = "auto", blur: float | None = None):
         super().__init__(dim, steepness, distribution, network, target, blur)
         self.descending = descending
 
@@ -88,7 +88,7 @@ class SoftTopK(_Op):
     (values, indices[, P])``."""
 
     def __init__(self, k: int, dim: int = -1, largest: bool = True, return_P: bool = False, *, steepness=None,
-                 distribution=None, network="best", target: str = "auto", blur: float = DEFAULT_BLUR):
+                 distribution=None, network="best", target: str = "auto", blur: float | None = None):
         super().__init__(dim, steepness, distribution, network, target, blur)
         self.k, self.largest, self.return_P = k, largest, return_P
 
@@ -100,7 +100,7 @@ class TopKMask(_Op):
     """:func:`netgen.ops.topk_mask` as a module: ``TopKMask(k)(x)`` sums to k."""
 
     def __init__(self, k: int, dim: int = -1, largest: bool = True, *, steepness=None, distribution=None,
-                 network="best", target: str = "auto", blur: float = DEFAULT_BLUR):
+                 network="best", target: str = "auto", blur: float | None = None):
         super().__init__(dim, steepness, distribution, network, target, blur)
         self.k, self.largest = k, largest
 

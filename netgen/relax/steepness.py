@@ -24,8 +24,8 @@ on its way) and on F's tails. The estimator, on a few rows of the scores
    blur), stopping within ``tol`` (3%) of the target.
 
 :class:`AutoSteepness` is what a layer or module with ``steepness="auto"``
-holds: when it estimates (training calls 0, 1, 2, 4, ..., 64, then every
-100th), and the steepness it keeps (a buffer, in the state_dict).
+holds: when it estimates (the first 4 training calls, then s is kept) and
+at which blur, and the steepness it keeps (a buffer, in the state_dict).
 """
 
 from __future__ import annotations
@@ -45,13 +45,18 @@ from .distributions import Relaxation, _cdf, _phi
 from .expr import evaluate, var
 from .reference import fwd as _ref_fwd
 
-__all__ = ["DEFAULT_BLUR", "AutoSteepness", "Estimate", "estimate_steepness", "check_blur", "is_auto",
+__all__ = ["DEFAULT_BLUR", "TRAINING_BLUR", "AutoSteepness", "optional_blur", "Estimate", "estimate_steepness", "check_blur", "is_auto",
            "model_blur", "solve_model", "model_rows", "sweep_columns", "sweep_lanes", "probe_blur"]
 
 log = logging.getLogger("netgen")
 
-#: the blur ``steepness="auto"`` aims at unless told otherwise
+#: the blur ``steepness="auto"`` aims at unless told otherwise (a call, a
+#: module in eval mode)
 DEFAULT_BLUR = 0.1
+#: the blur a module's ``steepness="auto"`` calibrates at during training
+#: unless told otherwise (docs/relaxations.md section 8: measured on both
+#: training examples)
+TRAINING_BLUR = 0.75
 
 def is_auto(s) -> bool:
     return isinstance(s, str) and s == "auto"
@@ -63,6 +68,12 @@ def check_blur(b) -> float:
         raise ValueError(f"blur must be a number in (0, 1) (the mean total variation between the relaxed and the "
                          f"hard network's rows), got {b!r}")
     return float(b)
+
+
+def optional_blur(b) -> float | None:
+    """A blur target or None (the default for the mode: :data:`DEFAULT_BLUR`
+    or, calibrating in training, :data:`TRAINING_BLUR`)."""
+    return None if b is None else check_blur(b)
 
 
 # ---------------------------------------------------------------- the model
@@ -329,35 +340,58 @@ class AutoSteepness(torch.nn.Module):
     the steepness in use (buffer ``steepness``, NaN until the first
     estimate; it is in the state_dict, so a checkpoint reproduces).
 
-    * **training mode**: training call number c (from 0) estimates s from
-      its scores when c is 0 or a power of two below ``every`` (scores
-      move fastest early in training), then when c is a multiple of
-      ``every`` (default 100); each estimate moves the buffer to the new
-      value by ``momentum`` (an average in log s, so one odd batch does
-      not jolt it); the calls between use the buffer as it is. A schedule
-      of calls, not of time: training reproduces, and the count is a
-      buffer, so a resumed checkpoint keeps the schedule.
+    * **training mode** (default ``every=None``): the first ``calibrate``
+      training calls (default 4) estimate s from their scores, each moving
+      the buffer by ``momentum`` (an average in log s, so one odd batch
+      does not set it alone); after them s stays fixed, as a swept
+      steepness would: the model learns scores for that s and the blur
+      falls as it grows confident. Re-estimating all along instead holds
+      the blur and makes the loss blind to the scores' scale, which then
+      drifts (measured in docs/relaxations.md section 8: 10-20 points of
+      exact match lost on the sorting example). ``every=N`` re-estimates
+      anyway: on calls 0, 1, 2, 4, ... below N, then every N-th.
+      A schedule of calls, not of time: training reproduces, and the count
+      is a buffer, so a resumed checkpoint keeps the schedule.
     * **eval mode**: the buffer as it is (a result does not depend on which
       rows share its batch); an instance never trained estimates on its
       first call and keeps that.
 
-    ``estimate(x) -> Estimate`` is the owner's (it knows the network and
-    the lanes to measure with)."""
+    ``blur=None`` (default) aims at :data:`TRAINING_BLUR` (0.75) when
+    calibrating in training and at :data:`DEFAULT_BLUR` (0.1) otherwise:
+    a sharp relaxation is what a forward pass wants, a soft one what
+    training wants (0.1 trains a top-5 loss to 28% where 0.75 matches the
+    best swept steepness; docs/relaxations.md section 8).
 
-    def __init__(self, blur: float = DEFAULT_BLUR, every: int = 100, momentum: float = 0.5):
+    ``estimate(x, blur) -> Estimate`` is the owner's (it knows the network
+    and the lanes to measure with)."""
+
+    calibrate = 4  # (a class default too: pickles of older versions lack it)
+
+    def __init__(self, blur: float | None = None, every: int | None = None, momentum: float = 0.5,
+                 calibrate: int = 4):
         super().__init__()
-        self.blur = check_blur(blur)
-        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
-            raise ValueError(f"every must be a positive integer, got {every!r}")
+        self.blur = optional_blur(blur)
+        for name, v in (("every", every), ("calibrate", calibrate)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise ValueError(f"{name} must be a positive integer{' or None' if name == 'every' else ''}, "
+                                 f"got {v!r}")
         if not 0.0 < float(momentum) <= 1.0:
             raise ValueError(f"momentum must lie in (0, 1], got {momentum!r}")
-        self.every, self.momentum = every, float(momentum)
+        self.every, self.momentum, self.calibrate = every, float(momentum), calibrate
         self.register_buffer("steepness", torch.tensor(math.nan, dtype=torch.float64))
         self.register_buffer("calls", torch.tensor(0, dtype=torch.int64))
         self.last: Estimate | None = None
 
+    def target(self, training: bool | None = None) -> float:
+        """The blur an estimate aims at (in training mode, or as told)."""
+        if self.blur is not None:
+            return self.blur
+        return TRAINING_BLUR if (self.training if training is None else training) else DEFAULT_BLUR
+
     def due(self, c: int) -> bool:
         """Whether training call number ``c`` (from 0) estimates."""
+        if self.every is None:
+            return c < self.calibrate
         return (c & (c - 1)) == 0 if c < self.every else c % self.every == 0
 
     def forward(self, x: torch.Tensor, estimate, fallback: float) -> float:
@@ -368,7 +402,8 @@ class AutoSteepness(torch.nn.Module):
         if self.training:
             self.calls += 1
         if due:
-            est = estimate(x)
+            blur = self.target()
+            est = estimate(x, blur)
             self.last = est
             if est.note:
                 log.warning("netgen: steepness='auto': %s; using s = %g", est.note,
@@ -379,24 +414,27 @@ class AutoSteepness(torch.nn.Module):
                     (1 - self.momentum) * math.log(old) + self.momentum * math.log(est.steepness))
                 self.steepness.fill_(new)
                 log.debug("netgen: steepness='auto' (blur %g): estimated s = %.6g (model %.6g, measured blur %s, "
-                          "%d measurements), using %.6g", self.blur, est.steepness, est.model_steepness,
+                          "%d measurements), using %.6g", blur, est.steepness, est.model_steepness,
                           "-" if est.measured is None else f"{est.measured:.4f}", est.measurements, new)
         s = float(self.steepness)
         return fallback if math.isnan(s) else s
 
     def extra_repr(self):
         s = float(self.steepness)
-        return f"blur={self.blur:g}, every={self.every}, steepness={'not estimated yet' if math.isnan(s) else f'{s:.6g}'}"
+        blur = "default" if self.blur is None else f"{self.blur:g}"
+        when = f"every={self.every}" if self.every is not None else f"calibrate={self.calibrate}"
+        return f"blur={blur}, {when}, steepness={'not estimated yet' if math.isnan(s) else f'{s:.6g}'}"
 
     # ------------------------------------------------------------ pickling
     def plain(self) -> dict:
         """This module as plain data (numbers, tensors): see :func:`plain_state`."""
-        return {"blur": self.blur, "every": self.every, "momentum": self.momentum, "training": self.training,
+        return {"blur": self.blur, "every": self.every, "momentum": self.momentum, "calibrate": self.calibrate,
+                "training": self.training,
                 "steepness": self.steepness, "calls": self.calls}
 
     @classmethod
     def from_plain(cls, d: dict) -> "AutoSteepness":
-        a = cls(d["blur"], d["every"], d["momentum"])
+        a = cls(d["blur"], d["every"], d["momentum"], d.get("calibrate", 4))
         a.steepness.copy_(d["steepness"])
         a.calls.copy_(d["calls"])
         return a.train(bool(d["training"]))

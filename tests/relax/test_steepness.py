@@ -11,7 +11,7 @@ from netgen.compiler import build
 from netgen.relax import reference as ref
 from netgen.relax.blur import blur
 from netgen.relax.distributions import DISTRIBUTIONS, default_relaxation
-from netgen.relax.steepness import (AutoSteepness, Estimate, check_blur, estimate_steepness, reference_columns,
+from netgen.relax.steepness import (DEFAULT_BLUR, TRAINING_BLUR, AutoSteepness, Estimate, check_blur, estimate_steepness, reference_columns,
                                     sweep_columns)
 
 
@@ -97,13 +97,16 @@ def test_auto_state_estimates_on_a_schedule_and_checkpoints():
     x = torch.randn(32, 16, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
     calls = []
 
-    def estimate(t):
-        calls.append(1)
-        return estimate_steepness(net, r, t, 0.1)
+    def estimate(t, blur):
+        calls.append(blur)
+        return estimate_steepness(net, r, t, blur)
 
     auto = AutoSteepness(0.1, every=4)
     assert [c for c in range(13) if auto.due(c)] == [0, 1, 2, 4, 8, 12]
-    assert [c for c in range(300) if AutoSteepness().due(c)] == [0, 1, 2, 4, 8, 16, 32, 64, 100, 200]
+    # the default: calibrate on the first 4 training calls, then keep s (a swept steepness's dynamics)
+    assert [c for c in range(300) if AutoSteepness().due(c)] == [0, 1, 2, 3]
+    assert [c for c in range(300) if AutoSteepness(calibrate=2).due(c)] == [0, 1]
+    assert [c for c in range(300) if AutoSteepness(every=100).due(c)] == [0, 1, 2, 4, 8, 16, 32, 64, 100, 200]
     s = auto(x, estimate, fallback=1.0)
     assert len(calls) == 1 and s == pytest.approx(estimate_steepness(net, r, x, 0.1).steepness)
     for _ in range(5):
@@ -120,6 +123,32 @@ def test_auto_state_estimates_on_a_schedule_and_checkpoints():
     assert fresh(torch.ones(3, 16), estimate, fallback=7.0) == 7.0  # no information yet: the fallback
     with pytest.raises(ValueError, match="every"):
         AutoSteepness(0.1, every=0)
+    with pytest.raises(ValueError, match="calibrate"):
+        AutoSteepness(calibrate=0)
+    assert set(calls) == {0.1}  # a blur given is used in every mode
+
+
+def test_auto_blur_default_depends_on_the_mode():
+    """blur=None: TRAINING_BLUR when calibrating in training, DEFAULT_BLUR
+    for a first estimate in eval mode."""
+    net = _net(16, 5)
+    r = default_relaxation(net)
+    x = torch.randn(32, 16, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+    seen = []
+
+    def estimate(t, blur):
+        seen.append(blur)
+        return estimate_steepness(net, r, t, blur)
+
+    trained = AutoSteepness()
+    for _ in range(6):
+        s_train = trained(x, estimate, 1.0)
+    assert seen == [TRAINING_BLUR] * 4 and int(trained.calls) == 6
+    assert s_train == pytest.approx(estimate_steepness(net, r, x, TRAINING_BLUR).steepness, rel=1e-6)
+    seen.clear()
+    s_eval = AutoSteepness().eval()(x, estimate, 1.0)
+    assert seen == [DEFAULT_BLUR]
+    assert s_eval > 2 * s_train  # 0.1 is sharper than 0.75: a larger s
     with pytest.raises(ValueError, match="blur"):
         AutoSteepness(2.0)
 
