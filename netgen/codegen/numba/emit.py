@@ -97,7 +97,7 @@ def emit(net: Network, r, plan: Plan, options=None) -> str:
     L.blank()
     write_top(L, names, TARGET, net, r, (common.refuse_transforms, common.check_input, common.check_labels,
                                            common.check_values, common._SecondOrder, common.refuse_second_order,
-                                           common.numba_disk_cache),
+                                           common.numba_disk_cache, common.compiler_disable),
               direction)
     L("# NETGEN_NUMBA_PARALLEL=0 compiles serial kernels (same code, prange runs as")
     L("# range; ~3x faster to compile, used by netgen's unit tests). Only the")
