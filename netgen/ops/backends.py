@@ -88,9 +88,13 @@ class LayerLanes:
     def _for(self, x):
         layer = self._on.get(x.device)
         if layer is None:
-            from ..codegen.cache import build_layer
+            if self.target == "numba":  # one kernel module per relaxation, shared by every network
+                from ..codegen.numba.shared import layer as build
+            else:
+                from ..codegen.cache import build_layer
 
-            layer = self._on[x.device] = build_layer(self.net, self.relaxation, self.target).to(x.device)
+                build = functools.partial(build_layer, target=self.target)
+            layer = self._on[x.device] = build(self.net, self.relaxation).to(x.device)
         return layer
 
     def values(self, x, s):
