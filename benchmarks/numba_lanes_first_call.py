@@ -19,9 +19,9 @@ Two ways to get the layer, side by side ("path"):
 For each case and path three fresh processes share one empty temporary
 NETGEN_CACHE_DIR: "first on the machine" (nothing cached), "later process"
 (the same (n, k): network, layer and kernels cached) and "new (n, k)"
-((n - 1, k), k capped at n - 1: the kernels cached, the network and its
-layer not). Each process also times a second network, (n - 1, k), in the
-same process ("+ new (n, k) here": network + layer + first call). float32,
+((n - 2, k), k capped at n - 2: the kernels cached, the network and its
+layer not). Each process also times a second network in the same process
+((n - 1, k); (n - 3, k) in the third) ("+ new (n, k) here": network + layer + first call). float32,
 B = 64, torch 1 thread (the serial kernel copies). Prints the CPU model
 and load.
 
@@ -103,13 +103,13 @@ def main():
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for case in a.cases:
         n, k = map(int, case.split(":"))
-        n2 = n - 1
-        k2 = n2 if k == n else min(k, n2)
+        n2, n3, n4 = n - 1, n - 2, n - 3  # n - 2 and n - 3: not seen by the processes before
+        k2, k3, k4 = ((m if k == n else min(k, m)) for m in (n2, n3, n4))
         for path in a.paths:
             with tempfile.TemporaryDirectory(prefix="ng-lanes-first-") as tmp:
                 env = dict(os.environ, NETGEN_CACHE_DIR=tmp)
                 runs = (("first on the machine", n, k, n2, k2), ("later process", n, k, n2, k2),
-                        ("new (n, k)", n2, k2, n2 - 1, k2 if k2 < n2 - 1 else n2 - 1))
+                        ("new (n, k)", n3, k3, n4, k4))
                 for proc, nn, kk, nn2, kk2 in runs:
                     p = subprocess.run([sys.executable, __file__, "--child", str(nn), str(kk), path, str(nn2), str(kk2)],
                                        env=env, capture_output=True, text=True)

@@ -7,9 +7,10 @@ the plan's lane ranges). A generated numba module (``netgen build``,
 ``AutoLayer``) carries its own copy, and numba's disk cache is keyed by the
 module file, so every new network compiled them again (3.4 CPU s at
 n = 1,024). The operators (:class:`netgen.ops.backends.LayerLanes`) use
-:func:`layer` instead:
+:func:`netgen.codegen.operator_layers.operator_layer` instead, which
+builds on this file:
 
-* the **kernel module** (:func:`kernel_module`): the kernels of
+* the **kernel module** (:func:`kernel_source`): the kernels of
   :func:`.emit.write_kernels` for a relaxation (its steepness, a run-time
   argument, left out), generated from literals like any module and kept in
   netgen's cache as ``_netgen_numba_kernels_<distribution>_<hash>.py``
@@ -28,9 +29,6 @@ n = 1,024). The operators (:class:`netgen.ops.backends.LayerLanes`) use
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
-import threading
 import types
 from dataclasses import replace
 
@@ -38,17 +36,17 @@ import numpy as np
 
 from ...network import Network
 
-__all__ = ["layer", "kernel_module", "kernel_source", "layer_source", "layer_code", "network_tables"]
+__all__ = ["kernel_relaxation", "kernel_source", "layer_code", "layer_source", "make_layer", "network_tables"]
 
-_KERNELS: dict = {}  # relaxation (steepness 1.0) -> kernel module
-_LOCK = threading.Lock()
 #: the steepness the kernel module is keyed and generated with (the kernels read it at run time)
 _STEEPNESS = 1.0
 #: the globals each network's module gets besides the kernel module's and the tables
 _GIVEN = ("TARGET", "NETWORK", "RELAXATION", "_DIRECTION", "_MODE", "_GROUP")
 
 
-def _kernel_relaxation(r):
+def kernel_relaxation(r):
+    """``r`` with the steepness its kernel module is keyed and generated
+    with (the kernels read the steepness at run time)."""
     return replace(r, steepness=_STEEPNESS)
 
 
@@ -63,7 +61,7 @@ def kernel_source(r) -> str:
     from . import engine, kernels, vector
     from .emit import write_imports, write_kernels
 
-    r = _kernel_relaxation(r)
+    r = kernel_relaxation(r)
     names = Namespace()
     L = Lines()
     L(repr(f"netgen generated numba kernels for the operators: relaxation {r.distribution}, "
@@ -80,39 +78,6 @@ def kernel_source(r) -> str:
     return source
 
 
-def _kernel_key(r) -> str:
-    from ..cache import generator_tag
-
-    h = hashlib.sha256()
-    for part in (generator_tag(), json.dumps(r.to_dict(), sort_keys=True), "numba-kernels"):
-        h.update(part.encode() + b"\0")
-    return h.hexdigest()[:24]
-
-
-def kernel_module(r) -> types.ModuleType:
-    """The kernel module of relaxation ``r`` (any steepness): from this
-    process, from netgen's cache (found by key, checked against the hash
-    in its name, without generating its source) or generated and written
-    there now."""
-    r = _kernel_relaxation(r)
-    mod = _KERNELS.get(r)
-    if mod is not None:
-        return mod
-    from ..cache import find_built, import_source, remember_built
-
-    with _LOCK:
-        mod = _KERNELS.get(r)
-        if mod is None:
-            key = _kernel_key(r)
-            mod = find_built(key)
-            if mod is None:
-                mod = import_source(kernel_source(r), f"numba_kernels_{r.distribution}")
-                if not str(getattr(mod, "__file__", "<")).startswith("<"):  # in the cache, not in memory
-                    remember_built(key, mod.__name__)
-            _KERNELS[r] = mod
-    return mod
-
-
 def layer_source() -> str:
     """Source of the layer code: imports, the shared checks of
     :mod:`netgen.codegen.runtime.common`, the tables' ``plan`` and
@@ -121,7 +86,7 @@ def layer_source() -> str:
     from ..lines import Lines
     from ..literals import Namespace
     from ..runtime import assemble, common, tables
-    from .emit import write_imports, write_host
+    from .emit import write_host, write_imports
 
     names = Namespace()
     L = Lines()
@@ -161,22 +126,21 @@ def network_tables(net: Network, direction: str) -> dict:
             "_WB": wb, "_A": torch.from_numpy(wa), "_B": torch.from_numpy(wb), "_OUTS": torch.from_numpy(outputs)}
 
 
-def layer(net: Network, r):
-    """A numba ``Layer()`` for ``net`` relaxed by ``r``, as
-    ``build_layer(net, r, "numba")`` gives, on the shared kernels of ``r``'s
-    relaxation (:func:`kernel_module`); the engine plan is the target's
-    (:func:`netgen.codegen.plan.choose` with the numba budget)."""
-    from ..header import relaxation_of
+def make_layer(kernels: types.ModuleType, net: Network, r):
+    """A numba ``Layer()`` for ``net`` relaxed by ``r`` (a Relaxation), as
+    ``build_layer(net, r, "numba")`` gives, on ``kernels``, the kernel
+    module of ``r``'s relaxation (:func:`kernel_source`; kept in netgen's
+    cache by :func:`netgen.codegen.operator_layers.kernel_module`). The
+    engine plan is the target's (:func:`netgen.codegen.plan.choose` with the
+    numba budget)."""
     from ..plan import choose
     from . import BUDGET
 
-    r = relaxation_of(net, r)
-    kmod = kernel_module(r)
     plan = choose(net, BUDGET)
     mod = types.ModuleType(f"netgen_numba_layer_n{net.n}_k{net.k}")  # not a cache module name
     mod.__file__ = "<netgen numba operator layer>"
     g = mod.__dict__
-    g.update((k, v) for k, v in vars(kmod).items() if not k.startswith("__"))
+    g.update((k, v) for k, v in vars(kernels).items() if not k.startswith("__"))
     g.update(network_tables(net, plan.direction))
     # NETWORK: what the layer code reads of it (the outputs, for _LIVE); the tables hold the rest
     g.update(TARGET="numba", NETWORK={"n": net.n, "outputs": list(net.outputs)}, RELAXATION=r.to_dict(),

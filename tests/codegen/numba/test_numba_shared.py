@@ -1,6 +1,6 @@
 """issue 31 item 3: the operators' numba layers share one kernel module per
-relaxation (netgen/codegen/numba/shared.py), so a new (n, k) compiles
-nothing; importing or calling a numba layer does not import torch._dynamo
+relaxation (netgen/codegen/numba/shared.py, netgen/codegen/operator_layers.py),
+so a new (n, k) compiles nothing; importing or calling a numba layer does not import torch._dynamo
 (torch.compiler.disable applied lazily, runtime.common.compiler_disable)."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 
+from netgen.codegen import operator_layers as ol
 from netgen.codegen.cache import build_layer, using_root
 from netgen.codegen.numba import shared
 from netgen.construct import build
@@ -28,15 +29,15 @@ def serial(tmp_path):
     """Serial kernels (fast to compile, as the numba tests use) in an empty
     cache; the kernel modules made here are forgotten afterwards."""
     with mock.patch.dict(os.environ, {"NETGEN_NUMBA_PARALLEL": "0"}), using_root(tmp_path):
-        saved = dict(shared._KERNELS)
-        shared._KERNELS.clear()
+        saved = dict(ol._KERNELS)
+        ol._KERNELS.clear()
         for name in [m for m in sys.modules if m.startswith("_netgen_numba_kernels_")]:
             del sys.modules[name]  # so that this cache gets its own file (the module keeps its users)
         try:
             yield tmp_path
         finally:
-            shared._KERNELS.clear()
-            shared._KERNELS.update(saved)
+            ol._KERNELS.clear()
+            ol._KERNELS.update(saved)
 
 
 def _rand(*shape, seed=0):
@@ -48,7 +49,7 @@ def test_shared_layer_equals_the_generated_module(serial):
     the gradients to x, W and a learnable steepness) gives the generated
     module's numbers, and its tables are the module's tables."""
     for net, r in ((build("splitter", 9, 3), Relaxation("cauchy", 3.0)), (build("oddeven", 7, 7), Relaxation("logistic", 2.5))):
-        ours, gen = shared.layer(net, r), build_layer(net, r, "numba")
+        ours, gen = ol.operator_layer(net, r, "numba"), build_layer(net, r, "numba")
         mod = sys.modules[type(gen).__module__]
         tables = shared.network_tables(net, mod._DIRECTION)
         for name, value in tables.items():
@@ -77,7 +78,7 @@ def test_a_new_network_compiles_no_kernel(serial):
     numba's compile events) and the kernel module is the same object."""
     from numba.core import event
 
-    import netgen.ops as ops
+    from netgen import ops
 
     compiles = []
 
@@ -103,30 +104,30 @@ def test_a_new_network_compiles_no_kernel(serial):
         ops.topk_mask(_rand(3, 12, seed=2), 3, network="splitter", target="numba")
     assert first > 0  # the counter sees compiles
     assert compiles[first:] == [], compiles[first:]
-    assert len({id(m) for m in shared._KERNELS.values()}) == 1
+    assert len({id(m) for m in ol._KERNELS.values()}) == 1
 
 
 def test_the_kernel_module_is_found_in_the_cache_and_checked(serial):
     """A later process finds the kernel module by key without generating its
     source; a damaged file is not run: it is generated and written again."""
     r = Relaxation("cauchy", 4.0)
-    mod = shared.kernel_module(r)
+    mod = ol.kernel_module(r)
     path = Path(mod.__file__)
     assert path.is_file() and path.parent.name == "modules" and path.name.startswith("_netgen_numba_kernels_cauchy_")
-    assert shared.kernel_module(Relaxation("cauchy", 9.0)) is mod  # the steepness is a run-time argument
+    assert ol.kernel_module(Relaxation("cauchy", 9.0)) is mod  # the steepness is a run-time argument
 
     def new_process():
-        shared._KERNELS.clear()
+        ol._KERNELS.clear()
         sys.modules.pop(mod.__name__, None)
 
     new_process()
     with mock.patch.object(shared, "kernel_source", side_effect=AssertionError("generated again")):
-        again = shared.kernel_module(r)
+        again = ol.kernel_module(r)
     assert again is not mod and again.__name__ == mod.__name__
     new_process()
     good = path.read_bytes()
     path.write_bytes(good.replace(b"_W = 16", b"_W = 15"))
-    third = shared.kernel_module(r)  # the hash in its name does not match: rebuilt, not run
+    third = ol.kernel_module(r)  # the hash in its name does not match: rebuilt, not run
     assert path.read_bytes() == good and third._W == 16
 
 
