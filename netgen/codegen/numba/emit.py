@@ -29,7 +29,10 @@ holds:
   ``hard``).
 
 So this emitter writes only what varies: the literals, the engine
-constants and the rendered swap functions. Every value reaches the source
+constants and the rendered swap functions. :func:`write_kernels` (what
+depends on the relaxation alone) and :func:`write_host` (the rest) are
+also how :mod:`.shared` builds the operators' kernel module, shared by
+every network, and their layer code. Every value reaches the source
 through ``repr`` / JSON literals (:mod:`netgen.codegen.literals`); the
 module is checked to define each top-level name once.
 """
