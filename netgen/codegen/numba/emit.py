@@ -84,9 +84,8 @@ def emit(net: Network, r, plan: Plan, options=None) -> str:
     from ..runtime import check_interface, common, tables
     from ..runtime import layer as base
     from . import engine as eng
-    from . import host
+    from . import host, layer
     from . import kernels as kern
-    from . import lanes, layer
     from . import vector as vec
 
     direction, mode, group = plan.direction, plan.mode, plan.group
@@ -109,7 +108,8 @@ def emit(net: Network, r, plan: Plan, options=None) -> str:
     L.blank(2)
     write_host(L, names)
     source = L.render()
-    check_interface(source, names, (common, tables, base, vec, eng, kern, host, lanes, layer), "generated numba module")
+    check_interface(source, names, (common, tables, base, vec, eng, kern, host, *mixed(), layer),
+                    "generated numba module")
     return source
 
 
@@ -148,15 +148,24 @@ def is_kernel(obj) -> bool:
     return isinstance(obj, Dispatcher) or getattr(obj, "__name__", "").endswith("_py")
 
 
+def mixed() -> tuple:
+    """The runtime files that hold both kernels and host code, split by
+    :func:`is_kernel` between :func:`write_kernels` and :func:`write_host`
+    (each file's kernels, then its host functions and state, in order)."""
+    from . import lanes
+
+    return (lanes,)
+
+
 def write_kernels(L, names, r) -> None:
     """What depends on the relaxation ``r`` alone: ``_PARALLEL``, ``_CACHE``,
     ``_W``, ``_T``, the vector helpers, the rendered swap functions, the P
-    engine, the kernels and the lane kernels (each compiled parallel and
-    serial). Reads ``numba_disk_cache`` (:mod:`netgen.codegen.runtime.common`)."""
+    engine, the kernels and the kernels of :func:`mixed` (the lane kernels;
+    each compiled parallel and serial). Reads ``numba_disk_cache``
+    (:mod:`netgen.codegen.runtime.common`)."""
     from ..runtime import assemble, statements
     from . import engine as eng
     from . import kernels as kern
-    from . import lanes
     from . import vector as vec
 
     L("# NETGEN_NUMBA_PARALLEL=0 compiles serial kernels (same code, prange runs as")
@@ -181,21 +190,24 @@ def write_kernels(L, names, r) -> None:
     L.blank(2)
     L(statements(kern, kern.STATE, names))
     L.blank(2)
-    L(assemble([p for p in lanes.PARTS if is_kernel(p)], names))
-    L.blank(2)
-    L(statements(lanes, [s for s in lanes.STATE if is_kernel(getattr(lanes, s))], names))
-    L.blank(2)
+    for mod in mixed():
+        L(assemble([p for p in mod.PARTS if is_kernel(p)], names))
+        L.blank(2)
+        state = [s for s in mod.STATE if is_kernel(getattr(mod, s))]
+        if state:
+            L(statements(mod, state, names))
+            L.blank(2)
 
 
 def write_host(L, names) -> None:
     """What the network's module runs around the kernels: ``_SERIAL_WORK``,
-    the pool and threads (:mod:`.host`), the lane sweeps' host functions and
-    ``_LIVE`` (:mod:`.lanes`), the Layer base and the autograd layer
-    (:mod:`.layer`). Reads the kernels of :func:`write_kernels`, the tables
+    the pool and threads (:mod:`.host`), the host functions and state of
+    :func:`mixed` (the lane sweeps', ``_LIVE``), the Layer base and the
+    autograd layer (:mod:`.layer`). Reads the kernels of :func:`write_kernels`, the tables
     and ``_MODE``, ``_GROUP``, ``_DIRECTION``, ``RELAXATION``, ``NETWORK``."""
     from ..runtime import assemble, statements
     from ..runtime import layer as base
-    from . import host, lanes, layer
+    from . import host, layer
 
     L("# Kernels below _SERIAL_WORK updates per call run on one thread.")
     L(f"{names.define('_SERIAL_WORK')} = {literal(int(SERIAL_WORK))}")
@@ -204,10 +216,13 @@ def write_host(L, names) -> None:
     L.blank(2)
     L(assemble(host.PARTS, names))
     L.blank(2)
-    L(assemble([p for p in lanes.PARTS if not is_kernel(p)], names))
-    L.blank(2)
-    L(statements(lanes, [s for s in lanes.STATE if not is_kernel(getattr(lanes, s))], names))
-    L.blank(2)
+    for mod in mixed():
+        L(assemble([p for p in mod.PARTS if not is_kernel(p)], names))
+        L.blank(2)
+        state = [s for s in mod.STATE if not is_kernel(getattr(mod, s))]
+        if state:
+            L(statements(mod, state, names))
+            L.blank(2)
     L(assemble(base.PARTS, names))
     L.blank(2)
     L(statements(layer, layer.STATE, names))
