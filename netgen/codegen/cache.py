@@ -20,6 +20,9 @@ Layout (``root()``: ``$NETGEN_CACHE_DIR`` or the user cache dir of
 ``platformdirs``, e.g. ``~/.cache/netgen``)::
 
     <root>/<versions>/modules/_netgen_<name>_<sha256(source)[:12]>.py
+                                                (the operators' numba kernels: one
+                                                _netgen_numba_kernels_<distribution>_<hash>.py
+                                                per relaxation, netgen.codegen.operator_layers)
     <root>/<versions>/modules/__pycache__/      numba's (and Python's) caches
     <root>/<versions>/modules/_netgen_<name>_<hash>.cubins/
                                                 a cuda module's kernels, saved by the

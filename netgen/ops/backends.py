@@ -19,9 +19,10 @@ W / V; NaN or inf in x raises ValueError. P itself is never formed.
 Registered backends: ``"reference"`` (:mod:`netgen.relax.reference` under
 autograd: the definition; O(size) memory per lane and row, slow) and, for
 every code-generation target whose :class:`~netgen.codegen.target.Target`
-says ``lanes=True``, its generated layer (:class:`LayerLanes`: built by
-:func:`netgen.codegen.cache.build_layer` = ``netgen.codegen.auto.build_layer``, kept in memory and in netgen's
-cache on disk). ``target="auto"`` takes the usable target of highest
+says ``lanes=True``, its layer (:class:`LayerLanes`: built by
+:func:`netgen.codegen.operator_layers.operator_layer`, kept in memory and in
+netgen's cache on disk; numba's run on one kernel module per relaxation,
+shared by every network, so a new (n, k) compiles nothing). ``target="auto"`` takes the usable target of highest
 ``Target.preference`` that runs on the device and has lanes (as
 :class:`~netgen.codegen.auto.AutoLayer` picks), else the reference; naming
 a target without lane kernels raises ValueError.
@@ -76,8 +77,10 @@ class ReferenceLanes:
 
 
 class LayerLanes:
-    """A code-generation target's lane sweeps: its generated ``Layer``
-    (:func:`netgen.codegen.cache.build_layer`, as AutoLayer's: from netgen's cache on disk,
+    """A code-generation target's lane sweeps: its ``Layer``
+    (:func:`netgen.codegen.operator_layers.operator_layer`: numba's on the
+    kernel module of the relaxation, shared by every network; another
+    target's generated module, as AutoLayer's: from netgen's cache on disk,
     emitted once per machine) calling ``values`` / ``back`` / ``fwd`` with
     the call's steepness; one layer per device it was used on."""
 
@@ -88,9 +91,9 @@ class LayerLanes:
     def _for(self, x):
         layer = self._on.get(x.device)
         if layer is None:
-            from ..codegen.cache import build_layer
+            from ..codegen.operator_layers import operator_layer
 
-            layer = self._on[x.device] = build_layer(self.net, self.relaxation, self.target).to(x.device)
+            layer = self._on[x.device] = operator_layer(self.net, self.relaxation, self.target).to(x.device)
         return layer
 
     def values(self, x, s):

@@ -5,7 +5,10 @@
 * :mod:`.vector`, :mod:`.engine`, :mod:`.kernels`, :mod:`.host`,
   :mod:`.lanes`, :mod:`.layer`: the runtime copied into every module
   (vector helpers, the P engine, the kernels, pool and threads, the lane
-  sweeps, autograd and ``Layer``).
+  sweeps, autograd and ``Layer``);
+* :mod:`.shared`: the operators' kernel module (one per relaxation, any
+  network) and the host code run on a network's arrays
+  (:mod:`netgen.codegen.operator_layers`).
 """
 
 from __future__ import annotations

@@ -29,7 +29,10 @@ holds:
   ``hard``).
 
 So this emitter writes only what varies: the literals, the engine
-constants and the rendered swap functions. Every value reaches the source
+constants and the rendered swap functions. :func:`write_kernels` (what
+depends on the relaxation alone) and :func:`write_host` (the rest) are
+also how :mod:`.shared` builds the operators' kernel module, shared by
+every network, and their layer code. Every value reaches the source
 through ``repr`` / JSON literals (:mod:`netgen.codegen.literals`); the
 module is checked to define each top-level name once.
 """
@@ -78,12 +81,11 @@ def emit(net: Network, r, plan: Plan, options=None) -> str:
     ``options`` (:class:`netgen.codegen.numba.NumbaOptions`) holds nothing
     more for this target. Deterministic: same inputs, same bytes."""
     # the runtime modules import torch and numba: only when emitting
-    from ..runtime import assemble, check_interface, common, statements, tables
+    from ..runtime import check_interface, common, tables
     from ..runtime import layer as base
     from . import engine as eng
-    from . import host
+    from . import host, layer
     from . import kernels as kern
-    from . import lanes, layer
     from . import vector as vec
 
     direction, mode, group = plan.direction, plan.mode, plan.group
@@ -91,59 +93,23 @@ def emit(net: Network, r, plan: Plan, options=None) -> str:
     L = Lines()
     L(repr(_doc(net, r, direction, mode, group)))
     L.blank()
-    L("import math", "import os", "import platform", "import threading", "import time", "import weakref", "")
-    L("import numba", "import numpy as np", "import torch", "from llvmlite import ir",
-      "from numba.core import cgutils, types", "from numba.core.extending import intrinsic, overload")
-    L.blank()
+    write_imports(L)
     write_top(L, names, TARGET, net, r, (common.refuse_transforms, common.check_input, common.check_labels,
                                            common.check_values, common._SecondOrder, common.refuse_second_order,
-                                           common.numba_disk_cache),
+                                           common.numba_disk_cache, common.compiler_disable),
               direction)
-    L("# NETGEN_NUMBA_PARALLEL=0 compiles serial kernels (same code, prange runs as")
-    L("# range; ~3x faster to compile, used by netgen's unit tests). Only the")
-    L("# kernels of parallel modules are cached on disk, next to this file.")
-    L(f'{names.define("_PARALLEL")} = os.environ.get("NETGEN_NUMBA_PARALLEL", "1") != "0"')
-    L(f'{names.define("_CACHE")} = _PARALLEL and numba_disk_cache(globals().get("__file__"))')
-    L(f"{names.define('_W')} = {literal(vec._W)}  # batch rows per block in every kernel")
-    L(f"{names.define('_T')} = {literal(vec._T)}  # wires per tile when transposing a block")
+    write_kernels(L, names, r)
     L("# The P engine (build-time choices, docs/targets.md): \"save\" keeps the")
     L("# sweep's differences for the backward, \"recompute\" re-runs each lane")
     L("# group's sweep there; lanes (_DIRECTION: ranks or input columns) are")
     L("# processed in groups of _GROUP.")
-    L("# Kernels below _SERIAL_WORK updates per call run on one thread.")
     L(f"{names.define('_MODE')} = {literal(mode)}")
     L(f"{names.define('_GROUP')} = {literal(int(group))}")
-    L(f"{names.define('_SERIAL_WORK')} = {literal(int(SERIAL_WORK))}")
     L.blank(2)
-    L(assemble(vec.PARTS, names))
-    L.blank(2)
-    for ft in FLOAT_TYPES:
-        names.define("_swap_f32" if ft == "float32" else "_swap_f64")
-        L(*_swap_lines(r, ft))
-        L.blank(2)
-    L(f"{names.define('_swap')} = _by_float(_swap_f32, _swap_f64)")
-    L.blank(2)
-    L(assemble(eng.PARTS, names))
-    L.blank(2)
-    L(assemble(kern.PARTS, names))
-    L.blank(2)
-    L(statements(kern, kern.STATE, names))
-    L.blank(2)
-    L(statements(host, host.STATE, names))
-    L.blank(2)
-    L(assemble(host.PARTS, names))
-    L.blank(2)
-    L(assemble(lanes.PARTS, names))
-    L.blank(2)
-    L(statements(lanes, lanes.STATE, names))
-    L.blank(2)
-    L(assemble(base.PARTS, names))
-    L.blank(2)
-    L(statements(layer, layer.STATE, names))
-    L.blank(2)
-    L(assemble(layer.PARTS, names))
+    write_host(L, names)
     source = L.render()
-    check_interface(source, names, (common, tables, base, vec, eng, kern, host, lanes, layer), "generated numba module")
+    check_interface(source, names, (common, tables, base, vec, eng, kern, host, *mixed(), layer),
+                    "generated numba module")
     return source
 
 
@@ -159,3 +125,106 @@ def _doc(net: Network, r, direction: str, mode: str, group: int) -> str:
         "Layer().forward(x) -> (values (..., k), P (..., k, n)); Layer().column(x, y) -> P[..., :, y];\n"
         "Layer().hard(x) -> exact (values, indices). CPU tensors; float32/float64 (half computed in float32).\n"
     )
+
+
+def write_imports(L) -> None:
+    """The imports of a numba module (and of the operators' kernel module)."""
+    L("import math", "import os", "import platform", "import threading", "import time", "import weakref", "")
+    L("import numba", "import numpy as np", "import torch", "from llvmlite import ir",
+      "from numba.core import cgutils, types", "from numba.core.extending import intrinsic, overload")
+    L.blank()
+
+
+def is_kernel(obj) -> bool:
+    """Whether a runtime part or state value is (made of) numba kernels: a
+    dispatcher, a ``*_py`` function compiled by ``_jit``, or a tuple of
+    dispatchers. They depend on the relaxation only (the network reaches
+    them as arrays), so the operators' kernel module holds them once
+    (:mod:`.shared`)."""
+    from numba.core.dispatcher import Dispatcher
+
+    if isinstance(obj, tuple):
+        return bool(obj) and all(isinstance(o, Dispatcher) for o in obj)
+    return isinstance(obj, Dispatcher) or getattr(obj, "__name__", "").endswith("_py")
+
+
+def mixed() -> tuple:
+    """The runtime files that hold both kernels and host code, split by
+    :func:`is_kernel` between :func:`write_kernels` and :func:`write_host`
+    (each file's kernels, then its host functions and state, in order)."""
+    from . import lanes
+
+    return (lanes,)
+
+
+def write_kernels(L, names, r) -> None:
+    """What depends on the relaxation ``r`` alone: ``_PARALLEL``, ``_CACHE``,
+    ``_W``, ``_T``, the vector helpers, the rendered swap functions, the P
+    engine, the kernels and the kernels of :func:`mixed` (the lane kernels;
+    each compiled parallel and serial). Reads ``numba_disk_cache``
+    (:mod:`netgen.codegen.runtime.common`)."""
+    from ..runtime import assemble, statements
+    from . import engine as eng
+    from . import kernels as kern
+    from . import vector as vec
+
+    L("# NETGEN_NUMBA_PARALLEL=0 compiles serial kernels (same code, prange runs as")
+    L("# range; ~3x faster to compile, used by netgen's unit tests). Only the")
+    L("# kernels of parallel modules are cached on disk, next to this file.")
+    L(f'{names.define("_PARALLEL")} = os.environ.get("NETGEN_NUMBA_PARALLEL", "1") != "0"')
+    L(f'{names.define("_CACHE")} = _PARALLEL and numba_disk_cache(globals().get("__file__"))')
+    L(f"{names.define('_W')} = {literal(vec._W)}  # batch rows per block in every kernel")
+    L(f"{names.define('_T')} = {literal(vec._T)}  # wires per tile when transposing a block")
+    L.blank(2)
+    L(assemble(vec.PARTS, names))
+    L.blank(2)
+    for ft in FLOAT_TYPES:
+        names.define("_swap_f32" if ft == "float32" else "_swap_f64")
+        L(*_swap_lines(r, ft))
+        L.blank(2)
+    L(f"{names.define('_swap')} = _by_float(_swap_f32, _swap_f64)")
+    L.blank(2)
+    L(assemble(eng.PARTS, names))
+    L.blank(2)
+    L(assemble(kern.PARTS, names))
+    L.blank(2)
+    L(statements(kern, kern.STATE, names))
+    L.blank(2)
+    for mod in mixed():
+        L(assemble([p for p in mod.PARTS if is_kernel(p)], names))
+        L.blank(2)
+        state = [s for s in mod.STATE if is_kernel(getattr(mod, s))]
+        if state:
+            L(statements(mod, state, names))
+            L.blank(2)
+
+
+def write_host(L, names) -> None:
+    """What the network's module runs around the kernels: ``_SERIAL_WORK``,
+    the pool and threads (:mod:`.host`), the host functions and state of
+    :func:`mixed` (the lane sweeps', ``_LIVE``), the Layer base and the
+    autograd layer (:mod:`.layer`). Reads the kernels of :func:`write_kernels`, the tables
+    and ``_MODE``, ``_GROUP``, ``_DIRECTION``, ``RELAXATION``, ``NETWORK``."""
+    from ..runtime import assemble, statements
+    from ..runtime import layer as base
+    from . import host, layer
+
+    L("# Kernels below _SERIAL_WORK updates per call run on one thread.")
+    L(f"{names.define('_SERIAL_WORK')} = {literal(int(SERIAL_WORK))}")
+    L.blank(2)
+    L(statements(host, host.STATE, names))
+    L.blank(2)
+    L(assemble(host.PARTS, names))
+    L.blank(2)
+    for mod in mixed():
+        L(assemble([p for p in mod.PARTS if not is_kernel(p)], names))
+        L.blank(2)
+        state = [s for s in mod.STATE if not is_kernel(getattr(mod, s))]
+        if state:
+            L(statements(mod, state, names))
+            L.blank(2)
+    L(assemble(base.PARTS, names))
+    L.blank(2)
+    L(statements(layer, layer.STATE, names))
+    L.blank(2)
+    L(assemble(layer.PARTS, names))

@@ -29,6 +29,7 @@ import numba
 import numpy as np
 import torch
 
+from ..runtime.common import compiler_disable
 from ..runtime.tables import _CHI, _CLO, _DOFF, _K, _N, _NNZ, _OUTPUTS, _SIZE, _WA, _WB
 from .kernels import _KERNELS, _KERNELS_SERIAL
 from .vector import _W
@@ -209,7 +210,7 @@ def _note_time(kind, serial, rate):
         st[i] += _CHOOSE_EMA * (rate - st[i])
 
 
-@torch.compiler.disable
+@compiler_disable
 def rows_numpy(x, steepness=None, save=True, sgrad=False, threads=None, mode=None, group=None):
     """Forward kernels on a (B, n) float32/float64 C-contiguous array.
     Returns ``values, P, saved`` (``saved`` feeds :func:`rows_backward_numpy`;
@@ -242,7 +243,7 @@ def rows_numpy(x, steepness=None, save=True, sgrad=False, threads=None, mode=Non
                              sgrad=sgrad, grp=grp)
 
 
-@torch.compiler.disable
+@compiler_disable
 def rows_backward_numpy(saved, gv, gP, threads=None):
     """Adjoint of :func:`rows_numpy`: gradient w.r.t. x from the gradients
     of values (B, k) and P (B, k, n) (``gP`` may be None), and dL/ds (a
@@ -266,7 +267,7 @@ def rows_backward_numpy(saved, gv, gP, threads=None):
     return gx, gs
 
 
-@torch.compiler.disable
+@compiler_disable
 def column_numpy(x, y, steepness=None, save=True, sgrad=False, threads=None):
     """P[:, y] for (B, n) ``x`` and (B,) int64 ``y``; returns ``col, saved``
     (None without ``save``)."""
@@ -287,7 +288,7 @@ def column_numpy(x, y, steepness=None, save=True, sgrad=False, threads=None):
     return col, _Saved(B, arrays, cs=cs, css=css if sgrad else cs, sgrad=sgrad)
 
 
-@torch.compiler.disable
+@compiler_disable
 def column_backward_numpy(saved, gcol, threads=None):
     """Adjoint of :func:`column_numpy`: (gradient w.r.t. x, dL/ds)."""
     cs = saved.cs

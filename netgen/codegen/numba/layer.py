@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..runtime.common import check_labels, check_values, hard_network, refuse_second_order
+from ..runtime.common import check_labels, check_values, compiler_disable, hard_network, refuse_second_order
 from ..runtime.layer import LayerBase
 from ..runtime.tables import _A, _B, _K, _N, _OFFSETS, _OUTS
 from .host import column_backward_numpy, column_numpy, rows_backward_numpy, rows_numpy
@@ -226,16 +226,17 @@ class Layer(LayerBase):
         return RELAXATION["steepness"]
 
     # the kernels and their P pool stay out of torch.compile's graph: dynamo
-    # skips these frames whole (one graph break where the layer is called)
-    @torch.compiler.disable
+    # skips these frames whole (one graph break where the layer is called);
+    # compiler_disable imports torch._dynamo only once something has
+    @compiler_disable
     def forward(self, x, steepness=None):
         return LayerBase.forward(self, x, steepness)
 
-    @torch.compiler.disable
+    @compiler_disable
     def values(self, x, steepness=None):
         return LayerBase.values(self, x, steepness)
 
-    @torch.compiler.disable
+    @compiler_disable
     def column(self, x, y, steepness=None):
         return LayerBase.column(self, x, y, steepness)
 
@@ -247,11 +248,11 @@ class Layer(LayerBase):
         values, P = _Rows.apply(x2, s_t, stp, self.threads)
         return values.reshape(*lead, _K).to(dt), P.reshape(*lead, _K, _N).to(dt)
 
-    @torch.compiler.disable
+    @compiler_disable
     def back(self, x, W, steepness=None):
         return LayerBase.back(self, x, W, steepness)
 
-    @torch.compiler.disable
+    @compiler_disable
     def fwd(self, x, V, steepness=None):
         return LayerBase.fwd(self, x, V, steepness)
 

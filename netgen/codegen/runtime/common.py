@@ -15,7 +15,7 @@ import torch
 
 __all__ = [
     "PARTS", "refuse_transforms", "check_input", "check_labels", "check_values", "refuse_second_order",
-    "hard_network", "numba_disk_cache",
+    "hard_network", "numba_disk_cache", "compiler_disable",
 ]
 
 
@@ -155,6 +155,33 @@ def hard_network(x, n, a, b, offsets, outs):
         idx.index_copy_(0, al, torch.where(swap, ib, ia))
         idx.index_copy_(0, bl, torch.where(swap, ia, ib))
     return v[outs].t().reshape(batch + (k,)), idx[outs].t().reshape(batch + (k,))
+
+
+def compiler_disable(fn):
+    """``torch.compiler.disable(fn)`` without importing ``torch._dynamo``
+    (0.7 CPU s) before anything can compile: applied now when dynamo is
+    loaded, else on the first call after it is (until then ``fn`` runs as
+    is: nothing can be tracing). The wrapper carries dynamo's mark, so a
+    trace breaks the graph at its call and never inlines it (the same break,
+    "Skip inlining `torch.compiler.disable()`d function", as the real
+    decorator's)."""
+    import functools
+    import sys
+
+    if "torch._dynamo" in sys.modules:
+        return torch.compiler.disable(fn)
+    real = []
+
+    @functools.wraps(fn)
+    def lazy(*args, **kwargs):
+        if not real:
+            if "torch._dynamo" not in sys.modules:
+                return fn(*args, **kwargs)
+            real.append(torch.compiler.disable(fn))
+        return real[0](*args, **kwargs)
+
+    lazy._torchdynamo_disable = True
+    return lazy
 
 
 def numba_disk_cache(path):

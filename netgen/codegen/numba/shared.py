@@ -1,0 +1,149 @@
+"""The operators' numba layers: one kernel module per relaxation, shared by
+every network (docs/operators.md, "first call").
+
+The numba kernels depend on the relaxation alone (its rendered swap code);
+the network reaches them as arrays (the comparators' wires, the outputs,
+the plan's lane ranges). A generated numba module (``netgen build``,
+``AutoLayer``) carries its own copy, and numba's disk cache is keyed by the
+module file, so every new network compiled them again (3.4 CPU s at
+n = 1,024). The operators (:class:`netgen.ops.backends.LayerLanes`) use
+:func:`netgen.codegen.operator_layers.operator_layer` instead, which
+builds on this file:
+
+* the **kernel module** (:func:`kernel_source`): the kernels of
+  :func:`.emit.write_kernels` for a relaxation (its steepness, a run-time
+  argument, left out), generated from literals like any module and kept in
+  netgen's cache as ``_netgen_numba_kernels_<distribution>_<hash>.py``
+  (hash-checked, no ``.pyc``: :mod:`netgen.codegen.cache`), so numba keeps
+  its compiled kernels beside it once per machine and relaxation;
+* the **layer code** (:func:`layer_code`): the host side of a numba module
+  (:func:`.emit.write_host`: pool, threads, the lane sweeps' host functions,
+  autograd, ``Layer``), netgen's own runtime source compiled once per
+  process; it has no literal of any network;
+* per network, a module object whose globals are the kernel module's names,
+  the network's tables (:func:`network_tables`, from its arrays, no
+  ``NETWORK`` literal to parse) and the engine plan, with the layer code run
+  in it: a few milliseconds, no source to generate, check or compile.
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from dataclasses import replace
+
+import numpy as np
+
+from ...network import Network
+
+__all__ = ["kernel_relaxation", "kernel_source", "layer_code", "layer_source", "make_layer", "network_tables"]
+
+#: the steepness the kernel module is keyed and generated with (the kernels read it at run time)
+_STEEPNESS = 1.0
+#: the globals each network's module gets besides the kernel module's and the tables
+_GIVEN = ("TARGET", "NETWORK", "RELAXATION", "_DIRECTION", "_MODE", "_GROUP")
+
+
+def kernel_relaxation(r):
+    """``r`` with the steepness its kernel module is keyed and generated
+    with (the kernels read the steepness at run time)."""
+    return replace(r, steepness=_STEEPNESS)
+
+
+def kernel_source(r) -> str:
+    """Source of the kernel module of relaxation ``r`` (its steepness is
+    not in it): imports, ``numba_disk_cache`` and
+    :func:`.emit.write_kernels`; compiled and checked like any generated
+    module (:func:`netgen.codegen.literals.check_source`)."""
+    from ..lines import Lines
+    from ..literals import Namespace, check_source
+    from ..runtime import assemble, check_interface, common
+    from . import engine, kernels, vector
+    from .emit import write_imports, write_kernels
+
+    r = kernel_relaxation(r)
+    names = Namespace()
+    L = Lines()
+    L(repr(f"netgen generated numba kernels for the operators: relaxation {r.distribution}, "
+           f"art_lambda={r.art_lambda!r}, art_epsilon={r.art_epsilon!r} (the steepness is a run-time argument); "
+           "any network's arrays.\n\nGenerated code: do not edit (netgen/codegen/numba/shared.py)."))
+    L.blank()
+    write_imports(L)
+    L(assemble((common.numba_disk_cache,), names))
+    L.blank(2)
+    write_kernels(L, names, r)
+    source = L.render()
+    check_interface(source, names, (vector, engine, kernels), "numba kernel module")
+    check_source(source, "numba kernel module")
+    return source
+
+
+def layer_source() -> str:
+    """Source of the layer code: imports, the shared checks of
+    :mod:`netgen.codegen.runtime.common`, the tables' ``plan`` and
+    :func:`.emit.write_host`. It reads the kernel module's names, the
+    tables and :data:`_GIVEN`, which each network's module is given."""
+    from ..lines import Lines
+    from ..literals import Namespace
+    from ..runtime import assemble, common, tables
+    from .emit import write_host, write_imports
+
+    names = Namespace()
+    L = Lines()
+    L(repr("netgen's numba operator layer: the host side of a numba module, run in a module whose globals hold "
+           "one network's tables and the kernels of its relaxation (netgen/codegen/numba/shared.py)."))
+    L.blank()
+    write_imports(L)
+    L(assemble((common.refuse_transforms, common.check_input, common.check_labels, common.check_values,
+                common._SecondOrder, common.refuse_second_order, common.hard_network, common.compiler_disable,
+                tables.plan), names))
+    L.blank(2)
+    write_host(L, names)
+    return L.render()
+
+
+@functools.lru_cache(maxsize=1)
+def layer_code() -> types.CodeType:
+    """:func:`layer_source` compiled (once per process)."""
+    return compile(layer_source(), "<netgen numba operator layer>", "exec", dont_inherit=True)
+
+
+def network_tables(net: Network, direction: str) -> dict:
+    """The tables of :mod:`netgen.codegen.runtime.tables` (the same names
+    and values a generated module builds from its ``NETWORK`` literal),
+    from the network's arrays."""
+    import torch
+
+    from ..runtime.tables import plan
+
+    comps = np.ascontiguousarray(net.comparators, dtype=np.int64).reshape(-1, 2)
+    offs = np.ascontiguousarray(net.layer_offsets, dtype=np.int64)
+    outputs = np.array(net.outputs, dtype=np.int64)
+    clo, chi, doff = plan(net.n, comps, offs, list(net.outputs), direction)
+    wa, wb = np.ascontiguousarray(comps[:, 0]), np.ascontiguousarray(comps[:, 1])
+    return {"_N": net.n, "_OUTPUTS": outputs, "_K": len(outputs), "_COMPS": comps, "_OFFSETS": offs,
+            "_SIZE": len(comps), "_CLO": clo, "_CHI": chi, "_DOFF": doff, "_NNZ": int(doff[-1]), "_WA": wa,
+            "_WB": wb, "_A": torch.from_numpy(wa), "_B": torch.from_numpy(wb), "_OUTS": torch.from_numpy(outputs)}
+
+
+def make_layer(kernels: types.ModuleType, net: Network, r):
+    """A numba ``Layer()`` for ``net`` relaxed by ``r`` (a Relaxation), as
+    ``build_layer(net, r, "numba")`` gives, on ``kernels``, the kernel
+    module of ``r``'s relaxation (:func:`kernel_source`; kept in netgen's
+    cache by :func:`netgen.codegen.operator_layers.kernel_module`). The
+    engine plan is the target's (:func:`netgen.codegen.plan.choose` with the
+    numba budget)."""
+    from ..plan import choose
+    from . import BUDGET
+
+    plan = choose(net, BUDGET)
+    mod = types.ModuleType(f"netgen_numba_layer_n{net.n}_k{net.k}")  # not a cache module name
+    mod.__file__ = "<netgen numba operator layer>"
+    g = mod.__dict__
+    g.update((k, v) for k, v in vars(kernels).items() if not k.startswith("__"))
+    g.update(network_tables(net, plan.direction))
+    # NETWORK: what the layer code reads of it (the outputs, for _LIVE); the tables hold the rest
+    g.update(TARGET="numba", NETWORK={"n": net.n, "outputs": list(net.outputs)}, RELAXATION=r.to_dict(),
+             _DIRECTION=plan.direction, _MODE=plan.mode, _GROUP=int(plan.group))
+    exec(layer_code(), g)
+    return mod.Layer()
