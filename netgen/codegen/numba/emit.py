@@ -83,6 +83,7 @@ def emit(net: Network, r, plan: Plan, options=None) -> str:
     from . import engine as eng
     from . import host
     from . import kernels as kern
+    from . import checkpoint as ckp
     from . import lanes, layer
     from . import vector as vec
 
@@ -133,6 +134,10 @@ def emit(net: Network, r, plan: Plan, options=None) -> str:
     L.blank(2)
     L(assemble(host.PARTS, names))
     L.blank(2)
+    L(assemble(ckp.PARTS, names))
+    L.blank(2)
+    L(statements(ckp, ckp.STATE, names))
+    L.blank(2)
     L(assemble(lanes.PARTS, names))
     L.blank(2)
     L(statements(lanes, lanes.STATE, names))
@@ -143,7 +148,7 @@ def emit(net: Network, r, plan: Plan, options=None) -> str:
     L.blank(2)
     L(assemble(layer.PARTS, names))
     source = L.render()
-    check_interface(source, names, (common, tables, base, vec, eng, kern, host, lanes, layer), "generated numba module")
+    check_interface(source, names, (common, tables, base, vec, eng, kern, host, ckp, lanes, layer), "generated numba module")
     return source
 
 

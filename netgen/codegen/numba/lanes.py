@@ -35,7 +35,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ..runtime.tables import _COMPS, _K, _N, _OFFSETS, _OUTPUTS, _SIZE, _WA, _WB, plan
+from ..runtime.tables import _K, _N, _OUTPUTS, _SIZE, _WA, _WB
+from .checkpoint import _LIVE, _ck_plan, ck_backward_numpy, ck_numpy
 from .engine import _vals_adjoint
 from .host import _give, _Saved, _take, _Threads
 from .kernels import _jit
@@ -45,8 +46,7 @@ __all__ = ["PARTS", "STATE"]
 
 # ---- what the emitter writes (stand-ins here, not copied into modules) ----
 #: the module globals the copied code reads and neither defines nor imports
-READS = ("NETWORK", "_PARALLEL", "_CACHE", "_swap")
-NETWORK: dict = {"n": 2, "layers": [[[0, 1]]], "outputs": [0]}
+READS = ("_PARALLEL", "_CACHE", "_swap")
 _PARALLEL = True
 _CACHE = False
 
@@ -228,6 +228,9 @@ def lanes_numpy(x, S, back, stp, keep, adj, sgrad, threads):
     B = x.shape[0]
     dt = x.dtype
     m = S.shape[1]
+    ckp = _ck_plan(B, m, dt.itemsize) if back or m == 0 else None
+    if ckp is not None:  # large rows: checkpointed (netgen/codegen/numba/checkpoint.py)
+        return ck_numpy(x, S, stp, ckp, keep, adj, sgrad, threads)
     stp = dt.type(stp)
     nblk = (B + _W - 1) // _W
     adj = bool(adj or sgrad)
@@ -254,7 +257,7 @@ def lanes_numpy(x, S, back, stp, keep, adj, sgrad, threads):
         _give(ps)
         return values, out, None
     arrays = (ps,) + ((ds,) if adj and lean else ()) + ((sv, ss) if sgrad else ()) + ((D,) if keep_D else ())
-    return values, out, _Saved(B, arrays, ps=ps, ds=ds, sv=sv, ss=ss, D=D, sgrad=sgrad, adj=adj, lean=lean, stp=stp)
+    return values, out, _Saved(B, arrays, ck=False, dtype=dt, ps=ps, ds=ds, sv=sv, ss=ss, D=D, sgrad=sgrad, adj=adj, lean=lean, stp=stp)
 
 
 def lanes_backward_numpy(saved, gv, G0, back, threads):
@@ -262,6 +265,8 @@ def lanes_backward_numpy(saved, gv, G0, back, threads):
     None) and dL/dlanes ``G0`` ((B, m, n)), returns dL/dS per row
     ``(B, m, n)``, dL/dx ``(B, n)`` (with ``adj``, else None) and dL/ds (a
     float; 0.0 unless the forward ran with ``sgrad``)."""
+    if saved.ck:
+        return ck_backward_numpy(saved, gv, G0, threads)
     B = saved.B
     adj = saved.adj
     ps = saved.ps
@@ -290,9 +295,6 @@ def lanes_backward_numpy(saved, gv, G0, back, threads):
 PARTS = (_lanes_vals_py, _vals_adjoint_d, _lanes_fwd_py, _lanes_bwd_py, lanes_numpy, lanes_backward_numpy)
 
 # ------------------------------------------------------- copied by name (STATE)
-# The comparators that reach an output wire (the others cannot change W P,
-# P V or the values), from the back-sweep plan of the network.
-_LIVE = np.ascontiguousarray(np.less(*plan(_N, _COMPS, _OFFSETS, NETWORK["outputs"], "back")[:2]))
 # Each lane kernel twice, like the kernels of netgen.codegen.numba.kernels:
 # parallel and a serial copy (suffix _s) for small calls.
 _lanes_vals = _jit(_lanes_vals_py, _PARALLEL)
@@ -305,5 +307,5 @@ _LANE_KERNELS = (_lanes_vals, _lanes_fwd, _lanes_bwd)
 _LANE_KERNELS_SERIAL = (_lanes_vals_s, _lanes_fwd_s, _lanes_bwd_s)
 
 #: module-level state a generated module copies by name, after :data:`PARTS`
-STATE = ("_LIVE", "_lanes_vals", "_lanes_fwd", "_lanes_bwd", "_lanes_vals_s", "_lanes_fwd_s", "_lanes_bwd_s",
+STATE = ("_lanes_vals", "_lanes_fwd", "_lanes_bwd", "_lanes_vals_s", "_lanes_fwd_s", "_lanes_bwd_s",
          "_LANE_KERNELS", "_LANE_KERNELS_SERIAL")

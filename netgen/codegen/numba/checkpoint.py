@@ -1,0 +1,331 @@
+"""Checkpointed lane sweeps for large rows (docs/operators.md, section 3):
+``W P`` (the back sweep: soft ranks, the top-k mask) and the values alone,
+forward and backward, keeping O(n (segments + lanes)) numbers per row
+instead of the O(size) of :mod:`.lanes`' saved state.
+
+Real code, copied into generated modules by source extraction (:data:`PARTS`,
+then :data:`STATE` by name, before :mod:`.lanes`, which calls it); it reads
+the module's tables, the rendered ``_swap`` and the 16-row vector helpers
+of :mod:`.vector`.
+
+The comparators are cut into ``nseg`` segments of ``seg`` comparators
+(:func:`_ck_plan`: ``nseg`` ~ sqrt(size / n) balances the checkpoints
+against one segment's records). Per block of ``_W`` rows:
+
+* forward (``_ck_fwd``): the value sweep, keeping the wire values at the
+  start of each segment (``nseg x n``); then, segment by segment from the
+  last, the segment's ``p`` recomputed from its checkpoint (``seg`` floats;
+  the last segment's kept from the first sweep) and the m lanes ``S`` swept
+  back through it. Nothing but the input is kept for the backward.
+* backward (``_ck_bwd``): the value sweep again beside the adjoint lanes G
+  (dL/dZ pushed first to last, as :mod:`.lanes`), keeping both at each
+  segment start (``nseg x n (1 + m)``); G at the end is dL/dS. Then segment
+  by segment from the last: the values and G recomputed through the
+  segment from their checkpoints, keeping each comparator's ``d`` and the
+  lanes' differences ``G_a - G_c`` (``seg (1 + m)`` floats), and the lanes
+  ``R`` (from S, swept back as in the forward) and the values' adjoint u
+  pushed back through it: ``dL/dp_i = sum_lanes (G_a - G_c) (R_a - R_c)``
+  (:mod:`.lanes`' formula; ``R_a - R_c`` is its saved ``D``), p, dp/dd and
+  dp/ds recomputed from ``d`` by the same swap code.
+
+Cost: the value sweep 2x in the forward and 2x in the backward (instead of
+1x and 0x) and one more adjoint-lane sweep: about twice the time of the
+saved-state sweeps, for memory O(n sqrt(size / n)) per row in place of
+(3 + m) size.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from ..runtime.tables import _COMPS, _K, _N, _OFFSETS, _OUTPUTS, _SIZE, _WA, _WB, plan
+from .host import _Saved, _Threads
+from .kernels import _jit
+from .vector import _W, _ftz_off, _ftz_on, _load_block, _store_block, _vadj, _vmix, _vmixd, _vpush, _vpush1, _vq
+
+__all__ = ["PARTS", "STATE"]
+
+# ---- what the emitter writes (stand-ins here, not copied into modules) ----
+#: the module globals the copied code reads and neither defines nor imports
+READS = ("NETWORK", "_PARALLEL", "_CACHE", "_swap")
+NETWORK: dict = {"n": 2, "layers": [[[0, 1]]], "outputs": [0]}
+_PARALLEL = True
+_CACHE = False
+
+
+def _swap(d, stp):  # pragma: no cover - rendered per relaxation and float type
+    raise NotImplementedError
+
+
+# ------------------------------------------------------- copied by name (STATE)
+# The comparators that reach an output wire (the others cannot change W P,
+# P V or the values), from the back-sweep plan of the network.
+_LIVE = np.ascontiguousarray(np.less(*plan(_N, _COMPS, _OFFSETS, NETWORK["outputs"], "back")[:2]))
+# Checkpoint a call's sweeps when the saved state of lanes.py (p, d, the
+# lane differences, dL/dp: (3 + m) floats per comparator and row) would
+# exceed _CK_BYTES; _CK_SEG (None: from _ck_plan) forces the segment
+# length in comparators (the tests' tiny segments).
+_CK_BYTES = 256 << 20
+_CK_SEG = None
+
+
+# ---------------------------------------------------------------- copied parts
+@numba.njit(cache=_CACHE)
+def _ck_load_lanes(S, b0, nb, R):
+    # R[w * m + e, j] = S[b0 + j or 0, e, w] (one S for every row when S.shape[0] == 1)
+    m = S.shape[1]
+    n = R.shape[0] // max(m, 1)
+    for e in range(m):
+        if S.shape[0] == 1:
+            for w in range(n):
+                R[w * m + e, :] = S[0, e, w]
+        else:
+            _load_block(S[:, e], b0, nb, R[e::m])
+
+
+def _ck_fwd_py(x, stp, ca, cb, live, outs, S, nseg, seg, values, out):
+    # values (B, k) and out (B, m, n): the lanes S swept back (last
+    # comparator first) with p recomputed segment by segment from the
+    # block's values kept at each segment start
+    B, n = x.shape
+    size = ca.shape[0]
+    k = outs.shape[0]
+    m = out.shape[1]
+    for blk in numba.prange((B + _W - 1) // _W):
+        b0 = blk * _W
+        nb = min(_W, B - b0)
+        mx = _ftz_on()
+        v = np.zeros((n, _W), dtype=x.dtype)  # padding rows (j >= nb) stay 0
+        _load_block(x, b0, nb, v)
+        ck = np.empty((nseg if m > 0 else 0, n, _W), dtype=x.dtype)
+        pseg = np.empty((seg if m > 0 else 1, _W), dtype=x.dtype)
+        qv = np.empty(_W, dtype=x.dtype)
+        pv = np.empty(_W, dtype=x.dtype)
+        last = nseg - 1
+        for s in range(nseg):
+            i0 = s * seg
+            if m > 0:
+                ck[s] = v
+            for i in range(i0, min(size, i0 + seg)):
+                va = v[ca[i]]
+                vc = v[cb[i]]
+                pi = pseg[i - i0] if m > 0 and s == last else pv  # the last segment's p kept for the lanes
+                for j in range(_W):
+                    p, dp, dps = _swap(va[j] - vc[j], stp)
+                    pi[j] = p
+                _vq(pi, qv)
+                _vmix(va, vc, qv)
+        for j in range(nb):
+            for r in range(k):
+                values[b0 + j, r] = v[outs[r], j]
+        if m > 0:
+            R = np.zeros((n * m, _W), dtype=x.dtype)
+            _ck_load_lanes(S, b0, nb, R)
+            for s in range(last, -1, -1):
+                i0 = s * seg
+                i1 = min(size, i0 + seg)
+                if s < last:
+                    v[:, :] = ck[s]
+                    for i in range(i0, i1):
+                        va = v[ca[i]]
+                        vc = v[cb[i]]
+                        pi = pseg[i - i0]
+                        for j in range(_W):
+                            p, dp, dps = _swap(va[j] - vc[j], stp)
+                            pi[j] = p
+                        _vq(pi, qv)
+                        _vmix(va, vc, qv)
+                for i in range(i1 - 1, i0 - 1, -1):
+                    if not live[i]:
+                        continue
+                    a = ca[i] * m
+                    c = cb[i] * m
+                    _vq(pseg[i - i0], qv)
+                    for e in range(m):
+                        _vmix(R[a + e], R[c + e], qv)
+            for e in range(m):
+                _store_block(R[e::m], b0, nb, out[:, e])
+        _ftz_off(mx)
+
+
+def _ck_bwd_py(x, stp, ca, cb, live, outs, S, G0, gv, use_gv, nseg, seg, adj, sgrad, gS, gx, gsr):
+    # the backward of _ck_fwd: gS (B, m, n) = dL/dS per row; with adj gx
+    # (B, n) = dL/dx and, with sgrad, gsr[b] = dL/ds of row b
+    B, n = x.shape
+    size = ca.shape[0]
+    k = outs.shape[0]
+    m = G0.shape[1]
+    for blk in numba.prange((B + _W - 1) // _W):
+        b0 = blk * _W
+        nb = min(_W, B - b0)
+        mx = _ftz_on()
+        dt = x.dtype
+        v = np.zeros((n, _W), dtype=dt)
+        _load_block(x, b0, nb, v)
+        G = np.zeros((n * m, _W), dtype=dt)  # laid out like R
+        for e in range(m):
+            _load_block(G0[:, e], b0, nb, G[e::m])
+        ckv = np.empty((nseg if adj else 0, n, _W), dtype=dt)
+        ckg = np.empty((nseg if adj else 0, n * m, _W), dtype=dt)
+        qv = np.empty(_W, dtype=dt)
+        pv = np.empty(_W, dtype=dt)
+        # the values and G, first comparator to last, checkpointed
+        for s in range(nseg):
+            i0 = s * seg
+            if adj:
+                ckv[s] = v
+                ckg[s] = G
+            for i in range(i0, min(size, i0 + seg)):
+                va = v[ca[i]]
+                vc = v[cb[i]]
+                for j in range(_W):
+                    p, dp, dps = _swap(va[j] - vc[j], stp)
+                    pv[j] = p
+                _vq(pv, qv)
+                if live[i]:
+                    a = ca[i] * m
+                    c = cb[i] * m
+                    for e in range(m):
+                        _vmix(G[a + e], G[c + e], qv)
+                _vmix(va, vc, qv)
+        for e in range(m):
+            _store_block(G[e::m], b0, nb, gS[:, e])
+        if adj:
+            R = np.zeros((n * m, _W), dtype=dt)
+            _ck_load_lanes(S, b0, nb, R)
+            u = np.zeros((n, _W), dtype=dt)
+            if use_gv:
+                for j in range(nb):
+                    for r in range(k):
+                        u[outs[r], j] += gv[b0 + j, r]
+            rd = np.empty((seg, _W), dtype=dt)  # d of the segment's comparators
+            rg = np.empty((seg * m, _W), dtype=dt)  # G_a - G_c of its lanes
+            gp = np.zeros(_W, dtype=dt)
+            s0 = np.empty(_W, dtype=dt)
+            s1 = np.empty(_W, dtype=dt)
+            s2 = np.empty(_W, dtype=dt)
+            gs = np.zeros(_W, dtype=dt)
+            for s in range(nseg - 1, -1, -1):
+                i0 = s * seg
+                i1 = min(size, i0 + seg)
+                v[:, :] = ckv[s]
+                G[:, :] = ckg[s]
+                for i in range(i0, i1):
+                    va = v[ca[i]]
+                    vc = v[cb[i]]
+                    di = rd[i - i0]
+                    for j in range(_W):
+                        d = va[j] - vc[j]
+                        p, dp, dps = _swap(d, stp)
+                        pv[j] = p
+                        di[j] = d
+                    _vq(pv, qv)
+                    if live[i]:
+                        a = ca[i] * m
+                        c = cb[i] * m
+                        for e in range(m):
+                            _vmixd(G[a + e], G[c + e], qv, rg[(i - i0) * m + e])
+                    _vmix(va, vc, qv)
+                for i in range(i1 - 1, i0 - 1, -1):
+                    di = rd[i - i0]
+                    for j in range(_W):
+                        d = di[j]
+                        p, dp, dps = _swap(d, stp)
+                        pv[j] = p
+                        s0[j] = dp * d
+                        s1[j] = dp
+                        s2[j] = dps
+                    _vq(pv, qv)
+                    live_i = m > 0 and live[i]
+                    if live_i:  # dL/dp_i, and R swept back through comparator i
+                        a = ca[i] * m
+                        c = cb[i] * m
+                        _vpush1(R[a], R[c], qv, rg[(i - i0) * m], gp)
+                        for e in range(1, m):
+                            _vpush(R[a + e], R[c + e], qv, rg[(i - i0) * m + e], gp)
+                    else:
+                        gp[:] = 0.0
+                    ua = u[ca[i]]
+                    uc = u[cb[i]]
+                    if sgrad:
+                        for j in range(_W):
+                            gs[j] += (ua[j] - uc[j]) * (s2[j] * di[j]) + gp[j] * s2[j]
+                    _vadj(ua, uc, qv, s0, s1, gp)
+            _store_block(u, b0, nb, gx)
+            for j in range(nb):
+                gsr[b0 + j] = gs[j]
+        _ftz_off(mx)
+
+
+def _ck_plan(B, m, itemsize):
+    """(nseg, seg): the comparators in nseg segments of seg, or None where
+    the saved-state sweeps of :mod:`.lanes` fit in ``_CK_BYTES``."""
+    if _CK_SEG is None and B * _SIZE * (3 + m) * itemsize <= _CK_BYTES:
+        return None
+    if _CK_SEG is not None:
+        seg = max(1, int(_CK_SEG))
+    else:  # nseg n checkpoints against seg records per lane: nseg ~ sqrt(size / n)
+        seg = -(-_SIZE // max(1, round((_SIZE / _N) ** 0.5)))
+    seg = max(1, min(seg, _SIZE))
+    return -(-_SIZE // seg), seg
+
+
+def ck_numpy(x, S, stp, plan_, keep, adj, sgrad, threads):
+    """:func:`.lanes.lanes_numpy` for a back sweep (or the values alone),
+    checkpointed as ``plan_`` = (nseg, seg) says: values (B, k), the lanes
+    (B, m, n) and what :func:`ck_backward_numpy` needs (x and S themselves;
+    None unless ``keep``)."""
+    B = x.shape[0]
+    dt = x.dtype
+    m = S.shape[1]
+    nseg, seg = plan_
+    stp = dt.type(stp)
+    values = np.empty((B, _K), dtype=dt)
+    out = np.empty((B, m, _N), dtype=dt)
+    with _Threads(threads, B * _SIZE * (m + 2), ("lanes_ck", dt)) as th:
+        (_CK_KERNELS_SERIAL if th.serial else _CK_KERNELS)[0](x, stp, _WA, _WB, _LIVE, _OUTPUTS, S, nseg, seg,
+                                                             values, out)
+    if not keep:
+        return values, out, None
+    adj = bool(adj or sgrad)
+    return values, out, _Saved(B, (), ck=True, x=x, S=S, nseg=nseg, seg=seg, stp=stp, adj=adj, sgrad=sgrad,
+                               dtype=dt)
+
+
+def ck_backward_numpy(saved, gv, G0, threads):
+    """:func:`.lanes.lanes_backward_numpy` of :func:`ck_numpy`'s sweep."""
+    B = saved.B
+    dt = saved.dtype
+    m = G0.shape[1]
+    use_gv = gv is not None
+    if gv is None:
+        gv = np.zeros((B, 0), dtype=dt)
+    adj = saved.adj
+    gS = np.empty((B, m, _N), dtype=dt)
+    gx = np.empty((B, _N) if adj else (0, _N), dtype=dt)
+    gsr = np.zeros(B if adj else 0, dtype=dt)
+    with _Threads(threads, B * _SIZE * (2 * m + 3), ("lanes_ck_bwd", dt)) as th:
+        (_CK_KERNELS_SERIAL if th.serial else _CK_KERNELS)[1](
+            saved.x, saved.stp, _WA, _WB, _LIVE, _OUTPUTS, saved.S, G0, gv, use_gv, saved.nseg, saved.seg, adj,
+            saved.sgrad, gS, gx, gsr)
+    gs = float(gsr.sum(dtype=np.float64)) if saved.sgrad and adj else 0.0
+    return gS, (gx if adj else None), gs
+
+
+#: what a generated module copies from this file, in order
+PARTS = (_ck_load_lanes, _ck_fwd_py, _ck_bwd_py, _ck_plan, ck_numpy, ck_backward_numpy)
+
+# ------------------------------------------------------- copied by name (STATE)
+# Each kernel twice (parallel, and a serial copy for small calls), as in
+# netgen.codegen.numba.kernels.
+_ck_fwd = _jit(_ck_fwd_py, _PARALLEL)
+_ck_bwd = _jit(_ck_bwd_py, _PARALLEL)
+_ck_fwd_s = _jit(_ck_fwd_py, False, "_s")
+_ck_bwd_s = _jit(_ck_bwd_py, False, "_s")
+_CK_KERNELS = (_ck_fwd, _ck_bwd)
+_CK_KERNELS_SERIAL = (_ck_fwd_s, _ck_bwd_s)
+
+#: module-level state a generated module copies by name, after :data:`PARTS`
+STATE = ("_LIVE", "_CK_BYTES", "_CK_SEG", "_ck_fwd", "_ck_bwd", "_ck_fwd_s", "_ck_bwd_s", "_CK_KERNELS",
+         "_CK_KERNELS_SERIAL")
