@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-import netgen.ops as ops
+from netgen import ops
 from netgen.ops.indices import sort_indices
 
 SPECIAL = st.sampled_from([float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 1.0, -1.0])

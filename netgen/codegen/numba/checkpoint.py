@@ -84,177 +84,191 @@ def _ck_load_lanes(S, b0, nb, R):
             _load_block(S[:, e], b0, nb, R[e::m])
 
 
+@numba.njit(cache=_CACHE, error_model="numpy", fastmath={"contract"})
+def _ck_fwd_block(x, stp, ca, cb, live, outs, S, nseg, seg, values, out, b0, nb):
+    # _ck_fwd for the block of rows b0..b0+nb-1 (a function of its own: the
+    # prange kernels stay a loop of calls)
+    n = x.shape[1]
+    size = ca.shape[0]
+    k = outs.shape[0]
+    m = out.shape[1]
+    v = np.zeros((n, _W), dtype=x.dtype)  # padding rows (j >= nb) stay 0
+    _load_block(x, b0, nb, v)
+    ck = np.empty((nseg if m > 0 else 0, n, _W), dtype=x.dtype)
+    pseg = np.empty((seg if m > 0 else 1, _W), dtype=x.dtype)
+    qv = np.empty(_W, dtype=x.dtype)
+    pv = np.empty(_W, dtype=x.dtype)
+    last = nseg - 1
+    for s in range(nseg):
+        i0 = s * seg
+        if m > 0:
+            ck[s] = v
+        for i in range(i0, min(size, i0 + seg)):
+            va = v[ca[i]]
+            vc = v[cb[i]]
+            pi = pseg[i - i0] if m > 0 and s == last else pv  # the last segment's p kept for the lanes
+            for j in range(_W):
+                p, _dp, _dps = _swap(va[j] - vc[j], stp)
+                pi[j] = p
+            _vq(pi, qv)
+            _vmix(va, vc, qv)
+    for j in range(nb):
+        for r in range(k):
+            values[b0 + j, r] = v[outs[r], j]
+    if m > 0:
+        R = np.zeros((n * m, _W), dtype=x.dtype)
+        _ck_load_lanes(S, b0, nb, R)
+        for s in range(last, -1, -1):
+            i0 = s * seg
+            i1 = min(size, i0 + seg)
+            if s < last:
+                v[:, :] = ck[s]
+                for i in range(i0, i1):
+                    va = v[ca[i]]
+                    vc = v[cb[i]]
+                    pi = pseg[i - i0]
+                    for j in range(_W):
+                        p, _dp, _dps = _swap(va[j] - vc[j], stp)
+                        pi[j] = p
+                    _vq(pi, qv)
+                    _vmix(va, vc, qv)
+            for i in range(i1 - 1, i0 - 1, -1):
+                if not live[i]:
+                    continue
+                a = ca[i] * m
+                c = cb[i] * m
+                _vq(pseg[i - i0], qv)
+                for e in range(m):
+                    _vmix(R[a + e], R[c + e], qv)
+        for e in range(m):
+            _store_block(R[e::m], b0, nb, out[:, e])
+
+
 def _ck_fwd_py(x, stp, ca, cb, live, outs, S, nseg, seg, values, out):
     # values (B, k) and out (B, m, n): the lanes S swept back (last
     # comparator first) with p recomputed segment by segment from the
     # block's values kept at each segment start
-    B, n = x.shape
-    size = ca.shape[0]
-    k = outs.shape[0]
-    m = out.shape[1]
+    B = x.shape[0]
     for blk in numba.prange((B + _W - 1) // _W):
         b0 = blk * _W
-        nb = min(_W, B - b0)
         mx = _ftz_on()
-        v = np.zeros((n, _W), dtype=x.dtype)  # padding rows (j >= nb) stay 0
-        _load_block(x, b0, nb, v)
-        ck = np.empty((nseg if m > 0 else 0, n, _W), dtype=x.dtype)
-        pseg = np.empty((seg if m > 0 else 1, _W), dtype=x.dtype)
-        qv = np.empty(_W, dtype=x.dtype)
-        pv = np.empty(_W, dtype=x.dtype)
-        last = nseg - 1
-        for s in range(nseg):
-            i0 = s * seg
-            if m > 0:
-                ck[s] = v
-            for i in range(i0, min(size, i0 + seg)):
-                va = v[ca[i]]
-                vc = v[cb[i]]
-                pi = pseg[i - i0] if m > 0 and s == last else pv  # the last segment's p kept for the lanes
-                for j in range(_W):
-                    p, dp, dps = _swap(va[j] - vc[j], stp)
-                    pi[j] = p
-                _vq(pi, qv)
-                _vmix(va, vc, qv)
-        for j in range(nb):
-            for r in range(k):
-                values[b0 + j, r] = v[outs[r], j]
-        if m > 0:
-            R = np.zeros((n * m, _W), dtype=x.dtype)
-            _ck_load_lanes(S, b0, nb, R)
-            for s in range(last, -1, -1):
-                i0 = s * seg
-                i1 = min(size, i0 + seg)
-                if s < last:
-                    v[:, :] = ck[s]
-                    for i in range(i0, i1):
-                        va = v[ca[i]]
-                        vc = v[cb[i]]
-                        pi = pseg[i - i0]
-                        for j in range(_W):
-                            p, dp, dps = _swap(va[j] - vc[j], stp)
-                            pi[j] = p
-                        _vq(pi, qv)
-                        _vmix(va, vc, qv)
-                for i in range(i1 - 1, i0 - 1, -1):
-                    if not live[i]:
-                        continue
-                    a = ca[i] * m
-                    c = cb[i] * m
-                    _vq(pseg[i - i0], qv)
-                    for e in range(m):
-                        _vmix(R[a + e], R[c + e], qv)
-            for e in range(m):
-                _store_block(R[e::m], b0, nb, out[:, e])
+        _ck_fwd_block(x, stp, ca, cb, live, outs, S, nseg, seg, values, out, b0, min(_W, B - b0))
         _ftz_off(mx)
 
 
-def _ck_bwd_py(x, stp, ca, cb, live, outs, S, G0, gv, use_gv, nseg, seg, adj, sgrad, gS, gx, gsr):
-    # the backward of _ck_fwd: gS (B, m, n) = dL/dS per row; with adj gx
-    # (B, n) = dL/dx and, with sgrad, gsr[b] = dL/ds of row b
-    B, n = x.shape
+@numba.njit(cache=_CACHE, error_model="numpy", fastmath={"contract"})
+def _ck_bwd_block(x, stp, ca, cb, live, outs, S, G0, gv, use_gv, nseg, seg, adj, sgrad, gS, gx, gsr, b0, nb):
+    # _ck_bwd for the block of rows b0..b0+nb-1
+    n = x.shape[1]
     size = ca.shape[0]
     k = outs.shape[0]
     m = G0.shape[1]
-    for blk in numba.prange((B + _W - 1) // _W):
-        b0 = blk * _W
-        nb = min(_W, B - b0)
-        mx = _ftz_on()
-        dt = x.dtype
-        v = np.zeros((n, _W), dtype=dt)
-        _load_block(x, b0, nb, v)
-        G = np.zeros((n * m, _W), dtype=dt)  # laid out like R
-        for e in range(m):
-            _load_block(G0[:, e], b0, nb, G[e::m])
-        ckv = np.empty((nseg if adj else 0, n, _W), dtype=dt)
-        ckg = np.empty((nseg if adj else 0, n * m, _W), dtype=dt)
-        qv = np.empty(_W, dtype=dt)
-        pv = np.empty(_W, dtype=dt)
-        # the values and G, first comparator to last, checkpointed
-        for s in range(nseg):
+    dt = x.dtype
+    v = np.zeros((n, _W), dtype=dt)
+    _load_block(x, b0, nb, v)
+    G = np.zeros((n * m, _W), dtype=dt)  # laid out like R
+    for e in range(m):
+        _load_block(G0[:, e], b0, nb, G[e::m])
+    ckv = np.empty((nseg if adj else 0, n, _W), dtype=dt)
+    ckg = np.empty((nseg if adj else 0, n * m, _W), dtype=dt)
+    qv = np.empty(_W, dtype=dt)
+    pv = np.empty(_W, dtype=dt)
+    # the values and G, first comparator to last, checkpointed
+    for s in range(nseg):
+        i0 = s * seg
+        if adj:
+            ckv[s] = v
+            ckg[s] = G
+        for i in range(i0, min(size, i0 + seg)):
+            va = v[ca[i]]
+            vc = v[cb[i]]
+            for j in range(_W):
+                p, _dp, _dps = _swap(va[j] - vc[j], stp)
+                pv[j] = p
+            _vq(pv, qv)
+            if live[i]:
+                a = ca[i] * m
+                c = cb[i] * m
+                for e in range(m):
+                    _vmix(G[a + e], G[c + e], qv)
+            _vmix(va, vc, qv)
+    for e in range(m):
+        _store_block(G[e::m], b0, nb, gS[:, e])
+    if adj:
+        R = np.zeros((n * m, _W), dtype=dt)
+        _ck_load_lanes(S, b0, nb, R)
+        u = np.zeros((n, _W), dtype=dt)
+        if use_gv:
+            for j in range(nb):
+                for r in range(k):
+                    u[outs[r], j] += gv[b0 + j, r]
+        rd = np.empty((seg, _W), dtype=dt)  # d of the segment's comparators
+        rg = np.empty((seg * m, _W), dtype=dt)  # G_a - G_c of its lanes
+        gp = np.zeros(_W, dtype=dt)
+        s0 = np.empty(_W, dtype=dt)
+        s1 = np.empty(_W, dtype=dt)
+        s2 = np.empty(_W, dtype=dt)
+        gs = np.zeros(_W, dtype=dt)
+        for s in range(nseg - 1, -1, -1):
             i0 = s * seg
-            if adj:
-                ckv[s] = v
-                ckg[s] = G
-            for i in range(i0, min(size, i0 + seg)):
+            i1 = min(size, i0 + seg)
+            v[:, :] = ckv[s]
+            G[:, :] = ckg[s]
+            for i in range(i0, i1):
                 va = v[ca[i]]
                 vc = v[cb[i]]
+                di = rd[i - i0]
                 for j in range(_W):
-                    p, dp, dps = _swap(va[j] - vc[j], stp)
+                    d = va[j] - vc[j]
+                    p, dp, dps = _swap(d, stp)
                     pv[j] = p
+                    di[j] = d
                 _vq(pv, qv)
                 if live[i]:
                     a = ca[i] * m
                     c = cb[i] * m
                     for e in range(m):
-                        _vmix(G[a + e], G[c + e], qv)
+                        _vmixd(G[a + e], G[c + e], qv, rg[(i - i0) * m + e])
                 _vmix(va, vc, qv)
-        for e in range(m):
-            _store_block(G[e::m], b0, nb, gS[:, e])
-        if adj:
-            R = np.zeros((n * m, _W), dtype=dt)
-            _ck_load_lanes(S, b0, nb, R)
-            u = np.zeros((n, _W), dtype=dt)
-            if use_gv:
-                for j in range(nb):
-                    for r in range(k):
-                        u[outs[r], j] += gv[b0 + j, r]
-            rd = np.empty((seg, _W), dtype=dt)  # d of the segment's comparators
-            rg = np.empty((seg * m, _W), dtype=dt)  # G_a - G_c of its lanes
-            gp = np.zeros(_W, dtype=dt)
-            s0 = np.empty(_W, dtype=dt)
-            s1 = np.empty(_W, dtype=dt)
-            s2 = np.empty(_W, dtype=dt)
-            gs = np.zeros(_W, dtype=dt)
-            for s in range(nseg - 1, -1, -1):
-                i0 = s * seg
-                i1 = min(size, i0 + seg)
-                v[:, :] = ckv[s]
-                G[:, :] = ckg[s]
-                for i in range(i0, i1):
-                    va = v[ca[i]]
-                    vc = v[cb[i]]
-                    di = rd[i - i0]
+            for i in range(i1 - 1, i0 - 1, -1):
+                di = rd[i - i0]
+                for j in range(_W):
+                    d = di[j]
+                    p, dp, dps = _swap(d, stp)
+                    pv[j] = p
+                    s0[j] = dp * d
+                    s1[j] = dp
+                    s2[j] = dps
+                _vq(pv, qv)
+                live_i = m > 0 and live[i]
+                if live_i:  # dL/dp_i, and R swept back through comparator i
+                    a = ca[i] * m
+                    c = cb[i] * m
+                    _vpush1(R[a], R[c], qv, rg[(i - i0) * m], gp)
+                    for e in range(1, m):
+                        _vpush(R[a + e], R[c + e], qv, rg[(i - i0) * m + e], gp)
+                else:
+                    gp[:] = 0.0
+                ua = u[ca[i]]
+                uc = u[cb[i]]
+                if sgrad:
                     for j in range(_W):
-                        d = va[j] - vc[j]
-                        p, dp, dps = _swap(d, stp)
-                        pv[j] = p
-                        di[j] = d
-                    _vq(pv, qv)
-                    if live[i]:
-                        a = ca[i] * m
-                        c = cb[i] * m
-                        for e in range(m):
-                            _vmixd(G[a + e], G[c + e], qv, rg[(i - i0) * m + e])
-                    _vmix(va, vc, qv)
-                for i in range(i1 - 1, i0 - 1, -1):
-                    di = rd[i - i0]
-                    for j in range(_W):
-                        d = di[j]
-                        p, dp, dps = _swap(d, stp)
-                        pv[j] = p
-                        s0[j] = dp * d
-                        s1[j] = dp
-                        s2[j] = dps
-                    _vq(pv, qv)
-                    live_i = m > 0 and live[i]
-                    if live_i:  # dL/dp_i, and R swept back through comparator i
-                        a = ca[i] * m
-                        c = cb[i] * m
-                        _vpush1(R[a], R[c], qv, rg[(i - i0) * m], gp)
-                        for e in range(1, m):
-                            _vpush(R[a + e], R[c + e], qv, rg[(i - i0) * m + e], gp)
-                    else:
-                        gp[:] = 0.0
-                    ua = u[ca[i]]
-                    uc = u[cb[i]]
-                    if sgrad:
-                        for j in range(_W):
-                            gs[j] += (ua[j] - uc[j]) * (s2[j] * di[j]) + gp[j] * s2[j]
-                    _vadj(ua, uc, qv, s0, s1, gp)
-            _store_block(u, b0, nb, gx)
-            for j in range(nb):
-                gsr[b0 + j] = gs[j]
+                        gs[j] += (ua[j] - uc[j]) * (s2[j] * di[j]) + gp[j] * s2[j]
+                _vadj(ua, uc, qv, s0, s1, gp)
+        _store_block(u, b0, nb, gx)
+        for j in range(nb):
+            gsr[b0 + j] = gs[j]
+
+
+def _ck_bwd_py(x, stp, ca, cb, live, outs, S, G0, gv, use_gv, nseg, seg, adj, sgrad, gS, gx, gsr):
+    # the backward of _ck_fwd: gS (B, m, n) = dL/dS per row; with adj gx
+    # (B, n) = dL/dx and, with sgrad, gsr[b] = dL/ds of row b
+    B = x.shape[0]
+    for blk in numba.prange((B + _W - 1) // _W):
+        b0 = blk * _W
+        mx = _ftz_on()
+        _ck_bwd_block(x, stp, ca, cb, live, outs, S, G0, gv, use_gv, nseg, seg, adj, sgrad, gS, gx, gsr, b0,
+                      min(_W, B - b0))
         _ftz_off(mx)
 
 
@@ -314,7 +328,7 @@ def ck_backward_numpy(saved, gv, G0, threads):
 
 
 #: what a generated module copies from this file, in order
-PARTS = (_ck_load_lanes, _ck_fwd_py, _ck_bwd_py, _ck_plan, ck_numpy, ck_backward_numpy)
+PARTS = (_ck_load_lanes, _ck_fwd_block, _ck_fwd_py, _ck_bwd_block, _ck_bwd_py, _ck_plan, ck_numpy, ck_backward_numpy)
 
 # ------------------------------------------------------- copied by name (STATE)
 # Each kernel twice (parallel, and a serial copy for small calls), as in

@@ -40,7 +40,7 @@ from .checkpoint import _LIVE, _ck_plan, ck_backward_numpy, ck_numpy
 from .engine import _vals_adjoint
 from .host import _give, _Saved, _take, _Threads
 from .kernels import _jit
-from .vector import _W, _ftz_off, _ftz_on, _load_block, _one_like, _store_block, _vadj, _vmix, _vmixd, _vpush, _vpush1, _vq
+from .vector import _W, _ftz_off, _ftz_on, _load_block, _store_block, _vadj, _vmix, _vmixd, _vpush, _vpush1, _vq
 
 __all__ = ["PARTS", "STATE"]
 
@@ -92,9 +92,10 @@ def _lanes_vals_py(x, stp, ca, cb, outs, values, ps, ds, adj):
 
 
 @numba.njit(cache=_CACHE, error_model="numpy", fastmath={"contract"})
-def _vals_adjoint_d(gv, use_gv, b0, nb, ca, cb, outs, dsb, stp, gpp, use_gpp, gx):
-    # _vals_adjoint of the P engine for the lean forward: p, dp d and dp
-    # recomputed from the saved d (the same swap code: the same numbers);
+def _vals_adjoint_d(gv, use_gv, b0, nb, ca, cb, outs, dsb, psb, stp, gpp, use_gpp, gx):
+    # _vals_adjoint of the P engine for the lean forward: p saved (psb),
+    # dp d and dp recomputed from the saved d (the same swap code: the same
+    # numbers; p unused there, so its arctangent is compiled out);
     # dL/dp = gpp (use_gpp; else 0: the values alone); no dL/ds (that takes
     # _fwd_vals' saved state)
     size = ca.shape[0]
@@ -113,10 +114,10 @@ def _vals_adjoint_d(gv, use_gv, b0, nb, ca, cb, outs, dsb, stp, gpp, use_gpp, gx
         di = dsb[i]
         for j in range(_W):
             d = di[j]
-            p, dp, dps = _swap(d, stp)
-            qv[j] = _one_like(d) - p
+            _p, dp, _dps = _swap(d, stp)
             s0[j] = dp * d
             s1[j] = dp
+        _vq(psb[i], qv)
         _vadj(g[ca[i]], g[cb[i]], qv, s0, s1, gpp[i] if use_gpp else zero)
     for w in range(n):
         for j in range(_W):
@@ -210,7 +211,7 @@ def _lanes_bwd_py(gv, use_gv, G0, back, ca, cb, outs, live, ps, sv, ss, sgrad, d
             gxb = np.zeros((n, _W), dtype=gS.dtype)
             gsb = np.zeros(_W, dtype=gS.dtype)
             if lean:
-                _vals_adjoint_d(gv, use_gv, b0, nb, ca, cb, outs, ds[blk], stp, gp, m > 0, gxb)
+                _vals_adjoint_d(gv, use_gv, b0, nb, ca, cb, outs, ds[blk], pj, stp, gp, m > 0, gxb)
             else:
                 _vals_adjoint(gv, use_gv, b0, nb, ca, cb, outs, pj, sv[blk], ss[blk], sgrad, gp, gxb, gsb)
             _store_block(gxb, b0, nb, gx)

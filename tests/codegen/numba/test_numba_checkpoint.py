@@ -78,7 +78,7 @@ def test_checkpointed_equals_saved_state_and_reference(mods, kind, n, k, seg):
     for W in (torch.randn(2, k, generator=g, dtype=torch.float64),  # one W for every row, m = 2
               torch.randn(19, 1, k, generator=g, dtype=torch.float64)):  # one per row
         want = _grads(layer, x, W, 2.5)
-        got = _run(mod, seg, lambda: _grads(layer, x, W, 2.5))
+        got = _run(mod, seg, lambda W=W: _grads(layer, x, W, 2.5))
         for a, b in zip(got, want):
             torch.testing.assert_close(a, b, atol=TOL, rtol=0)
         torch.testing.assert_close(got[0], ref.back(net, x, W, r, 2.5), atol=TOL, rtol=0)
@@ -91,7 +91,7 @@ def test_checkpointed_equals_saved_state_and_reference(mods, kind, n, k, seg):
 
 
 def test_checkpointed_gradcheck(mods):
-    mod, net, r = mods("oddeven", 7, 7)
+    mod, _, _ = mods("oddeven", 7, 7)
     layer = mod.Layer()
     x = _x(3, 7, seed=2).requires_grad_(True)
     W = torch.randn(2, 7, generator=torch.Generator().manual_seed(3), dtype=torch.float64, requires_grad=True)
@@ -121,3 +121,26 @@ def test_plan_uses_checkpoints_above_the_budget(mods):
     finally:
         mod._CK_BYTES = old
     assert _run(mod, 3, lambda: mod._ck_plan(19, 1, 8)) == (-(-net.size // 3), 3)
+
+
+@pytest.mark.slow
+def test_parallel_module_checkpointed(tmp_path):
+    """The kernels as shipped (parallel; the block bodies are functions of
+    their own, so numba's parfor lowering sees a loop of calls: no IR
+    warnings) equal the reference with tiny segments over several blocks."""
+    import warnings
+
+    net = build("oddeven", 7, 7)
+    r = default_relaxation(net)
+    path = write_module("numba", net, r, tmp_path)
+    with mock.patch.dict(os.environ, {"NETGEN_NUMBA_PARALLEL": "1"}):
+        mod = load(path)
+    mod._SERIAL_WORK = 0
+    layer = mod.Layer(threads=2)
+    x = _x(40, 7).requires_grad_(True)
+    W = torch.randn(1, 7, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = _run(mod, 3, lambda: torch.autograd.grad(layer.back(x, W).square().sum(), x)[0])
+    want = torch.autograd.grad(ref.back(net, x, W, r).square().sum(), x)[0]
+    torch.testing.assert_close(got, want, atol=TOL, rtol=0)
