@@ -9,8 +9,8 @@ the module's tables, the rendered ``_swap`` and the 16-row vector helpers
 of :mod:`.vector`.
 
 The comparators are cut into ``nseg`` segments of ``seg`` comparators
-(:func:`_ck_plan`: ``nseg`` ~ sqrt(size / n) balances the checkpoints
-against one segment's records). Per block of ``_W`` rows:
+(:func:`_ck_plan`: ``nseg`` ~ sqrt((2 + m) size / ((1 + m) n)) balances the
+checkpoints against one segment's records). Per block of ``_W`` rows:
 
 * forward (``_ck_fwd``): the value sweep, keeping the wire values at the
   start of each segment (``nseg x n``); then, segment by segment from the
@@ -21,17 +21,21 @@ against one segment's records). Per block of ``_W`` rows:
   (dL/dZ pushed first to last, as :mod:`.lanes`), keeping both at each
   segment start (``nseg x n (1 + m)``); G at the end is dL/dS. Then segment
   by segment from the last: the values and G recomputed through the
-  segment from their checkpoints, keeping each comparator's ``d`` and the
-  lanes' differences ``G_a - G_c`` (``seg (1 + m)`` floats), and the lanes
-  ``R`` (from S, swept back as in the forward) and the values' adjoint u
-  pushed back through it: ``dL/dp_i = sum_lanes (G_a - G_c) (R_a - R_c)``
-  (:mod:`.lanes`' formula; ``R_a - R_c`` is its saved ``D``), p, dp/dd and
-  dp/ds recomputed from ``d`` by the same swap code.
+  segment from their checkpoints, keeping each comparator's ``d``, ``p``
+  and the lanes' differences ``G_a - G_c`` (``seg (2 + m)`` floats), and
+  the lanes ``R`` (from S, swept back as in the forward) and the values'
+  adjoint u pushed back through it: ``dL/dp_i = sum_lanes (G_a - G_c)
+  (R_a - R_c)`` (:mod:`.lanes`' formula; ``R_a - R_c`` is its saved
+  ``D``), dp/dd and dp/ds recomputed from ``d`` by the same swap code.
 
-Cost: the value sweep 2x in the forward and 2x in the backward (instead of
-1x and 0x) and one more adjoint-lane sweep: about twice the time of the
-saved-state sweeps, for memory O(n sqrt(size / n)) per row in place of
-(3 + m) size.
+Each helper calls the inlined ``_swap`` once (numba's SSA pass warned on
+several copies in one function), and the ``prange`` kernels are loops of
+calls of the block functions.
+
+Cost: the value sweep about 2x in the forward and 2x in the backward
+(instead of 1x and 0x) and one more adjoint-lane sweep: about twice the
+time of the saved-state sweeps, for O(n sqrt(size / n)) floats per row in
+place of (3 + m) size.
 """
 
 from __future__ import annotations
@@ -85,6 +89,93 @@ def _ck_load_lanes(S, b0, nb, R):
 
 
 @numba.njit(cache=_CACHE, error_model="numpy", fastmath={"contract"})
+def _ck_vals(v, ca, cb, i0, i1, stp, P, keep):
+    # the block's values v through comparators i0..i1-1; with keep,
+    # P[i - i0] = p (else P[0] is scratch). Each helper calls _swap once:
+    # numba's SSA pass warns on several inlined copies in one function.
+    qv = np.empty(_W, dtype=v.dtype)
+    for i in range(i0, i1):
+        va = v[ca[i]]
+        vc = v[cb[i]]
+        pi = P[i - i0 if keep else 0]
+        for j in range(_W):
+            p, _dp, _dps = _swap(va[j] - vc[j], stp)
+            pi[j] = p
+        _vq(pi, qv)
+        _vmix(va, vc, qv)
+
+
+@numba.njit(cache=_CACHE, error_model="numpy", fastmath={"contract"})
+def _ck_vals_lanes(v, G, ca, cb, live, i0, i1, stp, m, rd, rp, rg, record):
+    # the values v and the adjoint lanes G (G[w * m + e]) through
+    # comparators i0..i1-1, first to last; with record, comparator i's d,
+    # p and lane differences G_a - G_c (before its update) in rd[i - i0],
+    # rp[i - i0] and rg[(i - i0) * m + e]
+    qv = np.empty(_W, dtype=v.dtype)
+    pv = np.empty(_W, dtype=v.dtype)
+    for i in range(i0, i1):
+        va = v[ca[i]]
+        vc = v[cb[i]]
+        t = i - i0
+        di = rd[t if record else 0]
+        pi = rp[t] if record else pv
+        for j in range(_W):
+            d = va[j] - vc[j]
+            p, _dp, _dps = _swap(d, stp)
+            pi[j] = p
+            di[j] = d
+        _vq(pi, qv)
+        if live[i]:
+            a = ca[i] * m
+            c = cb[i] * m
+            if record:
+                for e in range(m):
+                    _vmixd(G[a + e], G[c + e], qv, rg[t * m + e])
+            else:
+                for e in range(m):
+                    _vmix(G[a + e], G[c + e], qv)
+        _vmix(va, vc, qv)
+
+
+@numba.njit(cache=_CACHE, error_model="numpy", fastmath={"contract"})
+def _ck_reverse(R, u, ca, cb, live, i0, i1, stp, m, rd, rp, rg, sgrad, gs):
+    # comparators i1-1..i0 from the records of _ck_vals_lanes: dL/dp_i =
+    # sum_lanes (G_a - G_c) (R_a - R_c), the lanes R swept back, then the
+    # values' adjoint u (lanes.py's _vals_adjoint_d: dp and dp/ds from d; p
+    # recorded), adding dL/ds into gs with sgrad
+    dt = u.dtype
+    qv = np.empty(_W, dtype=dt)
+    s0 = np.empty(_W, dtype=dt)
+    s1 = np.empty(_W, dtype=dt)
+    s2 = np.empty(_W, dtype=dt)
+    gp = np.zeros(_W, dtype=dt)
+    for i in range(i1 - 1, i0 - 1, -1):
+        t = i - i0
+        di = rd[t]
+        for j in range(_W):
+            d = di[j]
+            _p, dp, dps = _swap(d, stp)
+            s0[j] = dp * d
+            s1[j] = dp
+            s2[j] = dps
+        _vq(rp[t], qv)
+        if m > 0 and live[i]:
+            a = ca[i] * m
+            c = cb[i] * m
+            _vpush1(R[a], R[c], qv, rg[t * m], gp)
+            for e in range(1, m):
+                _vpush(R[a + e], R[c + e], qv, rg[t * m + e], gp)
+        else:
+            gp[:] = 0.0
+        ua = u[ca[i]]
+        uc = u[cb[i]]
+        if sgrad:
+            for j in range(_W):
+                gs[j] += (ua[j] - uc[j]) * (s2[j] * di[j]) + gp[j] * s2[j]
+        _vadj(ua, uc, qv, s0, s1, gp)
+
+
+@numba.njit(cache=_CACHE, error_model="numpy", fastmath={"contract"})
 def _ck_fwd_block(x, stp, ca, cb, live, outs, S, nseg, seg, values, out, b0, nb):
     # _ck_fwd for the block of rows b0..b0+nb-1 (a function of its own: the
     # prange kernels stay a loop of calls)
@@ -96,26 +187,17 @@ def _ck_fwd_block(x, stp, ca, cb, live, outs, S, nseg, seg, values, out, b0, nb)
     _load_block(x, b0, nb, v)
     ck = np.empty((nseg if m > 0 else 0, n, _W), dtype=x.dtype)
     pseg = np.empty((seg if m > 0 else 1, _W), dtype=x.dtype)
-    qv = np.empty(_W, dtype=x.dtype)
-    pv = np.empty(_W, dtype=x.dtype)
     last = nseg - 1
     for s in range(nseg):
         i0 = s * seg
         if m > 0:
             ck[s] = v
-        for i in range(i0, min(size, i0 + seg)):
-            va = v[ca[i]]
-            vc = v[cb[i]]
-            pi = pseg[i - i0] if m > 0 and s == last else pv  # the last segment's p kept for the lanes
-            for j in range(_W):
-                p, _dp, _dps = _swap(va[j] - vc[j], stp)
-                pi[j] = p
-            _vq(pi, qv)
-            _vmix(va, vc, qv)
+        _ck_vals(v, ca, cb, i0, min(size, i0 + seg), stp, pseg, m > 0 and s == last)  # the last p kept
     for j in range(nb):
         for r in range(k):
             values[b0 + j, r] = v[outs[r], j]
     if m > 0:
+        qv = np.empty(_W, dtype=x.dtype)
         R = np.zeros((n * m, _W), dtype=x.dtype)
         _ck_load_lanes(S, b0, nb, R)
         for s in range(last, -1, -1):
@@ -123,15 +205,7 @@ def _ck_fwd_block(x, stp, ca, cb, live, outs, S, nseg, seg, values, out, b0, nb)
             i1 = min(size, i0 + seg)
             if s < last:
                 v[:, :] = ck[s]
-                for i in range(i0, i1):
-                    va = v[ca[i]]
-                    vc = v[cb[i]]
-                    pi = pseg[i - i0]
-                    for j in range(_W):
-                        p, _dp, _dps = _swap(va[j] - vc[j], stp)
-                        pi[j] = p
-                    _vq(pi, qv)
-                    _vmix(va, vc, qv)
+                _ck_vals(v, ca, cb, i0, i1, stp, pseg, True)
             for i in range(i1 - 1, i0 - 1, -1):
                 if not live[i]:
                     continue
@@ -171,93 +245,39 @@ def _ck_bwd_block(x, stp, ca, cb, live, outs, S, G0, gv, use_gv, nseg, seg, adj,
         _load_block(G0[:, e], b0, nb, G[e::m])
     ckv = np.empty((nseg if adj else 0, n, _W), dtype=dt)
     ckg = np.empty((nseg if adj else 0, n * m, _W), dtype=dt)
-    qv = np.empty(_W, dtype=dt)
-    pv = np.empty(_W, dtype=dt)
+    scratch = np.empty((1, _W), dtype=dt)
     # the values and G, first comparator to last, checkpointed
     for s in range(nseg):
         i0 = s * seg
         if adj:
             ckv[s] = v
             ckg[s] = G
-        for i in range(i0, min(size, i0 + seg)):
-            va = v[ca[i]]
-            vc = v[cb[i]]
-            for j in range(_W):
-                p, _dp, _dps = _swap(va[j] - vc[j], stp)
-                pv[j] = p
-            _vq(pv, qv)
-            if live[i]:
-                a = ca[i] * m
-                c = cb[i] * m
-                for e in range(m):
-                    _vmix(G[a + e], G[c + e], qv)
-            _vmix(va, vc, qv)
+        _ck_vals_lanes(v, G, ca, cb, live, i0, min(size, i0 + seg), stp, m, scratch, scratch, scratch, False)
     for e in range(m):
         _store_block(G[e::m], b0, nb, gS[:, e])
-    if adj:
-        R = np.zeros((n * m, _W), dtype=dt)
-        _ck_load_lanes(S, b0, nb, R)
-        u = np.zeros((n, _W), dtype=dt)
-        if use_gv:
-            for j in range(nb):
-                for r in range(k):
-                    u[outs[r], j] += gv[b0 + j, r]
-        rd = np.empty((seg, _W), dtype=dt)  # d of the segment's comparators
-        rg = np.empty((seg * m, _W), dtype=dt)  # G_a - G_c of its lanes
-        gp = np.zeros(_W, dtype=dt)
-        s0 = np.empty(_W, dtype=dt)
-        s1 = np.empty(_W, dtype=dt)
-        s2 = np.empty(_W, dtype=dt)
-        gs = np.zeros(_W, dtype=dt)
-        for s in range(nseg - 1, -1, -1):
-            i0 = s * seg
-            i1 = min(size, i0 + seg)
-            v[:, :] = ckv[s]
-            G[:, :] = ckg[s]
-            for i in range(i0, i1):
-                va = v[ca[i]]
-                vc = v[cb[i]]
-                di = rd[i - i0]
-                for j in range(_W):
-                    d = va[j] - vc[j]
-                    p, dp, dps = _swap(d, stp)
-                    pv[j] = p
-                    di[j] = d
-                _vq(pv, qv)
-                if live[i]:
-                    a = ca[i] * m
-                    c = cb[i] * m
-                    for e in range(m):
-                        _vmixd(G[a + e], G[c + e], qv, rg[(i - i0) * m + e])
-                _vmix(va, vc, qv)
-            for i in range(i1 - 1, i0 - 1, -1):
-                di = rd[i - i0]
-                for j in range(_W):
-                    d = di[j]
-                    p, dp, dps = _swap(d, stp)
-                    pv[j] = p
-                    s0[j] = dp * d
-                    s1[j] = dp
-                    s2[j] = dps
-                _vq(pv, qv)
-                live_i = m > 0 and live[i]
-                if live_i:  # dL/dp_i, and R swept back through comparator i
-                    a = ca[i] * m
-                    c = cb[i] * m
-                    _vpush1(R[a], R[c], qv, rg[(i - i0) * m], gp)
-                    for e in range(1, m):
-                        _vpush(R[a + e], R[c + e], qv, rg[(i - i0) * m + e], gp)
-                else:
-                    gp[:] = 0.0
-                ua = u[ca[i]]
-                uc = u[cb[i]]
-                if sgrad:
-                    for j in range(_W):
-                        gs[j] += (ua[j] - uc[j]) * (s2[j] * di[j]) + gp[j] * s2[j]
-                _vadj(ua, uc, qv, s0, s1, gp)
-        _store_block(u, b0, nb, gx)
+    if not adj:
+        return
+    R = np.zeros((n * m, _W), dtype=dt)
+    _ck_load_lanes(S, b0, nb, R)
+    u = np.zeros((n, _W), dtype=dt)
+    if use_gv:
         for j in range(nb):
-            gsr[b0 + j] = gs[j]
+            for r in range(k):
+                u[outs[r], j] += gv[b0 + j, r]
+    rd = np.empty((seg, _W), dtype=dt)  # the segment's d, p and lane differences G_a - G_c
+    rp = np.empty((seg, _W), dtype=dt)
+    rg = np.empty((seg * m, _W), dtype=dt)
+    gs = np.zeros(_W, dtype=dt)
+    for s in range(nseg - 1, -1, -1):
+        i0 = s * seg
+        i1 = min(size, i0 + seg)
+        v[:, :] = ckv[s]
+        G[:, :] = ckg[s]
+        _ck_vals_lanes(v, G, ca, cb, live, i0, i1, stp, m, rd, rp, rg, True)
+        _ck_reverse(R, u, ca, cb, live, i0, i1, stp, m, rd, rp, rg, sgrad, gs)
+    _store_block(u, b0, nb, gx)
+    for j in range(nb):
+        gsr[b0 + j] = gs[j]
 
 
 def _ck_bwd_py(x, stp, ca, cb, live, outs, S, G0, gv, use_gv, nseg, seg, adj, sgrad, gS, gx, gsr):
@@ -279,8 +299,8 @@ def _ck_plan(B, m, itemsize):
         return None
     if _CK_SEG is not None:
         seg = max(1, int(_CK_SEG))
-    else:  # nseg n checkpoints against seg records per lane: nseg ~ sqrt(size / n)
-        seg = -(-_SIZE // max(1, round((_SIZE / _N) ** 0.5)))
+    else:  # (1 + m) n per checkpoint against (2 + m) floats per comparator of a segment
+        seg = -(-_SIZE // max(1, round(((2 + m) * _SIZE / ((1 + m) * _N)) ** 0.5)))
     seg = max(1, min(seg, _SIZE))
     return -(-_SIZE // seg), seg
 
@@ -328,7 +348,7 @@ def ck_backward_numpy(saved, gv, G0, threads):
 
 
 #: what a generated module copies from this file, in order
-PARTS = (_ck_load_lanes, _ck_fwd_block, _ck_fwd_py, _ck_bwd_block, _ck_bwd_py, _ck_plan, ck_numpy, ck_backward_numpy)
+PARTS = (_ck_load_lanes, _ck_vals, _ck_vals_lanes, _ck_reverse, _ck_fwd_block, _ck_fwd_py, _ck_bwd_block, _ck_bwd_py, _ck_plan, ck_numpy, ck_backward_numpy)
 
 # ------------------------------------------------------- copied by name (STATE)
 # Each kernel twice (parallel, and a serial copy for small calls), as in

@@ -107,6 +107,28 @@ def test_checkpointed_gradcheck(mods):
     assert _run(mod, 2, check)
 
 
+def test_float32_compiles_without_numba_warnings(tmp_path):
+    """float32 inlines the rendered arctangent (conditional expressions):
+    several inlined copies in one function made numba's SSA pass warn
+    (NumbaIRAssumptionWarning); each helper calls the swap once."""
+    import warnings
+
+    net = build("oddeven", 5, 5)
+    r = default_relaxation(net)
+    with mock.patch.dict(os.environ, {"NETGEN_NUMBA_PARALLEL": "0"}):
+        mod = load(write_module("numba", net, r, tmp_path))
+    x = _x(3, 5).float().requires_grad_(True)
+    W = torch.ones(1, 5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = _run(mod, 2, lambda: mod.Layer().back(x, W))
+        (gx,) = torch.autograd.grad(out.square().sum(), x)
+    xd = x.detach().double().requires_grad_(True)
+    want = ref.back(net, xd, W.double(), r)
+    torch.testing.assert_close(out.double(), want, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(gx.double(), torch.autograd.grad(want.square().sum(), xd)[0], atol=1e-4, rtol=1e-4)
+
+
 def test_plan_uses_checkpoints_above_the_budget(mods):
     mod, net, r = mods("oddeven", 7, 7)
     assert mod._ck_plan(19, 1, 8) is None  # far below _CK_BYTES: the saved-state sweeps
@@ -137,10 +159,12 @@ def test_parallel_module_checkpointed(tmp_path):
         mod = load(path)
     mod._SERIAL_WORK = 0
     layer = mod.Layer(threads=2)
-    x = _x(40, 7).requires_grad_(True)
     W = torch.randn(1, 7, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        got = _run(mod, 3, lambda: torch.autograd.grad(layer.back(x, W).square().sum(), x)[0])
-    want = torch.autograd.grad(ref.back(net, x, W, r).square().sum(), x)[0]
-    torch.testing.assert_close(got, want, atol=TOL, rtol=0)
+    for dt, tol in ((torch.float64, TOL), (torch.float32, 1e-4)):
+        x = _x(40, 7).to(dt).requires_grad_(True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = _run(mod, 3, lambda x=x: torch.autograd.grad(layer.back(x, W.to(x.dtype)).square().sum(), x)[0])
+        xd = x.detach().double().requires_grad_(True)
+        want = torch.autograd.grad(ref.back(net, xd, W, r).square().sum(), xd)[0]
+        torch.testing.assert_close(got.double(), want, atol=tol, rtol=tol)
