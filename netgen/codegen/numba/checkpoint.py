@@ -20,7 +20,7 @@ checkpoints against one segment's records). Per block of ``_W`` rows:
 * backward (``_ck_bwd``): the value sweep again beside the adjoint lanes G
   (dL/dZ pushed first to last, as :mod:`.lanes`), keeping both at each
   segment start (``nseg x n (1 + m)``); G at the end is dL/dS. Then segment
-  by segment from the last: the values and G recomputed through the
+  by segment from the last (recorded in the first sweep): the values and G recomputed through the
   segment from their checkpoints, keeping each comparator's ``d``, ``p``
   and the lanes' differences ``G_a - G_c`` (``seg (2 + m)`` floats), and
   the lanes ``R`` (from S, swept back as in the forward) and the values'
@@ -246,13 +246,22 @@ def _ck_bwd_block(x, stp, ca, cb, live, outs, S, G0, gv, use_gv, nseg, seg, adj,
     ckv = np.empty((nseg if adj else 0, n, _W), dtype=dt)
     ckg = np.empty((nseg if adj else 0, n * m, _W), dtype=dt)
     scratch = np.empty((1, _W), dtype=dt)
-    # the values and G, first comparator to last, checkpointed
+    rd = np.empty((seg if adj else 0, _W), dtype=dt)  # a segment's d, p and lane differences G_a - G_c
+    rp = np.empty((seg if adj else 0, _W), dtype=dt)
+    rg = np.empty((seg * m if adj else 0, _W), dtype=dt)
+    # the values and G, first comparator to last, checkpointed (the last
+    # segment recorded on the way: the reverse pass starts there)
+    last = nseg - 1
     for s in range(nseg):
         i0 = s * seg
+        i1 = min(size, i0 + seg)
+        if adj and s == last:
+            _ck_vals_lanes(v, G, ca, cb, live, i0, i1, stp, m, rd, rp, rg, True)
+            continue
         if adj:
             ckv[s] = v
             ckg[s] = G
-        _ck_vals_lanes(v, G, ca, cb, live, i0, min(size, i0 + seg), stp, m, scratch, scratch, scratch, False)
+        _ck_vals_lanes(v, G, ca, cb, live, i0, i1, stp, m, scratch, scratch, scratch, False)
     for e in range(m):
         _store_block(G[e::m], b0, nb, gS[:, e])
     if not adj:
@@ -264,16 +273,14 @@ def _ck_bwd_block(x, stp, ca, cb, live, outs, S, G0, gv, use_gv, nseg, seg, adj,
         for j in range(nb):
             for r in range(k):
                 u[outs[r], j] += gv[b0 + j, r]
-    rd = np.empty((seg, _W), dtype=dt)  # the segment's d, p and lane differences G_a - G_c
-    rp = np.empty((seg, _W), dtype=dt)
-    rg = np.empty((seg * m, _W), dtype=dt)
     gs = np.zeros(_W, dtype=dt)
-    for s in range(nseg - 1, -1, -1):
+    for s in range(last, -1, -1):
         i0 = s * seg
         i1 = min(size, i0 + seg)
-        v[:, :] = ckv[s]
-        G[:, :] = ckg[s]
-        _ck_vals_lanes(v, G, ca, cb, live, i0, i1, stp, m, rd, rp, rg, True)
+        if s < last:
+            v[:, :] = ckv[s]
+            G[:, :] = ckg[s]
+            _ck_vals_lanes(v, G, ca, cb, live, i0, i1, stp, m, rd, rp, rg, True)
         _ck_reverse(R, u, ca, cb, live, i0, i1, stp, m, rd, rp, rg, sgrad, gs)
     _store_block(u, b0, nb, gx)
     for j in range(nb):
