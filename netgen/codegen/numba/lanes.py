@@ -40,7 +40,8 @@ from .checkpoint import _LIVE, _ck_plan, ck_backward_numpy, ck_numpy
 from .engine import _vals_adjoint
 from .host import _give, _Saved, _take, _Threads
 from .kernels import _jit
-from .vector import _W, _ftz_off, _ftz_on, _load_block, _store_block, _vadj, _vmix, _vmixd, _vpush, _vpush1, _vq
+from .vector import (_W, _ftz_off, _ftz_on, _load_block, _store_block, _vadjp, _vmix, _vmixd, _vmixdp, _vmixp,
+                     _vpush, _vpush1, _vpush1p, _vq)
 
 __all__ = ["PARTS", "STATE"]
 
@@ -71,7 +72,6 @@ def _lanes_vals_py(x, stp, ca, cb, outs, values, ps, ds, adj):
         mx = _ftz_on()
         v = np.zeros((n, _W), dtype=x.dtype)  # padding rows (j >= nb) stay 0
         _load_block(x, b0, nb, v)
-        qv = np.empty(_W, dtype=x.dtype)
         pj = ps[blk]
         for i in range(size):
             va = v[ca[i]]
@@ -83,8 +83,7 @@ def _lanes_vals_py(x, stp, ca, cb, outs, values, ps, ds, adj):
                 p, dp, dps = _swap(d, stp)
                 pi[j] = p
                 di[j] = d
-            _vq(pi, qv)
-            _vmix(va, vc, qv)
+            _vmixp(va, vc, pi)
         for j in range(nb):
             for r in range(k):
                 values[b0 + j, r] = v[outs[r], j]
@@ -102,7 +101,6 @@ def _vals_adjoint_d(gv, use_gv, b0, nb, ca, cb, outs, dsb, psb, stp, gpp, use_gp
     k = outs.shape[0]
     n = gx.shape[0]
     g = np.zeros((n, _W), dtype=gx.dtype)
-    qv = np.empty(_W, dtype=gx.dtype)
     s0 = np.empty(_W, dtype=gx.dtype)
     s1 = np.empty(_W, dtype=gx.dtype)
     zero = np.zeros(_W, dtype=gx.dtype)
@@ -117,8 +115,7 @@ def _vals_adjoint_d(gv, use_gv, b0, nb, ca, cb, outs, dsb, psb, stp, gpp, use_gp
             _p, dp, _dps = _swap(d, stp)
             s0[j] = dp * d
             s1[j] = dp
-        _vq(psb[i], qv)
-        _vadj(g[ca[i]], g[cb[i]], qv, s0, s1, gpp[i] if use_gpp else zero)
+        _vadjp(g[ca[i]], g[cb[i]], psb[i], s0, s1, gpp[i] if use_gpp else zero)
     for w in range(n):
         for j in range(_W):
             gx[w, j] += g[w, j]
@@ -152,6 +149,12 @@ def _lanes_fwd_py(S, back, ca, cb, live, ps, D, save, out):
                 continue
             a = ca[i] * m
             c = cb[i] * m
+            if m == 1:  # one lane: q in a register
+                if save:
+                    _vmixdp(R[a], R[c], pj[i], Db[i])
+                else:
+                    _vmixp(R[a], R[c], pj[i])
+                continue
             _vq(pj[i], qv)
             if save:
                 for e in range(m):
@@ -196,6 +199,9 @@ def _lanes_bwd_py(gv, use_gv, G0, back, ca, cb, outs, live, ps, sv, ss, sgrad, d
                     continue
                 a = ca[i] * m
                 c = cb[i] * m
+                if m == 1 and adj:  # one lane: q in a register
+                    _vpush1p(G[a], G[c], pj[i], Db[i], gp[i])
+                    continue
                 _vq(pj[i], qv)
                 if adj:  # gp[i] written by the first lane (no zeroing, no read), added to by the others
                     gi = gp[i]
