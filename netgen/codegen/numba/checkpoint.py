@@ -46,7 +46,8 @@ import numpy as np
 from ..runtime.tables import _COMPS, _K, _N, _OFFSETS, _OUTPUTS, _SIZE, _WA, _WB, plan
 from .host import _Saved, _Threads
 from .kernels import _jit
-from .vector import _W, _ftz_off, _ftz_on, _load_block, _store_block, _vadj, _vmix, _vmixd, _vpush, _vpush1, _vq
+from .vector import (_W, _ftz_off, _ftz_on, _load_block, _store_block, _vadjp, _vmix, _vmixd, _vmixdp, _vmixp,
+                     _vpush, _vpush1, _vpush1p, _vq)
 
 __all__ = ["PARTS", "STATE"]
 
@@ -93,7 +94,6 @@ def _ck_vals(v, ca, cb, i0, i1, stp, P, keep):
     # the block's values v through comparators i0..i1-1; with keep,
     # P[i - i0] = p (else P[0] is scratch). Each helper calls _swap once:
     # numba's SSA pass warns on several inlined copies in one function.
-    qv = np.empty(_W, dtype=v.dtype)
     for i in range(i0, i1):
         va = v[ca[i]]
         vc = v[cb[i]]
@@ -101,8 +101,7 @@ def _ck_vals(v, ca, cb, i0, i1, stp, P, keep):
         for j in range(_W):
             p, _dp, _dps = _swap(va[j] - vc[j], stp)
             pi[j] = p
-        _vq(pi, qv)
-        _vmix(va, vc, qv)
+        _vmixp(va, vc, pi)
 
 
 @numba.njit(cache=_CACHE, error_model="numpy", fastmath={"contract"})
@@ -124,8 +123,13 @@ def _ck_vals_lanes(v, G, ca, cb, live, i0, i1, stp, m, rd, rp, rg, record):
             p, _dp, _dps = _swap(d, stp)
             pi[j] = p
             di[j] = d
-        _vq(pi, qv)
-        if live[i]:
+        if live[i] and m == 1:  # one lane: q in a register
+            if record:
+                _vmixdp(G[ca[i]], G[cb[i]], pi, rg[t])
+            else:
+                _vmixp(G[ca[i]], G[cb[i]], pi)
+        elif live[i]:
+            _vq(pi, qv)
             a = ca[i] * m
             c = cb[i] * m
             if record:
@@ -134,7 +138,7 @@ def _ck_vals_lanes(v, G, ca, cb, live, i0, i1, stp, m, rd, rp, rg, record):
             else:
                 for e in range(m):
                     _vmix(G[a + e], G[c + e], qv)
-        _vmix(va, vc, qv)
+        _vmixp(va, vc, pi)
 
 
 @numba.njit(cache=_CACHE, error_model="numpy", fastmath={"contract"})
@@ -158,8 +162,10 @@ def _ck_reverse(R, u, ca, cb, live, i0, i1, stp, m, rd, rp, rg, sgrad, gs):
             s0[j] = dp * d
             s1[j] = dp
             s2[j] = dps
-        _vq(rp[t], qv)
-        if m > 0 and live[i]:
+        if m == 1 and live[i]:  # one lane: q in a register
+            _vpush1p(R[ca[i]], R[cb[i]], rp[t], rg[t], gp)
+        elif m > 0 and live[i]:
+            _vq(rp[t], qv)
             a = ca[i] * m
             c = cb[i] * m
             _vpush1(R[a], R[c], qv, rg[t * m], gp)
@@ -172,7 +178,7 @@ def _ck_reverse(R, u, ca, cb, live, i0, i1, stp, m, rd, rp, rg, sgrad, gs):
         if sgrad:
             for j in range(_W):
                 gs[j] += (ua[j] - uc[j]) * (s2[j] * di[j]) + gp[j] * s2[j]
-        _vadj(ua, uc, qv, s0, s1, gp)
+        _vadjp(ua, uc, rp[t], s0, s1, gp)
 
 
 @numba.njit(cache=_CACHE, error_model="numpy", fastmath={"contract"})
@@ -208,6 +214,9 @@ def _ck_fwd_block(x, stp, ca, cb, live, outs, S, nseg, seg, values, out, b0, nb)
                 _ck_vals(v, ca, cb, i0, i1, stp, pseg, True)
             for i in range(i1 - 1, i0 - 1, -1):
                 if not live[i]:
+                    continue
+                if m == 1:
+                    _vmixp(R[ca[i]], R[cb[i]], pseg[i - i0])
                     continue
                 a = ca[i] * m
                 c = cb[i] * m
