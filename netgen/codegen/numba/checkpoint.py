@@ -9,8 +9,8 @@ the module's tables, the rendered ``_swap`` and the 16-row vector helpers
 of :mod:`.vector`.
 
 The comparators are cut into ``nseg`` segments of ``seg`` comparators
-(:func:`_ck_plan`: ``nseg`` ~ sqrt((2 + m) size / ((1 + m) n)) balances the
-checkpoints against one segment's records). Per block of ``_W`` rows:
+(:func:`_ck_plan`: ``nseg`` ~ sqrt(size / n) balances the checkpoints
+against one segment's records). Per block of ``_W`` rows:
 
 * forward (``_ck_fwd``): the value sweep, keeping the wire values at the
   start of each segment (``nseg x n``); then, segment by segment from the
@@ -21,12 +21,12 @@ checkpoints against one segment's records). Per block of ``_W`` rows:
   (dL/dZ pushed first to last, as :mod:`.lanes`), keeping both at each
   segment start (``nseg x n (1 + m)``); G at the end is dL/dS. Then segment
   by segment from the last (recorded in the first sweep): the values and G recomputed through the
-  segment from their checkpoints, keeping each comparator's ``d``, ``p``
-  and the lanes' differences ``G_a - G_c`` (``seg (2 + m)`` floats), and
+  segment from their checkpoints, keeping each comparator's ``d`` and the
+  lanes' differences ``G_a - G_c`` (``seg (1 + m)`` floats), and
   the lanes ``R`` (from S, swept back as in the forward) and the values'
   adjoint u pushed back through it: ``dL/dp_i = sum_lanes (G_a - G_c)
   (R_a - R_c)`` (:mod:`.lanes`' formula; ``R_a - R_c`` is its saved
-  ``D``), dp/dd and dp/ds recomputed from ``d`` by the same swap code.
+  ``D``), p, dp/dd and dp/ds recomputed from ``d`` by the same swap code.
 
 Each helper calls the inlined ``_swap`` once (numba's SSA pass warned on
 several copies in one function), and the ``prange`` kernels are loops of
@@ -105,11 +105,11 @@ def _ck_vals(v, ca, cb, i0, i1, stp, P, keep):
 
 
 @numba.njit(cache=_CACHE, error_model="numpy", fastmath={"contract"})
-def _ck_vals_lanes(v, G, ca, cb, live, i0, i1, stp, m, rd, rp, rg, record):
+def _ck_vals_lanes(v, G, ca, cb, live, i0, i1, stp, m, rd, rg, record):
     # the values v and the adjoint lanes G (G[w * m + e]) through
-    # comparators i0..i1-1, first to last; with record, comparator i's d,
-    # p and lane differences G_a - G_c (before its update) in rd[i - i0],
-    # rp[i - i0] and rg[(i - i0) * m + e]
+    # comparators i0..i1-1, first to last; with record, comparator i's d
+    # and lane differences G_a - G_c (before its update) in rd[i - i0] and
+    # rg[(i - i0) * m + e]
     qv = np.empty(_W, dtype=v.dtype)
     pv = np.empty(_W, dtype=v.dtype)
     for i in range(i0, i1):
@@ -117,19 +117,18 @@ def _ck_vals_lanes(v, G, ca, cb, live, i0, i1, stp, m, rd, rp, rg, record):
         vc = v[cb[i]]
         t = i - i0
         di = rd[t if record else 0]
-        pi = rp[t] if record else pv
         for j in range(_W):
             d = va[j] - vc[j]
             p, _dp, _dps = _swap(d, stp)
-            pi[j] = p
+            pv[j] = p
             di[j] = d
         if live[i] and m == 1:  # one lane: q in a register
             if record:
-                _vmixdp(G[ca[i]], G[cb[i]], pi, rg[t])
+                _vmixdp(G[ca[i]], G[cb[i]], pv, rg[t])
             else:
-                _vmixp(G[ca[i]], G[cb[i]], pi)
+                _vmixp(G[ca[i]], G[cb[i]], pv)
         elif live[i]:
-            _vq(pi, qv)
+            _vq(pv, qv)
             a = ca[i] * m
             c = cb[i] * m
             if record:
@@ -138,17 +137,19 @@ def _ck_vals_lanes(v, G, ca, cb, live, i0, i1, stp, m, rd, rp, rg, record):
             else:
                 for e in range(m):
                     _vmix(G[a + e], G[c + e], qv)
-        _vmixp(va, vc, pi)
+        _vmixp(va, vc, pv)
 
 
 @numba.njit(cache=_CACHE, error_model="numpy", fastmath={"contract"})
-def _ck_reverse(R, u, ca, cb, live, i0, i1, stp, m, rd, rp, rg, sgrad, gs):
+def _ck_reverse(R, u, ca, cb, live, i0, i1, stp, m, rd, rg, sgrad, gs):
     # comparators i1-1..i0 from the records of _ck_vals_lanes: dL/dp_i =
     # sum_lanes (G_a - G_c) (R_a - R_c), the lanes R swept back, then the
-    # values' adjoint u (lanes.py's _vals_adjoint_d: dp and dp/ds from d; p
-    # recorded), adding dL/ds into gs with sgrad
+    # values' adjoint u (lanes.py's _vals_adjoint_d: p, dp and dp/ds from
+    # d; recording p too made the reverse pass no faster, measured at
+    # n = 65,536), adding dL/ds into gs with sgrad
     dt = u.dtype
     qv = np.empty(_W, dtype=dt)
+    pv = np.empty(_W, dtype=dt)
     s0 = np.empty(_W, dtype=dt)
     s1 = np.empty(_W, dtype=dt)
     s2 = np.empty(_W, dtype=dt)
@@ -158,14 +159,15 @@ def _ck_reverse(R, u, ca, cb, live, i0, i1, stp, m, rd, rp, rg, sgrad, gs):
         di = rd[t]
         for j in range(_W):
             d = di[j]
-            _p, dp, dps = _swap(d, stp)
+            p, dp, dps = _swap(d, stp)
+            pv[j] = p
             s0[j] = dp * d
             s1[j] = dp
             s2[j] = dps
         if m == 1 and live[i]:  # one lane: q in a register
-            _vpush1p(R[ca[i]], R[cb[i]], rp[t], rg[t], gp)
+            _vpush1p(R[ca[i]], R[cb[i]], pv, rg[t], gp)
         elif m > 0 and live[i]:
-            _vq(rp[t], qv)
+            _vq(pv, qv)
             a = ca[i] * m
             c = cb[i] * m
             _vpush1(R[a], R[c], qv, rg[t * m], gp)
@@ -178,7 +180,7 @@ def _ck_reverse(R, u, ca, cb, live, i0, i1, stp, m, rd, rp, rg, sgrad, gs):
         if sgrad:
             for j in range(_W):
                 gs[j] += (ua[j] - uc[j]) * (s2[j] * di[j]) + gp[j] * s2[j]
-        _vadjp(ua, uc, rp[t], s0, s1, gp)
+        _vadjp(ua, uc, pv, s0, s1, gp)
 
 
 @numba.njit(cache=_CACHE, error_model="numpy", fastmath={"contract"})
@@ -255,8 +257,7 @@ def _ck_bwd_block(x, stp, ca, cb, live, outs, S, G0, gv, use_gv, nseg, seg, adj,
     ckv = np.empty((nseg if adj else 0, n, _W), dtype=dt)
     ckg = np.empty((nseg if adj else 0, n * m, _W), dtype=dt)
     scratch = np.empty((1, _W), dtype=dt)
-    rd = np.empty((seg if adj else 0, _W), dtype=dt)  # a segment's d, p and lane differences G_a - G_c
-    rp = np.empty((seg if adj else 0, _W), dtype=dt)
+    rd = np.empty((seg if adj else 0, _W), dtype=dt)  # a segment's d and lane differences G_a - G_c
     rg = np.empty((seg * m if adj else 0, _W), dtype=dt)
     # the values and G, first comparator to last, checkpointed (the last
     # segment recorded on the way: the reverse pass starts there)
@@ -265,12 +266,12 @@ def _ck_bwd_block(x, stp, ca, cb, live, outs, S, G0, gv, use_gv, nseg, seg, adj,
         i0 = s * seg
         i1 = min(size, i0 + seg)
         if adj and s == last:
-            _ck_vals_lanes(v, G, ca, cb, live, i0, i1, stp, m, rd, rp, rg, True)
+            _ck_vals_lanes(v, G, ca, cb, live, i0, i1, stp, m, rd, rg, True)
             continue
         if adj:
             ckv[s] = v
             ckg[s] = G
-        _ck_vals_lanes(v, G, ca, cb, live, i0, i1, stp, m, scratch, scratch, scratch, False)
+        _ck_vals_lanes(v, G, ca, cb, live, i0, i1, stp, m, scratch, scratch, False)
     for e in range(m):
         _store_block(G[e::m], b0, nb, gS[:, e])
     if not adj:
@@ -289,8 +290,8 @@ def _ck_bwd_block(x, stp, ca, cb, live, outs, S, G0, gv, use_gv, nseg, seg, adj,
         if s < last:
             v[:, :] = ckv[s]
             G[:, :] = ckg[s]
-            _ck_vals_lanes(v, G, ca, cb, live, i0, i1, stp, m, rd, rp, rg, True)
-        _ck_reverse(R, u, ca, cb, live, i0, i1, stp, m, rd, rp, rg, sgrad, gs)
+            _ck_vals_lanes(v, G, ca, cb, live, i0, i1, stp, m, rd, rg, True)
+        _ck_reverse(R, u, ca, cb, live, i0, i1, stp, m, rd, rg, sgrad, gs)
     _store_block(u, b0, nb, gx)
     for j in range(nb):
         gsr[b0 + j] = gs[j]
@@ -315,8 +316,8 @@ def _ck_plan(B, m, itemsize):
         return None
     if _CK_SEG is not None:
         seg = max(1, int(_CK_SEG))
-    else:  # (1 + m) n per checkpoint against (2 + m) floats per comparator of a segment
-        seg = -(-_SIZE // max(1, round(((2 + m) * _SIZE / ((1 + m) * _N)) ** 0.5)))
+    else:  # (1 + m) n per checkpoint against (1 + m) floats per comparator of a segment
+        seg = -(-_SIZE // max(1, round((_SIZE / _N) ** 0.5)))
     seg = max(1, min(seg, _SIZE))
     return -(-_SIZE // seg), seg
 
