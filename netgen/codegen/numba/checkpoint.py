@@ -193,13 +193,13 @@ def _ck_fwd_block(x, stp, ca, cb, live, outs, S, nseg, seg, values, out, b0, nb)
     m = out.shape[1]
     v = np.zeros((n, _W), dtype=x.dtype)  # padding rows (j >= nb) stay 0
     _load_block(x, b0, nb, v)
-    ck = np.empty((nseg if m > 0 else 0, n, _W), dtype=x.dtype)
+    ck = np.empty((nseg - 1 if m > 0 else 0, n, _W), dtype=x.dtype)  # segment 0 starts from x itself
     pseg = np.empty((seg if m > 0 else 1, _W), dtype=x.dtype)
     last = nseg - 1
     for s in range(nseg):
         i0 = s * seg
-        if m > 0:
-            ck[s] = v
+        if m > 0 and s > 0:
+            ck[s - 1] = v
         _ck_vals(v, ca, cb, i0, min(size, i0 + seg), stp, pseg, m > 0 and s == last)  # the last p kept
     for j in range(nb):
         for r in range(k):
@@ -212,7 +212,11 @@ def _ck_fwd_block(x, stp, ca, cb, live, outs, S, nseg, seg, values, out, b0, nb)
             i0 = s * seg
             i1 = min(size, i0 + seg)
             if s < last:
-                v[:, :] = ck[s]
+                if s > 0:
+                    v[:, :] = ck[s - 1]
+                else:
+                    v[:, :] = 0.0
+                    _load_block(x, b0, nb, v)
                 _ck_vals(v, ca, cb, i0, i1, stp, pseg, True)
             for i in range(i1 - 1, i0 - 1, -1):
                 if not live[i]:
@@ -254,8 +258,10 @@ def _ck_bwd_block(x, stp, ca, cb, live, outs, S, G0, gv, use_gv, nseg, seg, adj,
     G = np.zeros((n * m, _W), dtype=dt)  # laid out like R
     for e in range(m):
         _load_block(G0[:, e], b0, nb, G[e::m])
-    ckv = np.empty((nseg if adj else 0, n, _W), dtype=dt)
-    ckg = np.empty((nseg if adj else 0, n * m, _W), dtype=dt)
+    # the checkpoints of segments 1..nseg-2 (segment 0 starts from x and G0,
+    # the last one is recorded in the first sweep)
+    ckv = np.empty((max(nseg - 2, 0) if adj else 0, n, _W), dtype=dt)
+    ckg = np.empty((max(nseg - 2, 0) if adj else 0, n * m, _W), dtype=dt)
     scratch = np.empty((1, _W), dtype=dt)
     rd = np.empty((seg if adj else 0, _W), dtype=dt)  # a segment's d and lane differences G_a - G_c
     rg = np.empty((seg * m if adj else 0, _W), dtype=dt)
@@ -268,12 +274,13 @@ def _ck_bwd_block(x, stp, ca, cb, live, outs, S, G0, gv, use_gv, nseg, seg, adj,
         if adj and s == last:
             _ck_vals_lanes(v, G, ca, cb, live, i0, i1, stp, m, rd, rg, True)
             continue
-        if adj:
-            ckv[s] = v
-            ckg[s] = G
+        if adj and s > 0:
+            ckv[s - 1] = v
+            ckg[s - 1] = G
         _ck_vals_lanes(v, G, ca, cb, live, i0, i1, stp, m, scratch, scratch, False)
-    for e in range(m):
-        _store_block(G[e::m], b0, nb, gS[:, e])
+    if gS.shape[0] > 0:  # dL/dS asked for
+        for e in range(m):
+            _store_block(G[e::m], b0, nb, gS[:, e])
     if not adj:
         return
     R = np.zeros((n * m, _W), dtype=dt)
@@ -288,8 +295,15 @@ def _ck_bwd_block(x, stp, ca, cb, live, outs, S, G0, gv, use_gv, nseg, seg, adj,
         i0 = s * seg
         i1 = min(size, i0 + seg)
         if s < last:
-            v[:, :] = ckv[s]
-            G[:, :] = ckg[s]
+            if s > 0:
+                v[:, :] = ckv[s - 1]
+                G[:, :] = ckg[s - 1]
+            else:
+                v[:, :] = 0.0
+                _load_block(x, b0, nb, v)
+                G[:, :] = 0.0
+                for e in range(m):
+                    _load_block(G0[:, e], b0, nb, G[e::m])
             _ck_vals_lanes(v, G, ca, cb, live, i0, i1, stp, m, rd, rg, True)
         _ck_reverse(R, u, ca, cb, live, i0, i1, stp, m, rd, rg, sgrad, gs)
     _store_block(u, b0, nb, gx)
@@ -344,8 +358,9 @@ def ck_numpy(x, S, stp, plan_, keep, adj, sgrad, threads):
                                dtype=dt)
 
 
-def ck_backward_numpy(saved, gv, G0, threads):
-    """:func:`.lanes.lanes_backward_numpy` of :func:`ck_numpy`'s sweep."""
+def ck_backward_numpy(saved, gv, G0, threads, dS=True):
+    """:func:`.lanes.lanes_backward_numpy` of :func:`ck_numpy`'s sweep
+    (``dS`` False: dL/dS is not asked for, an empty array instead)."""
     B = saved.B
     dt = saved.dtype
     m = G0.shape[1]
@@ -353,7 +368,7 @@ def ck_backward_numpy(saved, gv, G0, threads):
     if gv is None:
         gv = np.zeros((B, 0), dtype=dt)
     adj = saved.adj
-    gS = np.empty((B, m, _N), dtype=dt)
+    gS = np.empty((B if dS else 0, m, _N), dtype=dt)
     gx = np.empty((B, _N) if adj else (0, _N), dtype=dt)
     gsr = np.zeros(B if adj else 0, dtype=dt)
     with _Threads(threads, B * _SIZE * (2 * m + 3), ("lanes_ck_bwd", dt)) as th:

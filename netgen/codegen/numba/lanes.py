@@ -267,13 +267,14 @@ def lanes_numpy(x, S, back, stp, keep, adj, sgrad, threads):
     return values, out, _Saved(B, arrays, ck=False, dtype=dt, ps=ps, ds=ds, sv=sv, ss=ss, D=D, sgrad=sgrad, adj=adj, lean=lean, stp=stp)
 
 
-def lanes_backward_numpy(saved, gv, G0, back, threads):
+def lanes_backward_numpy(saved, gv, G0, back, threads, dS=True):
     """Adjoint of :func:`lanes_numpy`: from dL/dvalues ``gv`` ((B, k) or
     None) and dL/dlanes ``G0`` ((B, m, n)), returns dL/dS per row
     ``(B, m, n)``, dL/dx ``(B, n)`` (with ``adj``, else None) and dL/ds (a
-    float; 0.0 unless the forward ran with ``sgrad``)."""
+    float; 0.0 unless the forward ran with ``sgrad``). ``dS`` False: dL/dS
+    is not needed (the checkpointed sweep then skips it)."""
     if saved.ck:
-        return ck_backward_numpy(saved, gv, G0, threads)
+        return ck_backward_numpy(saved, gv, G0, threads, dS)
     B = saved.B
     adj = saved.adj
     ps = saved.ps
