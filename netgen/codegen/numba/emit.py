@@ -152,9 +152,9 @@ def mixed() -> tuple:
     """The runtime files that hold both kernels and host code, split by
     :func:`is_kernel` between :func:`write_kernels` and :func:`write_host`
     (each file's kernels, then its host functions and state, in order)."""
-    from . import lanes
+    from . import checkpoint, lanes
 
-    return (lanes,)
+    return (checkpoint, lanes)
 
 
 def write_kernels(L, names, r) -> None:

@@ -35,18 +35,19 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ..runtime.tables import _COMPS, _K, _N, _OFFSETS, _OUTPUTS, _SIZE, _WA, _WB, plan
+from ..runtime.tables import _K, _N, _OUTPUTS, _SIZE, _WA, _WB
+from .checkpoint import _LIVE, _ck_plan, ck_backward_numpy, ck_numpy
 from .engine import _vals_adjoint
 from .host import _give, _Saved, _take, _Threads
 from .kernels import _jit
-from .vector import _W, _ftz_off, _ftz_on, _load_block, _one_like, _store_block, _vadj, _vmix, _vmixd, _vpush, _vpush1, _vq
+from .vector import (_W, _ftz_off, _ftz_on, _load_block, _store_block, _vadjp, _vmix, _vmixd, _vmixdp, _vmixp,
+                     _vpush, _vpush1, _vpush1p, _vq)
 
 __all__ = ["PARTS", "STATE"]
 
 # ---- what the emitter writes (stand-ins here, not copied into modules) ----
 #: the module globals the copied code reads and neither defines nor imports
-READS = ("NETWORK", "_PARALLEL", "_CACHE", "_swap")
-NETWORK: dict = {"n": 2, "layers": [[[0, 1]]], "outputs": [0]}
+READS = ("_PARALLEL", "_CACHE", "_swap")
 _PARALLEL = True
 _CACHE = False
 
@@ -71,7 +72,6 @@ def _lanes_vals_py(x, stp, ca, cb, outs, values, ps, ds, adj):
         mx = _ftz_on()
         v = np.zeros((n, _W), dtype=x.dtype)  # padding rows (j >= nb) stay 0
         _load_block(x, b0, nb, v)
-        qv = np.empty(_W, dtype=x.dtype)
         pj = ps[blk]
         for i in range(size):
             va = v[ca[i]]
@@ -83,8 +83,7 @@ def _lanes_vals_py(x, stp, ca, cb, outs, values, ps, ds, adj):
                 p, dp, dps = _swap(d, stp)
                 pi[j] = p
                 di[j] = d
-            _vq(pi, qv)
-            _vmix(va, vc, qv)
+            _vmixp(va, vc, pi)
         for j in range(nb):
             for r in range(k):
                 values[b0 + j, r] = v[outs[r], j]
@@ -92,16 +91,16 @@ def _lanes_vals_py(x, stp, ca, cb, outs, values, ps, ds, adj):
 
 
 @numba.njit(cache=_CACHE, error_model="numpy", fastmath={"contract"})
-def _vals_adjoint_d(gv, use_gv, b0, nb, ca, cb, outs, dsb, stp, gpp, use_gpp, gx):
-    # _vals_adjoint of the P engine for the lean forward: p, dp d and dp
-    # recomputed from the saved d (the same swap code: the same numbers);
+def _vals_adjoint_d(gv, use_gv, b0, nb, ca, cb, outs, dsb, psb, stp, gpp, use_gpp, gx):
+    # _vals_adjoint of the P engine for the lean forward: p saved (psb),
+    # dp d and dp recomputed from the saved d (the same swap code: the same
+    # numbers; p unused there, so its arctangent is compiled out);
     # dL/dp = gpp (use_gpp; else 0: the values alone); no dL/ds (that takes
     # _fwd_vals' saved state)
     size = ca.shape[0]
     k = outs.shape[0]
     n = gx.shape[0]
     g = np.zeros((n, _W), dtype=gx.dtype)
-    qv = np.empty(_W, dtype=gx.dtype)
     s0 = np.empty(_W, dtype=gx.dtype)
     s1 = np.empty(_W, dtype=gx.dtype)
     zero = np.zeros(_W, dtype=gx.dtype)
@@ -113,11 +112,10 @@ def _vals_adjoint_d(gv, use_gv, b0, nb, ca, cb, outs, dsb, stp, gpp, use_gpp, gx
         di = dsb[i]
         for j in range(_W):
             d = di[j]
-            p, dp, dps = _swap(d, stp)
-            qv[j] = _one_like(d) - p
+            _p, dp, _dps = _swap(d, stp)
             s0[j] = dp * d
             s1[j] = dp
-        _vadj(g[ca[i]], g[cb[i]], qv, s0, s1, gpp[i] if use_gpp else zero)
+        _vadjp(g[ca[i]], g[cb[i]], psb[i], s0, s1, gpp[i] if use_gpp else zero)
     for w in range(n):
         for j in range(_W):
             gx[w, j] += g[w, j]
@@ -151,6 +149,12 @@ def _lanes_fwd_py(S, back, ca, cb, live, ps, D, save, out):
                 continue
             a = ca[i] * m
             c = cb[i] * m
+            if m == 1:  # one lane: q in a register
+                if save:
+                    _vmixdp(R[a], R[c], pj[i], Db[i])
+                else:
+                    _vmixp(R[a], R[c], pj[i])
+                continue
             _vq(pj[i], qv)
             if save:
                 for e in range(m):
@@ -195,6 +199,9 @@ def _lanes_bwd_py(gv, use_gv, G0, back, ca, cb, outs, live, ps, sv, ss, sgrad, d
                     continue
                 a = ca[i] * m
                 c = cb[i] * m
+                if m == 1 and adj:  # one lane: q in a register
+                    _vpush1p(G[a], G[c], pj[i], Db[i], gp[i])
+                    continue
                 _vq(pj[i], qv)
                 if adj:  # gp[i] written by the first lane (no zeroing, no read), added to by the others
                     gi = gp[i]
@@ -210,7 +217,7 @@ def _lanes_bwd_py(gv, use_gv, G0, back, ca, cb, outs, live, ps, sv, ss, sgrad, d
             gxb = np.zeros((n, _W), dtype=gS.dtype)
             gsb = np.zeros(_W, dtype=gS.dtype)
             if lean:
-                _vals_adjoint_d(gv, use_gv, b0, nb, ca, cb, outs, ds[blk], stp, gp, m > 0, gxb)
+                _vals_adjoint_d(gv, use_gv, b0, nb, ca, cb, outs, ds[blk], pj, stp, gp, m > 0, gxb)
             else:
                 _vals_adjoint(gv, use_gv, b0, nb, ca, cb, outs, pj, sv[blk], ss[blk], sgrad, gp, gxb, gsb)
             _store_block(gxb, b0, nb, gx)
@@ -228,6 +235,9 @@ def lanes_numpy(x, S, back, stp, keep, adj, sgrad, threads):
     B = x.shape[0]
     dt = x.dtype
     m = S.shape[1]
+    ckp = _ck_plan(B, m, dt.itemsize) if back or m == 0 else None
+    if ckp is not None:  # large rows: checkpointed (netgen/codegen/numba/checkpoint.py)
+        return ck_numpy(x, S, stp, ckp, keep, adj, sgrad, threads)
     stp = dt.type(stp)
     nblk = (B + _W - 1) // _W
     adj = bool(adj or sgrad)
@@ -254,14 +264,17 @@ def lanes_numpy(x, S, back, stp, keep, adj, sgrad, threads):
         _give(ps)
         return values, out, None
     arrays = (ps,) + ((ds,) if adj and lean else ()) + ((sv, ss) if sgrad else ()) + ((D,) if keep_D else ())
-    return values, out, _Saved(B, arrays, ps=ps, ds=ds, sv=sv, ss=ss, D=D, sgrad=sgrad, adj=adj, lean=lean, stp=stp)
+    return values, out, _Saved(B, arrays, ck=False, dtype=dt, ps=ps, ds=ds, sv=sv, ss=ss, D=D, sgrad=sgrad, adj=adj, lean=lean, stp=stp)
 
 
-def lanes_backward_numpy(saved, gv, G0, back, threads):
+def lanes_backward_numpy(saved, gv, G0, back, threads, dS=True):
     """Adjoint of :func:`lanes_numpy`: from dL/dvalues ``gv`` ((B, k) or
     None) and dL/dlanes ``G0`` ((B, m, n)), returns dL/dS per row
     ``(B, m, n)``, dL/dx ``(B, n)`` (with ``adj``, else None) and dL/ds (a
-    float; 0.0 unless the forward ran with ``sgrad``)."""
+    float; 0.0 unless the forward ran with ``sgrad``). ``dS`` False: dL/dS
+    is not needed (the checkpointed sweep then skips it)."""
+    if saved.ck:
+        return ck_backward_numpy(saved, gv, G0, threads, dS)
     B = saved.B
     adj = saved.adj
     ps = saved.ps
@@ -290,9 +303,6 @@ def lanes_backward_numpy(saved, gv, G0, back, threads):
 PARTS = (_lanes_vals_py, _vals_adjoint_d, _lanes_fwd_py, _lanes_bwd_py, lanes_numpy, lanes_backward_numpy)
 
 # ------------------------------------------------------- copied by name (STATE)
-# The comparators that reach an output wire (the others cannot change W P,
-# P V or the values), from the back-sweep plan of the network.
-_LIVE = np.ascontiguousarray(np.less(*plan(_N, _COMPS, _OFFSETS, NETWORK["outputs"], "back")[:2]))
 # Each lane kernel twice, like the kernels of netgen.codegen.numba.kernels:
 # parallel and a serial copy (suffix _s) for small calls.
 _lanes_vals = _jit(_lanes_vals_py, _PARALLEL)
@@ -305,5 +315,5 @@ _LANE_KERNELS = (_lanes_vals, _lanes_fwd, _lanes_bwd)
 _LANE_KERNELS_SERIAL = (_lanes_vals_s, _lanes_fwd_s, _lanes_bwd_s)
 
 #: module-level state a generated module copies by name, after :data:`PARTS`
-STATE = ("_LIVE", "_lanes_vals", "_lanes_fwd", "_lanes_bwd", "_lanes_vals_s", "_lanes_fwd_s", "_lanes_bwd_s",
+STATE = ("_lanes_vals", "_lanes_fwd", "_lanes_bwd", "_lanes_vals_s", "_lanes_fwd_s", "_lanes_bwd_s",
          "_LANE_KERNELS", "_LANE_KERNELS_SERIAL")

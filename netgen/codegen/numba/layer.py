@@ -130,10 +130,10 @@ class _LaneSweep(torch.autograd.Function):
         if (gv is None and gout is None) or ctx.saved is None:
             return None, None, None, None, None, None
         saved = ctx.saved
-        dt = saved.ps.dtype
+        dt = saved.dtype
         G0 = np.zeros((saved.B, ctx.m, _N), dtype=dt) if gout is None else _np(gout, _TORCH[dt])
         gS, gx, gs = lanes_backward_numpy(saved, None if gv is None else _np(gv, _TORCH[dt]), G0, ctx.back,
-                                          ctx.threads)
+                                          ctx.threads, bool(ctx.needs_input_grad[2]))
         gxt = torch.from_numpy(gx) if ctx.needs_input_grad[0] else None
         gst = _sgrad(gs, ctx.s_dtype) if ctx.needs_input_grad[1] else None
         gSt = None

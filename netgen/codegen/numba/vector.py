@@ -261,6 +261,72 @@ def _vadj(typingctx, ga, gc, q, s0, s1, gp):
     return types.void(ga, gc, q, s0, s1, gp), codegen
 
 
+def _one_minus(context, builder, sig, load, ptr):
+    """1 - the vector at ``ptr``, in a register (q of a stored p)."""
+    one = ir.Constant(ir.VectorType(context.get_value_type(sig.args[0].dtype), _W), [1.0] * _W)
+    return builder.fsub(one, load(ptr))
+
+
+@intrinsic
+def _vmixp(typingctx, ra, rc, p):
+    """:func:`_vmix` with q = 1 - p formed in a register (no q store and load)."""
+    def codegen(context, builder, sig, args):
+        (pa, pc, pp), load, store = _vptrs(context, builder, sig, args)
+        add, sub, mul = _fops(builder)
+        a, c = load(pa), load(pc)
+        t = mul(_one_minus(context, builder, sig, load, pp), sub(c, a))
+        store(add(a, t), pa)
+        store(sub(c, t), pc)
+        return context.get_dummy_value()
+    return types.void(ra, rc, p), codegen
+
+
+@intrinsic
+def _vmixdp(typingctx, ra, rc, p, dr):
+    """:func:`_vmixd` with q = 1 - p formed in a register."""
+    def codegen(context, builder, sig, args):
+        (pa, pc, pp, pd), load, store = _vptrs(context, builder, sig, args)
+        add, sub, mul = _fops(builder)
+        a, c = load(pa), load(pc)
+        store(sub(a, c), pd)
+        t = mul(_one_minus(context, builder, sig, load, pp), sub(c, a))
+        store(add(a, t), pa)
+        store(sub(c, t), pc)
+        return context.get_dummy_value()
+    return types.void(ra, rc, p, dr), codegen
+
+
+@intrinsic
+def _vpush1p(typingctx, ga, gc, p, dr, acc):
+    """:func:`_vpush1` with q = 1 - p formed in a register."""
+    def codegen(context, builder, sig, args):
+        (pa, pc, pp, pd, pacc), load, store = _vptrs(context, builder, sig, args)
+        add, sub, mul = _fops(builder)
+        a, c = load(pa), load(pc)
+        store(mul(sub(a, c), load(pd)), pacc)
+        t = mul(_one_minus(context, builder, sig, load, pp), sub(c, a))
+        store(add(a, t), pa)
+        store(sub(c, t), pc)
+        return context.get_dummy_value()
+    return types.void(ga, gc, p, dr, acc), codegen
+
+
+@intrinsic
+def _vadjp(typingctx, ga, gc, p, s0, s1, gp):
+    """:func:`_vadj` with q = 1 - p formed in a register."""
+    def codegen(context, builder, sig, args):
+        (pa, pc, pp, p0, p1, pg), load, store = _vptrs(context, builder, sig, args)
+        add, sub, mul = _fops(builder)
+        a, c = load(pa), load(pc)
+        gd = add(mul(sub(a, c), load(p0)), mul(load(pg), load(p1)))
+        t = add(mul(_one_minus(context, builder, sig, load, pp), sub(c, a)), gd)
+        store(add(a, t), pa)
+        store(sub(c, t), pc)
+        return context.get_dummy_value()
+    return types.void(ga, gc, p, s0, s1, gp), codegen
+
+
 #: what a generated module copies from this file, in order
 PARTS = (_x86, _mxcsr, _ftz_on, _ftz_off, _one_like, _by_float, _load_block, _store_block, _load_cols, _store_cols,
-         _vptrs, _fops, _vq, _vmix, _vmixd, _vpush, _vpush1, _vadj)
+         _vptrs, _fops, _vq, _vmix, _vmixd, _vpush, _vpush1, _vadj,
+         _one_minus, _vmixp, _vmixdp, _vpush1p, _vadjp)

@@ -65,6 +65,42 @@ def test_vector_updates_match_numpy(dtype):
 
 
 @numba.njit
+def _run_p_variants(a, c, p, d, acc, s0, s1, gp):
+    # the variants that form q = 1 - p in a register, beside the q versions
+    q = np.empty_like(p)
+    V._vq(p, q)
+    out = []
+    for k in range(4):
+        x1, y1, x2, y2 = a.copy(), c.copy(), a.copy(), c.copy()
+        e1, e2 = acc.copy(), acc.copy()
+        if k == 0:
+            V._vmix(x1, y1, q)
+            V._vmixp(x2, y2, p)
+        elif k == 1:
+            V._vmixd(x1, y1, q, e1)
+            V._vmixdp(x2, y2, p, e2)
+        elif k == 2:
+            V._vpush1(x1, y1, q, d, e1)
+            V._vpush1p(x2, y2, p, d, e2)
+        else:
+            V._vadj(x1, y1, q, s0, s1, gp)
+            V._vadjp(x2, y2, p, s0, s1, gp)
+        out.append((x1, y1, e1, x2, y2, e2))
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_p_variants_equal_the_q_updates(dtype):
+    rng = np.random.default_rng(2)
+    a, c, d, acc, s0, s1, gp = (rng.standard_normal(W).astype(dtype) for _ in range(7))
+    p = rng.uniform(0, 1, W).astype(dtype)
+    for x1, y1, e1, x2, y2, e2 in _run_p_variants(a, c, p, d, acc, s0, s1, gp):
+        for g, w in ((x2, x1), (y2, y1), (e2, e1)):
+            np.testing.assert_array_equal(g, w)  # the same operations: the same bits
+        assert not np.array_equal(x1, a)  # the update did something
+
+
+@numba.njit
 def _one_minus(x):
     return V._one_like(x) - x
 
