@@ -37,6 +37,7 @@ from typing import Callable, Protocol
 import torch
 
 from ..codegen import TARGETS, Target
+from ..codegen.runtime.common import compiler_disable
 from ..network import Network
 from ..relax import reference as ref
 from ..relax.distributions import Relaxation
@@ -90,10 +91,15 @@ class LayerLanes:
 
     def _for(self, x):
         layer = self._on.get(x.device)
-        if layer is None:
-            from ..codegen.operator_layers import operator_layer
+        return self._build(x.device) if layer is None else layer
 
-            layer = self._on[x.device] = operator_layer(self.net, self.relaxation, self.target).to(x.device)
+    @compiler_disable
+    def _build(self, device):
+        """Build (or load) the layer for ``device``: outside any
+        torch.compile trace, which cannot run the cache's imports."""
+        from ..codegen.operator_layers import operator_layer
+
+        layer = self._on[device] = operator_layer(self.net, self.relaxation, self.target).to(device)
         return layer
 
     def values(self, x, s):

@@ -33,6 +33,7 @@ from typing import NamedTuple
 
 import torch
 
+from ..codegen.runtime.common import compiler_disable
 from ..relax.distributions import default_relaxation
 from ..relax.steepness import DEFAULT_BLUR, check_blur, estimate_steepness, is_auto
 from .backends import Lanes, lanes_for
@@ -113,9 +114,19 @@ def _check_k(k, n: int, name: str) -> int:
     return k
 
 
+@compiler_disable
 def _lanes(n: int, k: int, sorter: bool, network, distribution, target, device) -> Lanes:
+    """The network's lanes (built or from the caches): outside any
+    torch.compile trace, which cannot run a network's construction (one
+    graph break)."""
     net = network_for(n, k, network, sorter=sorter)
     return lanes_for(net, default_relaxation(net, distribution), target, device)
+
+
+@compiler_disable
+def _estimate(net, r, x, blur):
+    """``steepness="auto"``'s estimate, outside any torch.compile trace."""
+    return estimate_steepness(net, r, x.detach(), blur)
 
 
 def _s(lanes: Lanes, steepness, x=None, blur=DEFAULT_BLUR, auto=None):
@@ -127,7 +138,7 @@ def _s(lanes: Lanes, steepness, x=None, blur=DEFAULT_BLUR, auto=None):
     if not is_auto(steepness):
         return lanes.relaxation.steepness if steepness is None else steepness
     net, r = lanes.net, lanes.relaxation
-    estimate = lambda t, b: estimate_steepness(net, r, t, b)  # noqa: E731
+    estimate = lambda t, b: _estimate(net, r, t, b)  # noqa: E731
     if auto is not None:
         return auto(x, estimate, r.steepness)
     est = estimate(x, blur)
