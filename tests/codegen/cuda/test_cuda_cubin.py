@@ -114,6 +114,10 @@ def check_loaded(rec: dict, truth: dict, arch: str | None) -> None:
     assert {h for h, v in rec["set_attribute"] if v == 227 * 1024 - 16} == shared
     assert rec["maxthreads"] == ["(768, 48)"]
     assert any("self-check skipped" in line for line in rec["log"]), rec["log"]
+    # W P and P V ran in the lane kernels (and vals_bwd), both dtypes, within the driver's rules
+    launched = {name for name, t in truth.items() for e in rec["launch"] if e["entry"] == t["entry"]}
+    for lane in ("wp_fwd", "wp_bwd", "pv_fwd", "pv_bwd", "vals_bwd"):
+        assert {f"_{lane}_f32_s", f"_{lane}_f64_s"} <= launched, (lane, sorted(launched))
 
 
 @pytest.mark.parametrize("cc, arch", [("8.6", "sm_86"), ("8.9", "sm_86"), ("9.0", "sm_90"), ("8.0", "sm_80"),
@@ -138,6 +142,9 @@ def test_dynamic_shared_memory_leaves_room_for_static(module, tmp_path):
     rec = run_driver(module, "9.0", tmp_path, env_extra={"NETGEN_FAKE_OPTIN": "66"})
     assert not rec["errors"], rec["errors"]
     assert rec["refused"] == [] and rec["set_attribute"] == []
+    # the lane kernels, one lane per block (8 floats): global in float64 (64 bytes; float64 ran last), shared
+    # in float32 (32 bytes: the shmem 32 below)
+    assert rec["variants"]["wp_fwd 1"] == "global" and rec["variants"]["pv_bwd 1"] == "global"
     assert rec["variants"]["fwd 3"] == "global" and rec["variants"]["fwd_col 2"] == "global"
     assert {launch["shmem"] for launch in rec["launch"]} == {0, 32}
 

@@ -23,7 +23,7 @@ import torch
 
 from netgen.codegen.cache import load
 
-KERNELS = {"_fwd", "_bwd", "_fwd_col", "_bwd_col"}
+KERNELS = {"_fwd", "_bwd", "_fwd_col", "_bwd_col", "_vals_bwd", "_wp_fwd", "_wp_bwd", "_pv_fwd", "_pv_bwd"}
 # at n = 10450 every kernel's smallest wire-array use (one or two rows of n
 # floats, at most 167 KB in float64) fits Hopper's 227 KB of dynamic shared
 # memory: both variants
