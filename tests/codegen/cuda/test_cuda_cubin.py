@@ -198,7 +198,8 @@ def test_fallback_without_a_fitting_cubin_is_numba_and_logged(module, tmp_path):
     fabricate(module, ptx_cc=(8, 0))
     rec = run_driver(module, "7.5", tmp_path, "numba")
     assert rec["from_cubin"] == rec["from_ptx"] == []
-    assert len(rec["compiled"]) == 16, rec["compiled"]
+    # (rows, column: 4 families; vals_bwd and the 4 lane kernels: 5) x 2 dtypes x 2 variants
+    assert len(rec["compiled"]) == 36, rec["compiled"]
     assert any("no cubin for sm_75 and no PTX at or below it" in line for line in rec["log"]), rec["log"]
     # numba-cuda's kernels get the same request as loaded ones: opt-in less their static shared memory
     assert rec["refused"] == []
@@ -224,7 +225,7 @@ def test_stale_or_damaged_files_are_not_loaded(module, tmp_path):
     for p in Path(folder).iterdir():
         p.rename(p.with_name(p.name.replace(tag, "0" * 16)))
     rec = run_driver(module, "9.0", tmp_path, "numba")
-    assert rec["from_cubin"] == [] and len(rec["compiled"]) == 16
+    assert rec["from_cubin"] == [] and len(rec["compiled"]) == 36  # 9 kernels x 2 dtypes x 2 variants
 
 
 @pytest.mark.slow
