@@ -48,9 +48,12 @@ STATE = ("LANE_KERNEL_MAX", "LANE_CAP", "_LANE_GEO")
 
 def _lane_kernels_for(x, m):
     """Whether ``m`` lanes of the rows of x (..., n) run in the lane
-    kernels: the module holds them, 1 <= m <= LANE_KERNEL_MAX and the
-    kernels' 32-bit indices hold (B m size, B m n, B m k < 2^32)."""
+    kernels: the module holds them, 1 <= m <= LANE_KERNEL_MAX, the
+    kernels' 32-bit indices hold (B m size, B m n, B m k < 2^32) and
+    torch.compile is not tracing (the launches are opaque to it: the torch
+    sweeps trace)."""
     return ((_np_dtype(x), "wp_fwd", "global") in KERNELS and 1 <= m <= LANE_KERNEL_MAX
+            and not torch.compiler.is_compiling()
             and x.numel() // max(_N, 1) * m * max(_SIZE, _N, _K, 1) < 2**32)
 
 

@@ -5,7 +5,7 @@ tests/codegen/cuda/test_cuda_lanes.py in a subprocess with
 NUMBA_ENABLE_CUDASIM=1 (set before numba is imported).
 
 Per network (odd n, k = n, k = 1, a selection network): float64, batches
-B = 0, 1, 3 and a 2-d batch (``--full``; else B = 0, 1, 3 with one
+B = 0, 1, 3 and a 2-d batch (``--full``; else B = 0 and 1 with one
 steepness each), a number and a tensor steepness, one W / V
 for every row and one per row: the result and dL/dx, dL/ds, dL/dW (dL/dV)
 against autograd through the reference; ``torch.autograd.gradcheck`` at a
@@ -43,7 +43,7 @@ NETS = [("oddeven", 7, 7), ("bitonic", 9, 1), ("splitter", 11, 3)]
 #: ``--full``: every batch with both steepnesses (slow: the simulator runs
 #: each block's threads as Python threads); else the QUICK pairs
 FULL = sys.argv[1:] == ["--full"]
-QUICK = {((0,), 3.0), ((1,), 1.5), ((3,), 1.5)}
+QUICK = {((0,), 3.0), ((1,), 1.5)}
 F64 = torch.float64
 
 
