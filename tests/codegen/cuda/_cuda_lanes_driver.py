@@ -8,8 +8,8 @@ Per network (odd n, k = n, k = 1, a selection network): float64, batches
 B = 0, 1, 3 and a 2-d batch (``--full``; else B = 0 and 1 with one
 steepness each), a number and a tensor steepness, one W / V
 for every row and one per row: the result and dL/dx, dL/ds, dL/dW (dL/dV)
-against autograd through the reference; ``torch.autograd.gradcheck`` at a
-tiny shape; a row with a NaN gives a NaN row and leaves the others. Prints
+against autograd through the reference; ``torch.autograd.gradcheck`` in x, W / V and s at n = 5 with k = n
+and k = 1 (B = 1) and an empty batch; a row with a NaN gives a NaN row and leaves the others. Prints
 one JSON object: ``rows`` ({"case", "quantity", "err", "norm",
 "shape_ok"}), ``gradcheck`` (case -> bool), ``nan`` (case -> bool),
 ``launched`` (network -> the kernels its calls launched), ``groups``
@@ -138,14 +138,19 @@ def main():
         err = max(float((lay.back(x, W) - reference.back(net, x, W, r)).abs().max()),
                   float((lay.fwd(x, V) - reference.fwd(net, x, V, r)).abs().max()))
         fallback = {"launched": sorted({name for name, _ in m._VARIANTS}), "err": err}
-        net, m = module(d, "oddeven", 5, 5, r)
-        lay = m.Layer()
-        x, W, V = rand(1, 5, seed=1), rand(1, 2, 5, seed=2), rand(5, 2, seed=3)
+        # gradcheck in x, W / V and s: k = n (B = 1), k = 1 (B = 1) and an empty batch
         s = torch.tensor(2.0, dtype=F64)
-        for what, fn, T in (("back", lambda x, T, s: lay.back(x, T, steepness=s), W),
-                            ("fwd", lambda x, T, s: lay.fwd(x, T, steepness=s), V)):
-            args = (x.clone().requires_grad_(True), T.clone().requires_grad_(True), s.clone().requires_grad_(True))
-            checks[f"{what} oddeven 5 5"] = bool(torch.autograd.gradcheck(fn, args, atol=1e-7, raise_exception=False))
+        for kind, n, k, B in (("oddeven", 5, 5, 1), ("bitonic", 5, 1, 1), ("oddeven", 5, 5, 0)):
+            net, m = module(d, kind, n, k, r)
+            lay = m.Layer()
+            x, W, V = rand(B, n, seed=1), rand(B, 2, k, seed=2), rand(n, 2, seed=3)
+            for what, fn, T in (("back", lambda x, T, s: lay.back(x, T, steepness=s), W),
+                                ("fwd", lambda x, T, s: lay.fwd(x, T, steepness=s), V)):
+                args = (x.clone().requires_grad_(True), T.clone().requires_grad_(True),
+                        s.clone().requires_grad_(True))
+                # fast mode (random directions: the simulator runs each launch's threads as Python threads)
+                checks[f"{what} {kind} {n} {k} B={B}"] = bool(torch.autograd.gradcheck(
+                    fn, args, atol=1e-7, raise_exception=False, fast_mode=True))
     json.dump({"rows": out, "gradcheck": checks, "nan": nans, "launched": launched, "groups": groups,
                "fallback": fallback}, sys.stdout)
 

@@ -65,7 +65,9 @@ def check_rows(rows, count):
 
 
 def test_lane_sweeps_pass_gradcheck_in_the_simulator(sim):
-    assert sim["gradcheck"] == {"back oddeven 5 5": True, "fwd oddeven 5 5": True}
+    want = [f"{what} {case}" for case in ("oddeven 5 5 B=1", "bitonic 5 1 B=1", "oddeven 5 5 B=0")
+            for what in ("back", "fwd")]
+    assert sim["gradcheck"] == dict.fromkeys(want, True), sim["gradcheck"]
 
 
 def test_the_lane_kernels_ran_and_past_their_lanes_the_torch_sweeps(sim):
