@@ -80,7 +80,13 @@ def check_float_mode(name: str, ptx: str) -> None:
     """float32 kernels are compiled with fast math (approximate division,
     flush-to-zero), float64 kernels with IEEE division; the kernels that
     flag bad rows keep their comparisons against infinity (fast math must
-    not fold the isfinite tests away)."""
+    not fold the isfinite tests away). The lane kernels (W P, P V) read p
+    and divide nowhere: their float32 arithmetic flushes to zero, their
+    float64 is exact (nothing approximate)."""
+    if name.startswith(("_wp_", "_pv_")):
+        assert not re.search(r"\bdiv\.\S*f(32|64)\b", ptx) and not re.search(r"\.approx\.", ptx), name
+        assert bool(re.search(r"\.ftz\.f32", ptx)) == ("_f32_" in name), name
+        return
     if "_f32_" in name:
         assert re.search(r"\bdiv\.(approx|full)\.ftz\.f32", ptx) and not re.search(r"\bdiv\.rn\.f32", ptx), name
     else:
