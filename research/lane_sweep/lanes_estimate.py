@@ -122,11 +122,11 @@ def main(argv=None) -> int:
           f"vals_bwd {counts['vals_bwd']}, values sweep 30")
     for threads in (256, 1024):
         f, b, per = netgen_ms(net, args.B, counts, threads)
-        what = "as launched today" if threads == 256 else "if the launcher used 1024 threads (not built)"
+        what = "as launched" if threads == 256 else "if the launcher picked 1024: not built"
         print(f"  netgen lane kernels, {threads:4d} threads ({what}): fwd {f:.3f} + bwd {b:.3f} = {f + b:.3f} ms "
               f"(estimate; " + ", ".join(f"{k} {v:.3f}" for k, v in per.items()) + ")")
     layers = len(net.layer_offsets) - 1
-    print(f"  netgen today (torch sweeps on the device): ~{TORCH_OPS_PER_LAYER * layers} launches x {GLUE_US:.0f} us "
+    print(f"  netgen before Round 8 (torch sweeps on the device): ~{TORCH_OPS_PER_LAYER * layers} launches x {GLUE_US:.0f} us "
           f"= {TORCH_OPS_PER_LAYER * layers * GLUE_US / 1e3:.1f} ms (estimate: launch-bound)")
     for div in (1, 4):
         f, b = torchsort_ms(args.n, args.B, div)
