@@ -27,7 +27,7 @@ import torch
 
 from ..runtime.common import refuse_second_order
 from ..runtime.tables import _K, _N, _SIZE
-from .launch import SIMULATED, _LIMITS, _dummy, _handle, _index, _launch, _np_dtype, _tables
+from .launch import RECORDS_MAX, SIMULATED, _LIMITS, _dummy, _handle, _index, _launch, _np_dtype, _tables
 from .ops import _rows_forward
 
 # ---- what the emitter writes (stand-ins here, not copied into modules) ----
@@ -79,6 +79,8 @@ def _lane_geo(device, dt, B, m, family):
         G = max(1, min(LANE_CAP, m, fit))
         groups = -(-m // G)
         geo = torch.tensor([G, groups, B * groups, m], dtype=torch.int64).to(torch.uint32).to(device)
+        if len(_LANE_GEO) >= RECORDS_MAX:  # many batch sizes: start over rather than grow without bound
+            _LANE_GEO.clear()
         got = _LANE_GEO[key] = (G, groups, geo)
     return got
 
