@@ -31,6 +31,9 @@ from netgen.relax.distributions import default_relaxation  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
 DRIVER = Path(__file__).with_name("_cuda_cubin_driver.py")
+#: kernel functions of a module without lane groups: (rows, column: 4 kernels; vals_bwd and the 4 lane
+#: kernels of W P / P V: 5) x 2 dtypes x 2 variants
+KERNELS_HELD = 9 * 2 * 2
 FAMILIES = {"fwd": "rows_forward", "bwd": "rows_backward", "fwd_col": "column_forward", "bwd_col": "column_backward"}
 
 
@@ -201,8 +204,7 @@ def test_fallback_without_a_fitting_cubin_is_numba_and_logged(module, tmp_path):
     fabricate(module, ptx_cc=(8, 0))
     rec = run_driver(module, "7.5", tmp_path, "numba")
     assert rec["from_cubin"] == rec["from_ptx"] == []
-    # (rows, column: 4 families; vals_bwd and the 4 lane kernels: 5) x 2 dtypes x 2 variants
-    assert len(rec["compiled"]) == 36, rec["compiled"]
+    assert len(rec["compiled"]) == KERNELS_HELD, rec["compiled"]
     assert any("no cubin for sm_75 and no PTX at or below it" in line for line in rec["log"]), rec["log"]
     # numba-cuda's kernels get the same request as loaded ones: opt-in less their static shared memory
     assert rec["refused"] == []
@@ -228,7 +230,7 @@ def test_stale_or_damaged_files_are_not_loaded(module, tmp_path):
     for p in Path(folder).iterdir():
         p.rename(p.with_name(p.name.replace(tag, "0" * 16)))
     rec = run_driver(module, "9.0", tmp_path, "numba")
-    assert rec["from_cubin"] == [] and len(rec["compiled"]) == 36  # 9 kernels x 2 dtypes x 2 variants
+    assert rec["from_cubin"] == [] and len(rec["compiled"]) == KERNELS_HELD
 
 
 @pytest.mark.slow
@@ -254,13 +256,13 @@ def test_module_in_the_cache_saves_numba_cubin_for_the_next_process(tmp_path):
     # (the self-check's reference run launches through numba's dispatcher: no GPU here)
     first = run_driver(path, "8.6", tmp_path, "numba", env_extra={**env, "NETGEN_CUDA_SELFCHECK": "0"})
     assert not first["errors"], first["errors"]
-    assert len(first["compiled"]) == 16 and first["from_cubin"] == []
+    assert len(first["compiled"]) == KERNELS_HELD and first["from_cubin"] == []
     saved = sorted(p.name for p in Path(folder).iterdir())
-    assert len(saved) == 32 and all(tag in n for n in saved), saved
-    assert sum(n.endswith(".sm_86.cubin") for n in saved) == 16
+    assert len(saved) == 2 * KERNELS_HELD and all(tag in n for n in saved), saved
+    assert sum(n.endswith(".sm_86.cubin") for n in saved) == KERNELS_HELD
     second = run_driver(path, "8.6", tmp_path, env_extra=env)  # compiling raises in this one
     assert not second["errors"], second["errors"]
-    assert second["compiled"] == [] and len(second["from_cubin"]) == 16
+    assert second["compiled"] == [] and len(second["from_cubin"]) == KERNELS_HELD
     for x in second["from_cubin"]:
         data = (Path(folder) / rt.cubin_names(x["name"], tag, "sm_86")).read_bytes()
         assert x["sha"] == sha(data) and data.startswith(b"\x7fELF numba-linked cubin of ")
@@ -271,7 +273,7 @@ def test_module_in_the_cache_saves_numba_cubin_for_the_next_process(tmp_path):
     other.parent.mkdir()
     other.write_text(source)
     rec = run_driver(other, "8.6", tmp_path, "numba")
-    assert len(rec["compiled"]) == 16 and not folder_of(other).exists()
+    assert len(rec["compiled"]) == KERNELS_HELD and not folder_of(other).exists()
 
 
 def test_pick_order(tmp_path):
@@ -319,7 +321,7 @@ def test_build_writes_cubins_for_the_listed_architectures(built):
     folder, tag, _ = rt.cubin_source(str(module))
     assert Path(folder) == folder_of(module) and Path(folder).is_dir()
     metas = [json.loads(p.read_text()) for p in Path(folder).glob(f"*.{tag}.json")]
-    assert len(metas) == 16
+    assert len(metas) == KERNELS_HELD
     for meta in metas:
         name = meta["kernel"]
         assert set(REQUIRED_ARCHS) <= set(meta["archs"]) <= set(ARCHS)
@@ -399,14 +401,14 @@ def test_concurrent_first_processes_share_the_cache(tmp_path):
         assert p.returncode == 0, err[-3000:]
     folder, tag, _ = rt.cubin_source(str(path))
     names = sorted(p.name for p in Path(folder).iterdir())
-    assert len(names) == 32 and not [n for n in names if n.startswith(".tmp-")], names
+    assert len(names) == 2 * KERNELS_HELD and not [n for n in names if n.startswith(".tmp-")], names
     for n in names:
         if n.endswith(".cubin"):
             assert (Path(folder) / n).read_bytes().startswith(b"\x7fELF numba-linked cubin of ")
         else:
             assert json.loads((Path(folder) / n).read_text())["format"] == rt.CUBIN_FORMAT
     rec = run_driver(path, "8.6", tmp_path, env_extra={"NETGEN_CACHE_DIR": env["NETGEN_CACHE_DIR"]})
-    assert not rec["errors"] and rec["compiled"] == [] and len(rec["from_cubin"]) == 16
+    assert not rec["errors"] and rec["compiled"] == [] and len(rec["from_cubin"]) == KERNELS_HELD
 
 
 GPU_CHILD = r"""
