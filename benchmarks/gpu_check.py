@@ -70,7 +70,10 @@ FIGURES = [
     ("torch_rows_500", "torch target rows fwd+bwd ms, B = 500", "<= 5.0 (or auto says why not)", _le(5.0)),
     ("op_soft_rank", "soft_rank fwd+bwd ms, n = 4096, B = 64 (auto)", "< torchsort CUDA", None),
     ("op_soft_rank_ratio", "  ... / torchsort soft_rank same card", "< 1.0", lambda v: v < 1.0),
+    ("op_soft_rank_kern", "  ... its lane kernels' device time ms (wp_fwd, wp_bwd, fwd, vals_bwd)",
+     "<= 0.42 (Round 8 estimate)", None),
     ("op_soft_sort", "soft_sort fwd+bwd ms, n = 1024, B = 64 (auto)", "-", None),
+    ("op_soft_topk", "soft_topk fwd+bwd ms, (5, 10450), B = 64 (auto)", "-", None),
     ("op_topk_mask", "topk_mask fwd+bwd ms, (5, 10450), B = 64 (auto)", "-", None),
     ("gpu_tests", "GPU tests (-m gpu): failed", "0", lambda v: v == 0),
 ]
@@ -83,7 +86,8 @@ STEPS = [
     ("first call, new process", ("first_call_s",)),
     ("user step", ("user_ratio_64", "user_ratio_500", "user_ratio_4096")),
     ("torch target", ("torch_rows_500",)),
-    ("operators", ("op_soft_rank", "op_soft_rank_ratio", "op_soft_sort", "op_topk_mask")),
+    ("operators", ("op_soft_rank", "op_soft_rank_ratio", "op_soft_rank_kern", "op_soft_sort", "op_soft_topk",
+                   "op_topk_mask")),
     ("sorting 1024", ("sort1024_ms", "sort1024_ratio")),
     ("sorting 4096", ("sort4096_ratio", "sort4096_mem")),
 ]
@@ -254,12 +258,13 @@ def step_torch_target(topk, dev, reps, res):
 def step_operators(topk, dev, reps, res):
     import torch
 
-    from netgen.ops import soft_rank, soft_sort, topk_mask
+    from netgen.ops import soft_rank, soft_sort, soft_topk, topk_mask
     from netgen.ops.backends import backend_name
 
     backend = backend_name("auto", dev)
     cases = (("op_soft_rank", 64, 4096, lambda x: soft_rank(x)),
              ("op_soft_sort", 64, 1024, lambda x: soft_sort(x).values),
+             ("op_soft_topk", 64, 10450, lambda x: soft_topk(x, 5).values),
              ("op_topk_mask", 64, 10450, lambda x: topk_mask(x, 5)))
     for key, B, n, fn in cases:
         x = torch.randn(B, n, device=dev, requires_grad=True)
@@ -270,6 +275,15 @@ def step_operators(topk, dev, reps, res):
             raise
         except Exception as e:  # noqa: BLE001
             res[key] = f"error: {type(e).__name__}: {str(e)[:70]}"
+    try:  # the lane kernels of soft_rank (docs/cuda-kernels.md, Round 8), their device time alone
+        x = torch.randn(64, 4096, device=dev, requires_grad=True)
+        w = torch.randn(64, 4096, device=dev)
+        res["op_soft_rank_kern"] = kernel_ms(lambda: torch.autograd.grad((soft_rank(x) * w).sum(), x),
+                                             max(3, reps // 2), ("_wp_fwd_", "_wp_bwd_", "_fwd_f", "_vals_bwd_"))
+    except StepTimeout:
+        raise
+    except Exception as e:  # noqa: BLE001
+        res["op_soft_rank_kern"] = f"error: {type(e).__name__}: {str(e)[:70]}"
     try:
         import torchsort
     except ImportError:

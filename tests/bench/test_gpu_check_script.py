@@ -41,13 +41,14 @@ def test_dry_run_table_and_test_count(tmp_path):
     assert "plan (" in out and "sorting 4096 -> sort4096_ratio, sort4096_mem" in out
     rows = [line for line in out.splitlines() if line.startswith("| ") and "---" not in line]
     assert rows[0] == "| figure | measured | target | ok |"
-    assert len(rows) == 1 + 25
+    assert len(rows) == 1 + 27
     assert "| GPU tests (-m gpu): failed | 3 | 0 | NO |" in rows
     assert "| rows kernels ms, B = 4096 | - | <= 4.0 | - |" in rows
     assert "| host ms per rows fwd+bwd, launch stubbed (gpu_host.py) | 0.056 | <= 0.10 | yes |" in rows
     assert "| host ms per column fwd+bwd, launch stubbed (gpu_host.py) | 0.123 | <= 0.10 | NO |" in rows
-    for op in ("soft_rank", "soft_sort", "topk_mask"):
+    for op in ("soft_rank", "soft_sort", "soft_topk", "topk_mask"):
         assert any(r.startswith(f"| {op} fwd+bwd ms") and "(auto)" in r for r in rows), op
+    assert any("lane kernels' device time" in r and "Round 8 estimate" in r for r in rows)
 
 
 def test_every_figure_has_a_step():

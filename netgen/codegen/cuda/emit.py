@@ -172,10 +172,11 @@ def _runtime_parts():
     functions): the launcher, the ahead-of-time kernel loader, the ops, the
     Layer base, the layer."""
     from ..runtime import layer as base
-    from . import cubin, group_ops, launch, layer, ops
+    from . import cubin, group_ops, lane_ops, launch, layer, ops
 
     return ((launch, launch.STATE, launch.PARTS), (cubin, cubin.STATE, cubin.PARTS),
-            (group_ops, group_ops.STATE, group_ops.PARTS), (ops, (), ops.PARTS), (base, (), base.PARTS), (layer, layer.STATE, layer.PARTS))
+            (group_ops, group_ops.STATE, group_ops.PARTS), (ops, (), ops.PARTS),
+            (lane_ops, lane_ops.STATE, lane_ops.PARTS), (base, (), base.PARTS), (layer, layer.STATE, layer.PARTS))
 
 
 def _runtime_code(names: Namespace) -> str:

@@ -59,6 +59,10 @@ _LANE_LOADS = (("lo", "clo[{}]", "U0"), ("hi", "chi[{}]", "U0"), ("a", "wa[{}]",
                ("p", "psb[{}]", "ZERO"))
 
 
+#: the same without the plan range (every lane of the group at every comparator)
+_ALL_LOADS = _LANE_LOADS[2:]
+
+
 def _items(L: Lines, length: str) -> None:
     """Geometry (n from ``length``, P or dL/dP of shape (B, k n)) and the
     first item of the persistent loop (the loop itself is the caller's
@@ -87,7 +91,7 @@ def _unit_lanes(L: Lines, fwd: bool) -> None:
     L("cuda.syncthreads()")
 
 
-def _lane_sweep(L: Lines, reverse: bool, mode: str) -> None:
+def _lane_sweep(L: Lines, reverse: bool, mode: str, planned: bool = True) -> None:
     """The group's lanes through the layers (``reverse``: last first), each
     comparator on its lanes qlo..qhi-1 (its plan range cut to the group):
     ``mode`` "plain" (the update), "save" (``D[Dq + q S + i]`` = the lane's
@@ -95,12 +99,17 @@ def _lane_sweep(L: Lines, reverse: bool, mode: str) -> None:
     difference times ``D[Dq + q S + i]``; then dL/dp added to ``gp[b,
     i]``). D is the launch's flat scratch, indexed with one 32-bit index
     from the block's base ``Dq`` (a row view would rebuild a 64-bit address
-    per access)."""
-    for _ in layers(L, reverse=reverse, loads=_LANE_LOADS, count32=True):
-        L("qlo = np.uint32(lo - g0) if lo > g0 else U0",
-          "qh = hi if hi < ge else ge",
-          "qhi = np.uint32(qh - g0) if qh > g0 else U0",
-          "q = qlo",
+    per access). ``planned`` False: every comparator updates all the
+    group's lanes (lanes given by the caller, not the identity: the lane
+    kernels of :mod:`.lane_bodies`), no plan range loaded."""
+    for _ in layers(L, reverse=reverse, loads=_LANE_LOADS if planned else _ALL_LOADS, count32=True):
+        if planned:
+            L("qlo = np.uint32(lo - g0) if lo > g0 else U0",
+              "qh = hi if hi < ge else ge",
+              "qhi = np.uint32(qh - g0) if qh > g0 else U0")
+        else:
+            L("qlo = U0", "qhi = nl")
+        L("q = qlo",
           "sa = np.uint32(q * n + a)",
           "sc = np.uint32(q * n + c)")
         if mode != "plain":

@@ -115,9 +115,10 @@ from .sweeps import (
     sweep,
 )
 from .groups import grp_bwd, grp_fwd, vals_bwd
+from .lane_bodies import pv_bwd, pv_fwd, wp_bwd, wp_fwd
 from ..lines import Lines, literal
 
-__all__ = ["Kernel", "KERNELS", "GROUP_KERNELS", "KERNEL_ARGS", "GROUP_ARGS", "MIN_ROWS", "FASTMATH", "UNROLL_RANKS",
+__all__ = ["Kernel", "KERNELS", "GROUP_KERNELS", "LANE_KERNELS", "KERNEL_ARGS", "GROUP_ARGS", "LANE_ARGS", "MIN_ROWS", "FASTMATH", "UNROLL_RANKS",
            "VARIANTS", "emitted", "kernels_source"]
 
 #: argument kinds: "f1"/"f2" float arrays of that rank (the compute dtype),
@@ -326,40 +327,65 @@ GROUP_KERNELS = (
            rows=1, length="gx", body=vals_bwd),
 )
 
+#: the lane kernels (:mod:`.lane_bodies`: W P and P V from given lanes, G
+#: lanes per block), emitted in every module with ``vals_bwd`` (their
+#: backward's second launch); geo = (G, groups per row, items, lanes)
+_LANE_NET = (*_NET, ("outs", "w1"))
+LANE_KERNELS = (
+    Kernel("wp_fwd", (("W", "f2"), ("sv", "f1"), *_LANE_NET, ("ps", "f2"), ("bad", "b1"), ("R", "f2"), ("D", "f1"),
+                      ("geo", "u1"), ("save", "bool"), *_SCRATCH),
+           rows=1, length="R", body=wp_fwd),
+    Kernel("wp_bwd", (("gR", "f2"), ("sv", "f1"), *_LANE_NET, ("ps", "f2"), ("D", "f1"), ("gp", "f2"), ("gW", "f2"),
+                      ("bad", "b1"), ("geo", "u1"), *_SCRATCH),
+           rows=1, length="gR", body=wp_bwd),
+    Kernel("pv_fwd", (("V", "f2"), ("sv", "f1"), *_LANE_NET, ("ps", "f2"), ("bad", "b1"), ("Y", "f2"), ("D", "f1"),
+                      ("geo", "u1"), ("save", "bool"), *_SCRATCH),
+           rows=1, length="V", body=pv_fwd),
+    Kernel("pv_bwd", (("gY", "f2"), ("sv", "f1"), *_LANE_NET, ("ps", "f2"), ("D", "f1"), ("gp", "f2"), ("gV", "f2"),
+                      ("bad", "b1"), ("geo", "u1"), *_SCRATCH),
+           rows=1, length="gV", body=pv_bwd),
+)
+
 #: kernel name -> argument kinds, in order (launchers, signatures, the
 #: packing and the compile check use these; derived from KERNELS; a
-#: sorter's module holds GROUP_ARGS too)
+#: sorter's module holds GROUP_ARGS too, every module LANE_ARGS)
 KERNEL_ARGS = {kern.name: kern.kinds for kern in KERNELS}
 GROUP_ARGS = {kern.name: kern.kinds for kern in GROUP_KERNELS}
+LANE_ARGS = {kern.name: kern.kinds for kern in LANE_KERNELS}
 #: the smallest wire-array use of each kernel, in rows of n floats
 MIN_ROWS = {kern.name: kern.rows for kern in KERNELS}
 
 
-def emitted(groups: bool) -> tuple[Kernel, ...]:
-    """The kernels a module holds: KERNELS, and GROUP_KERNELS with
-    ``groups`` (by default where its P sweep runs forward)."""
-    return KERNELS + GROUP_KERNELS if groups else KERNELS
+def emitted(groups: bool, lanes: bool = True) -> tuple[Kernel, ...]:
+    """The kernels a module holds: KERNELS, GROUP_KERNELS with ``groups``
+    (by default where its P sweep runs forward), and with ``lanes`` the
+    LANE_KERNELS and ``vals_bwd`` (once)."""
+    out = KERNELS + GROUP_KERNELS if groups else KERNELS
+    if lanes:
+        out += tuple(kern for kern in GROUP_KERNELS if kern.name == "vals_bwd" and not groups) + LANE_KERNELS
+    return out
 
 
 def kernels_source(n: int, k: int, shared_limit: int, swaps: dict[str, str],
-                   fwd: bool = False, groups: bool | None = None) -> tuple[str, str, str]:
+                   fwd: bool = False, groups: bool | None = None, lanes: bool = True) -> tuple[str, str, str]:
     """What a generated module holds about its kernels, from the objects:
     (the ``KERNEL_ARGS`` assignment, the kernel functions, the ``KERNELS``
     table ``(dtype, name, variant) -> kernel``). ``swaps``: float type ->
     swap code; ``fwd``: the P sweep runs forward over the input columns;
-    ``groups``: the lane-group kernels too (None: where ``fwd``). A
+    ``groups``: the lane-group kernels too (None: where ``fwd``);
+    ``lanes``: the lane kernels of W P and P V (Round 8). A
     shared variant is emitted where the kernel's smallest wire-array use
     (``rows`` x n floats) fits ``shared_limit`` bytes."""
     args = Lines()
     with args.indented():
-        for kern in emitted(fwd if groups is None else groups):
+        for kern in emitted(fwd if groups is None else groups, lanes):
             args(f"{literal(kern.name)}: {literal(kern.kinds)},")
     sources, table = [], Lines()
     with table.indented():
         for ft, swap in swaps.items():
             size = 4 if ft == "float32" else 8
             for variant in VARIANTS:
-                for kern in emitted(fwd if groups is None else groups):
+                for kern in emitted(fwd if groups is None else groups, lanes):
                     if variant == "shared" and kern.rows * n * size > shared_limit:
                         continue
                     sources.append(kern.render(ft, variant, swap, k, n, fwd))

@@ -34,6 +34,7 @@ from ..runtime.layer import LayerBase
 from ..runtime.tables import _A, _B, _K, _N, _OFFSETS, _OUTS
 from ..runtime.lanes import _back_lanes, _fwd_lanes, _lane_input
 from .cubin import cubin_ready
+from .lane_ops import _lane_kernels, _lane_kernels_for
 from .launch import _PATH, LOG, SIMULATED, VIA_NUMBA, _np_dtype, _require_cuda
 from .ops import _call_column, _call_rows, _column_backward, _column_forward, _rows_backward, _rows_forward
 
@@ -217,14 +218,27 @@ class Layer(LayerBase):
         return _result(_call_column(x2, y.contiguous(), _steepness(s, x2)), lead, dt, (_K,))
 
     def _back(self, x, W, s):
-        # W P without P: the m lanes swept back (torch ops on the device, O(size) floats per lane and row)
+        # W P without P: the m lanes swept back, in the lane kernels (lane_ops.py) for few lanes, else by
+        # torch ops on the device; O(size) floats per lane and row either way
+        m = W.shape[-2] if isinstance(W, torch.Tensor) and W.dim() >= 2 else 0
+        if _lane_kernels_for(x, m):
+            x2, lead, dt = _prepare(x)
+            Wl = _lane_input(W, "W", lead, _K, -1, x2).permute(2, 1, 0)  # (B, m, k)
+            R = _lane_kernels(x2, _steepness(s, x2), Wl, True)
+            return R.reshape(tuple(lead) + (m, _N)).to(dt)
         xt, bad, s = _lanes_prepare(x, s)
         Wt = _lane_input(W, "W", x.shape[:-1], _K, -1, xt)
         R = _back_lanes(xt, s, bad, *_lane_index(xt.device), Wt)
         return R.permute(2, 1, 0).reshape(tuple(x.shape[:-1]) + (Wt.shape[1], _N)).to(x.dtype)
 
     def _fwd(self, x, V, s):
-        # P V without P: the d lanes swept beside the values
+        # P V without P: the d lanes swept forward (lane kernels for few lanes, else torch ops)
+        d = V.shape[-1] if isinstance(V, torch.Tensor) and V.dim() >= 2 else 0
+        if _lane_kernels_for(x, d):
+            x2, lead, dt = _prepare(x)
+            Vl = _lane_input(V, "V", lead, _N, -2, x2).permute(2, 0, 1)  # (B, n, d)
+            Y = _lane_kernels(x2, _steepness(s, x2), Vl, False)
+            return Y.reshape(tuple(lead) + (_K, d)).to(dt)
         xt, bad, s = _lanes_prepare(x, s)
         Vt = _lane_input(V, "V", x.shape[:-1], _N, -2, xt)
         Y = _fwd_lanes(xt, s, bad, *_lane_index(xt.device), Vt)

@@ -41,7 +41,7 @@ what it launched, where, and the result dtypes go to ``device1`` in
 OUT.json.
 
 Then the layer's first forward + backward (values and P, values only, the
-column) runs through the launcher, and ``_handle`` is asked for every
+column, W P and P V) runs through the launcher, and ``_handle`` is asked for every
 kernel. Writes what was loaded, asked for and launched to OUT.json."""
 
 from __future__ import annotations
@@ -304,6 +304,11 @@ for dt in (torch.float32, torch.float64):
         rec["seconds"].setdefault("first rows fwd+bwd", time.perf_counter() - _t0)
         layer.values(x).sum().backward()
         layer.column(x, torch.zeros(3, dtype=torch.int64)).sum().backward()
+        # W P (one lane) and P V (two): the lane kernels (lane_ops.py), forward and backward
+        W = torch.randn(3, 1, mod._K, dtype=dt, requires_grad=True)
+        layer.back(x, W).sum().backward()
+        V = torch.randn(mod._N, 2, dtype=dt, requires_grad=True)
+        layer.fwd(x, V).sum().backward()
     except Exception as e:  # noqa: BLE001 - reported, the test decides
         rec["errors"].append(f"layer {dt}: {type(e).__name__}: {e}")
 first_call_launches = len(rec["launch"])

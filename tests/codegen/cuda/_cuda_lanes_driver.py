@@ -5,12 +5,21 @@ tests/codegen/cuda/test_cuda_lanes.py in a subprocess with
 NUMBA_ENABLE_CUDASIM=1 (set before numba is imported).
 
 Per network (odd n, k = n, k = 1, a selection network): float64, batches
-B = 0, 1, 3 and a 2-d batch, a number and a tensor steepness, one W / V
+B = 0, 1, 3 and a 2-d batch (``--full``; else B = 0 and 1 with one
+steepness each), a number and a tensor steepness, one W / V
 for every row and one per row: the result and dL/dx, dL/ds, dL/dW (dL/dV)
-against autograd through the reference; ``torch.autograd.gradcheck`` at a
-tiny shape; a row with a NaN gives a NaN row and leaves the others. Prints
+against autograd through the reference; ``torch.autograd.gradcheck`` in x, W / V and s at n = 5 with k = n
+and k = 1 (B = 1) and an empty batch; a row with a NaN gives a NaN row and leaves the others. Prints
 one JSON object: ``rows`` ({"case", "quantity", "err", "norm",
-"shape_ok"}), ``gradcheck`` (case -> bool), ``nan`` (case -> bool).
+"shape_ok"}), ``gradcheck`` (case -> bool), ``nan`` (case -> bool),
+``launched`` (network -> the kernels its calls launched), ``groups``
+(network -> the lane groups per row its lane kernels ran) and
+``fallback`` (the torch sweeps past LANE_KERNEL_MAX lanes: launched
+kernels, worst error).
+
+The lane kernels (netgen/codegen/cuda/lane_ops.py) run every call here
+with at most LANE_KERNEL_MAX lanes; the splitter's module gets LANE_CAP =
+2, so its 3-lane calls run two groups per row (dL/dp added by both).
 """
 
 from __future__ import annotations
@@ -31,6 +40,10 @@ from netgen.relax import reference  # noqa: E402
 from netgen.relax.distributions import Relaxation  # noqa: E402
 
 NETS = [("oddeven", 7, 7), ("bitonic", 9, 1), ("splitter", 11, 3)]
+#: ``--full``: every batch with both steepnesses (slow: the simulator runs
+#: each block's threads as Python threads); else the QUICK pairs
+FULL = sys.argv[1:] == ["--full"]
+QUICK = {((0,), 3.0), ((1,), 1.5)}
 F64 = torch.float64
 
 
@@ -89,14 +102,18 @@ def compare(net, m, r, batch, steep, kind, lanes_shape, seed):
 
 def main():
     r = Relaxation("cauchy", steepness=3.0)
-    out, checks, nans = [], {}, {}
+    out, checks, nans, launched, groups = [], {}, {}, {}, {}
     with tempfile.TemporaryDirectory() as d:
         for kind, n, k in NETS:
             net, m = module(d, kind, n, k, r)
+            if kind == "splitter":
+                m.LANE_CAP = 2
             seed = 0
             for batch in ((0,), (1,), (3,), (2, 2)):
                 for steep in (3.0, 1.5):
                     seed += 10
+                    if not FULL and (batch, steep) not in QUICK:
+                        continue
                     out += compare(net, m, r, batch, steep, "back", (2, k), seed)
                     out += compare(net, m, r, batch, steep, "back", (*batch, 3, k), seed + 3)
                     out += compare(net, m, r, batch, steep, "fwd", (n, 2), seed + 5)
@@ -110,15 +127,32 @@ def main():
                                     ("fwd", lay.fwd(x, V), reference.fwd(net, x[1:], V, r))):
                 nans[f"{what} {kind} {n} {k}"] = bool(torch.isnan(got[0]).all()) and bool(
                     torch.allclose(got[1:], want, atol=1e-12, rtol=0))
-        net, m = module(d, "oddeven", 5, 5, r)
+            launched[kind] = sorted({name for name, _ in m._VARIANTS})
+            groups[kind] = sorted({got[1] for got in m._LANE_GEO.values()})
+        # past LANE_KERNEL_MAX lanes: the torch sweeps, same results
+        net, m = module(d, "bitonic", 9, 1, r)
+        m.LANE_KERNEL_MAX = 1
+        m._VARIANTS.clear()  # (the same module as above: load caches it)
+        x, W, V = rand(2, 9, seed=5), rand(2, 1, seed=6), rand(9, 2, seed=7)
         lay = m.Layer()
-        x, W, V = rand(2, 5, seed=1), rand(2, 2, 5, seed=2), rand(5, 3, seed=3)
+        err = max(float((lay.back(x, W) - reference.back(net, x, W, r)).abs().max()),
+                  float((lay.fwd(x, V) - reference.fwd(net, x, V, r)).abs().max()))
+        fallback = {"launched": sorted({name for name, _ in m._VARIANTS}), "err": err}
+        # gradcheck in x, W / V and s: k = n (B = 1), k = 1 (B = 1) and an empty batch
         s = torch.tensor(2.0, dtype=F64)
-        for what, fn, T in (("back", lambda x, T, s: lay.back(x, T, steepness=s), W),
-                            ("fwd", lambda x, T, s: lay.fwd(x, T, steepness=s), V)):
-            args = (x.clone().requires_grad_(True), T.clone().requires_grad_(True), s.clone().requires_grad_(True))
-            checks[f"{what} oddeven 5 5"] = bool(torch.autograd.gradcheck(fn, args, atol=1e-7, raise_exception=False))
-    json.dump({"rows": out, "gradcheck": checks, "nan": nans}, sys.stdout)
+        for kind, n, k, B in (("oddeven", 5, 5, 1), ("bitonic", 5, 1, 1), ("oddeven", 5, 5, 0)):
+            net, m = module(d, kind, n, k, r)
+            lay = m.Layer()
+            x, W, V = rand(B, n, seed=1), rand(B, 2, k, seed=2), rand(n, 2, seed=3)
+            for what, fn, T in (("back", lambda x, T, s: lay.back(x, T, steepness=s), W),
+                                ("fwd", lambda x, T, s: lay.fwd(x, T, steepness=s), V)):
+                args = (x.clone().requires_grad_(True), T.clone().requires_grad_(True),
+                        s.clone().requires_grad_(True))
+                # fast mode (random directions: the simulator runs each launch's threads as Python threads)
+                checks[f"{what} {kind} {n} {k} B={B}"] = bool(torch.autograd.gradcheck(
+                    fn, args, atol=1e-7, raise_exception=False, fast_mode=True))
+    json.dump({"rows": out, "gradcheck": checks, "nan": nans, "launched": launched, "groups": groups,
+               "fallback": fallback}, sys.stdout)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,9 @@ from netgen.relax.distributions import default_relaxation  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
 DRIVER = Path(__file__).with_name("_cuda_cubin_driver.py")
+#: kernel functions of a module without lane groups: (rows, column: 4 kernels; vals_bwd and the 4 lane
+#: kernels of W P / P V: 5) x 2 dtypes x 2 variants
+KERNELS_HELD = 9 * 2 * 2
 FAMILIES = {"fwd": "rows_forward", "bwd": "rows_backward", "fwd_col": "column_forward", "bwd_col": "column_backward"}
 
 
@@ -114,6 +117,10 @@ def check_loaded(rec: dict, truth: dict, arch: str | None) -> None:
     assert {h for h, v in rec["set_attribute"] if v == 227 * 1024 - 16} == shared
     assert rec["maxthreads"] == ["(768, 48)"]
     assert any("self-check skipped" in line for line in rec["log"]), rec["log"]
+    # W P and P V ran in the lane kernels (and vals_bwd), both dtypes, within the driver's rules
+    launched = {name for name, t in truth.items() for e in rec["launch"] if e["entry"] == t["entry"]}
+    for lane in ("wp_fwd", "wp_bwd", "pv_fwd", "pv_bwd", "vals_bwd"):
+        assert {f"_{lane}_f32_s", f"_{lane}_f64_s"} <= launched, (lane, sorted(launched))
 
 
 @pytest.mark.parametrize("cc, arch", [("8.6", "sm_86"), ("8.9", "sm_86"), ("9.0", "sm_90"), ("8.0", "sm_80"),
@@ -134,10 +141,16 @@ def test_dynamic_shared_memory_leaves_room_for_static(module, tmp_path):
     variant, values only stays shared in float32 (8 floats = 32 bytes), not
     in float64 (64 bytes). Nothing is refused and, under 48 KB, nothing
     needs an opt-in."""
-    fabricate(module)
+    truth = fabricate(module)
     rec = run_driver(module, "9.0", tmp_path, env_extra={"NETGEN_FAKE_OPTIN": "66"})
     assert not rec["errors"], rec["errors"]
     assert rec["refused"] == [] and rec["set_attribute"] == []
+    # the lane kernels, one lane per block (8 floats): shared in float32 (32 bytes), global in float64 (64)
+    name_of = {t["entry"]: name for name, t in truth.items()}
+    lanes = {(name_of[e["entry"]], e["shmem"]) for e in rec["launch"]
+             if name_of.get(e["entry"], "").startswith(("_wp_", "_pv_"))}
+    assert lanes == {(f"_{k}_f32_s", 32) for k in ("wp_fwd", "wp_bwd", "pv_fwd", "pv_bwd")} | {
+        (f"_{k}_f64_g", 0) for k in ("wp_fwd", "wp_bwd", "pv_fwd", "pv_bwd")}, sorted(lanes)
     assert rec["variants"]["fwd 3"] == "global" and rec["variants"]["fwd_col 2"] == "global"
     assert {launch["shmem"] for launch in rec["launch"]} == {0, 32}
 
@@ -191,7 +204,7 @@ def test_fallback_without_a_fitting_cubin_is_numba_and_logged(module, tmp_path):
     fabricate(module, ptx_cc=(8, 0))
     rec = run_driver(module, "7.5", tmp_path, "numba")
     assert rec["from_cubin"] == rec["from_ptx"] == []
-    assert len(rec["compiled"]) == 16, rec["compiled"]
+    assert len(rec["compiled"]) == KERNELS_HELD, rec["compiled"]
     assert any("no cubin for sm_75 and no PTX at or below it" in line for line in rec["log"]), rec["log"]
     # numba-cuda's kernels get the same request as loaded ones: opt-in less their static shared memory
     assert rec["refused"] == []
@@ -217,7 +230,7 @@ def test_stale_or_damaged_files_are_not_loaded(module, tmp_path):
     for p in Path(folder).iterdir():
         p.rename(p.with_name(p.name.replace(tag, "0" * 16)))
     rec = run_driver(module, "9.0", tmp_path, "numba")
-    assert rec["from_cubin"] == [] and len(rec["compiled"]) == 16
+    assert rec["from_cubin"] == [] and len(rec["compiled"]) == KERNELS_HELD
 
 
 @pytest.mark.slow
@@ -243,13 +256,13 @@ def test_module_in_the_cache_saves_numba_cubin_for_the_next_process(tmp_path):
     # (the self-check's reference run launches through numba's dispatcher: no GPU here)
     first = run_driver(path, "8.6", tmp_path, "numba", env_extra={**env, "NETGEN_CUDA_SELFCHECK": "0"})
     assert not first["errors"], first["errors"]
-    assert len(first["compiled"]) == 16 and first["from_cubin"] == []
+    assert len(first["compiled"]) == KERNELS_HELD and first["from_cubin"] == []
     saved = sorted(p.name for p in Path(folder).iterdir())
-    assert len(saved) == 32 and all(tag in n for n in saved), saved
-    assert sum(n.endswith(".sm_86.cubin") for n in saved) == 16
+    assert len(saved) == 2 * KERNELS_HELD and all(tag in n for n in saved), saved
+    assert sum(n.endswith(".sm_86.cubin") for n in saved) == KERNELS_HELD
     second = run_driver(path, "8.6", tmp_path, env_extra=env)  # compiling raises in this one
     assert not second["errors"], second["errors"]
-    assert second["compiled"] == [] and len(second["from_cubin"]) == 16
+    assert second["compiled"] == [] and len(second["from_cubin"]) == KERNELS_HELD
     for x in second["from_cubin"]:
         data = (Path(folder) / rt.cubin_names(x["name"], tag, "sm_86")).read_bytes()
         assert x["sha"] == sha(data) and data.startswith(b"\x7fELF numba-linked cubin of ")
@@ -260,7 +273,7 @@ def test_module_in_the_cache_saves_numba_cubin_for_the_next_process(tmp_path):
     other.parent.mkdir()
     other.write_text(source)
     rec = run_driver(other, "8.6", tmp_path, "numba")
-    assert len(rec["compiled"]) == 16 and not folder_of(other).exists()
+    assert len(rec["compiled"]) == KERNELS_HELD and not folder_of(other).exists()
 
 
 def test_pick_order(tmp_path):
@@ -308,7 +321,7 @@ def test_build_writes_cubins_for_the_listed_architectures(built):
     folder, tag, _ = rt.cubin_source(str(module))
     assert Path(folder) == folder_of(module) and Path(folder).is_dir()
     metas = [json.loads(p.read_text()) for p in Path(folder).glob(f"*.{tag}.json")]
-    assert len(metas) == 16
+    assert len(metas) == KERNELS_HELD
     for meta in metas:
         name = meta["kernel"]
         assert set(REQUIRED_ARCHS) <= set(meta["archs"]) <= set(ARCHS)
@@ -388,14 +401,14 @@ def test_concurrent_first_processes_share_the_cache(tmp_path):
         assert p.returncode == 0, err[-3000:]
     folder, tag, _ = rt.cubin_source(str(path))
     names = sorted(p.name for p in Path(folder).iterdir())
-    assert len(names) == 32 and not [n for n in names if n.startswith(".tmp-")], names
+    assert len(names) == 2 * KERNELS_HELD and not [n for n in names if n.startswith(".tmp-")], names
     for n in names:
         if n.endswith(".cubin"):
             assert (Path(folder) / n).read_bytes().startswith(b"\x7fELF numba-linked cubin of ")
         else:
             assert json.loads((Path(folder) / n).read_text())["format"] == rt.CUBIN_FORMAT
     rec = run_driver(path, "8.6", tmp_path, env_extra={"NETGEN_CACHE_DIR": env["NETGEN_CACHE_DIR"]})
-    assert not rec["errors"] and rec["compiled"] == [] and len(rec["from_cubin"]) == 16
+    assert not rec["errors"] and rec["compiled"] == [] and len(rec["from_cubin"]) == KERNELS_HELD
 
 
 GPU_CHILD = r"""

@@ -1,5 +1,6 @@
-"""The cuda Layer's lane sweeps ``back`` (W P) and ``fwd`` (P V) in Numba's
-CUDA simulator against the reference executor, float64: results and
+"""The cuda Layer's lane sweeps ``back`` (W P) and ``fwd`` (P V) -- the
+lane kernels (lane_ops.py, docs/cuda-kernels.md Round 8), and the torch
+sweeps past LANE_KERNEL_MAX lanes -- in Numba's CUDA simulator against the reference executor, float64: results and
 dL/dx, dL/ds, dL/dW (dL/dV) to 1e-12 at odd n, k = n, k = 1, a selection
 network, B = 0, 1, 3 and a 2-d batch, one W / V for all rows and one per
 row; gradcheck at n = 5; NaN rows. The sweeps run in a subprocess
@@ -23,18 +24,34 @@ from netgen.codegen import TARGETS
 DRIVER = Path(__file__).with_name("_cuda_lanes_driver.py")
 
 
-@pytest.fixture(scope="module")
-def sim():
+def run_driver(*args):
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
-    proc = subprocess.run([sys.executable, str(DRIVER)], capture_output=True, text=True, env=env, timeout=600)
+    proc = subprocess.run([sys.executable, str(DRIVER), *args], capture_output=True, text=True, env=env,
+                          timeout=1200)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)
 
 
+@pytest.fixture(scope="module")
+def sim():
+    return run_driver()
+
+
 def test_lane_sweeps_equal_the_reference_in_the_simulator(sim):
-    rows = sim["rows"]
+    # nets x (batch, steepness) pairs x (back, back per row, fwd, fwd per row)
+    check_rows(sim["rows"], 3 * 2 * 4)
+
+
+@pytest.mark.slow
+def test_lane_sweeps_equal_the_reference_in_the_simulator_every_batch():
+    sim = run_driver("--full")
+    check_rows(sim["rows"], 3 * 4 * 2 * 4)  # nets x batches x steepnesses x (back, back per row, fwd, fwd per row)
+    assert any("batch=(2, 2)" in r["case"] for r in sim["rows"])
+
+
+def check_rows(rows, count):
     cases = {r["case"] for r in rows}
-    assert len(cases) == 3 * 4 * 2 * 4  # nets x batches x steepnesses x (back, back per row, fwd, fwd per row)
+    assert len(cases) == count
     assert {r["quantity"] for r in rows} == {"result", "dL/dx", "dL/dW", "dL/dV", "dL/ds"}
     assert any("k=1 " in c for c in cases) and any("n=7 k=7" in c for c in cases)
     assert any("batch=(0,)" in c for c in cases) and any("batch=(1,)" in c for c in cases)
@@ -48,7 +65,20 @@ def test_lane_sweeps_equal_the_reference_in_the_simulator(sim):
 
 
 def test_lane_sweeps_pass_gradcheck_in_the_simulator(sim):
-    assert sim["gradcheck"] == {"back oddeven 5 5": True, "fwd oddeven 5 5": True}
+    want = [f"{what} {case}" for case in ("oddeven 5 5 B=1", "bitonic 5 1 B=1", "oddeven 5 5 B=0")
+            for what in ("back", "fwd")]
+    assert sim["gradcheck"] == dict.fromkeys(want, True), sim["gradcheck"]
+
+
+def test_the_lane_kernels_ran_and_past_their_lanes_the_torch_sweeps(sim):
+    # (besides the self-check's kernels)
+    lanes = {"fwd", "pv_bwd", "pv_fwd", "vals_bwd", "wp_bwd", "wp_fwd"}
+    assert set(sim["launched"]) == {"oddeven", "bitonic", "splitter"}
+    assert all(lanes <= set(got) for got in sim["launched"].values()), sim["launched"]
+    assert sim["groups"]["oddeven"] == [1] and sim["groups"]["splitter"] == [1, 2], sim["groups"]
+    # 2 lanes past LANE_KERNEL_MAX = 1: no lane kernel launched (the torch sweeps), the reference's results
+    assert not {"wp_fwd", "pv_fwd"} & set(sim["fallback"]["launched"]), sim["fallback"]
+    assert sim["fallback"]["err"] <= 1e-12, sim["fallback"]
 
 
 def test_a_nan_row_gives_a_nan_row_only(sim):

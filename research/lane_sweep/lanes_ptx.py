@@ -1,0 +1,97 @@
+"""Compile netgen's lane kernels (W P and P V from given lanes:
+netgen/codegen/cuda/lane_bodies.py, docs/cuda-kernels.md Round 8) and
+``vals_bwd`` for sm_90 without a GPU, as rendered for a network:
+numba-cuda's ``compile_ptx``, ``ptxas -v`` (registers, spills),
+``cuobjdump -sass`` (the lane loop's SASS per (comparator, lane) pair and
+the comparator loop's outside it), for lanes_estimate.py.
+
+    python research/lane_sweep/lanes_ptx.py [--kind oddeven --n 4096 --k 4096] [--json FILE]
+
+Run it without NUMBA_ENABLE_CUDASIM (a process either simulates or
+compiles). Exit status 2 where ptxas is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "gpu_model"))
+sys.path.insert(0, str(HERE.parents[1]))
+
+from groups_ptx import signature  # noqa: E402
+
+#: the kernels compiled (vals_bwd: the backward's second launch)
+NAMES = ("wp_fwd", "wp_bwd", "pv_fwd", "pv_bwd", "vals_bwd")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--kind", default="oddeven")
+    ap.add_argument("--n", type=int, default=4096)
+    ap.add_argument("--k", type=int, default=None, help="outputs (default n)")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        sys.exit("lanes_ptx.py compiles: run it without NUMBA_ENABLE_CUDASIM")
+    import numba
+    import numpy as np
+    from numba import cuda
+
+    from _gpu_sass import _tool, sass
+    from ptx import inner_loop
+    from netgen.codegen.cuda.kernels import GROUP_ARGS, LANE_ARGS, kernels_source
+    from netgen.codegen.swap_code import swap_code
+    from netgen.construct import build
+    from netgen.relax.distributions import default_relaxation
+
+    ptxas = _tool("ptxas")
+    if not ptxas:
+        print("no ptxas: nothing compiled", file=sys.stderr)
+        return 2
+    net = build(args.kind, args.n, args.k or args.n)
+    r = default_relaxation(net)
+    _, src, _ = kernels_source(net.n, net.k, 227 * 1024, {ft: swap_code(r, 0, ft, steepness="s")
+                                                           for ft in ("float32", "float64")}, False, False, True)
+    ns = {"cuda": cuda, "numba": numba, "np": np, "math": math}
+    exec(compile(src, "<lane kernels>", "exec"), ns)
+    kinds = {**LANE_ARGS, "vals_bwd": GROUP_ARGS["vals_bwd"]}
+    tmp = Path(tempfile.mkdtemp(prefix="lanes_ptx_"))
+    res = {}
+    print(f"lane kernels, {args.kind} n = {net.n} k = {net.k} ({net.size} comparators), sm_90, shared variants: "
+          "registers, spills, the lane loop's SASS per (comparator, lane) pair, the comparator loop's outside it")
+    for ft in ("float32", "float64"):
+        for name in NAMES:
+            fn = ns[f"_{name}_f{32 if ft == 'float32' else 64}_s"]
+            ptx, _ = cuda.compile_ptx(fn.py_func, signature(kinds[name], ft, net.n >= 65536), cc=(9, 0),
+                                      fastmath=ft == "float32")
+            p = tmp / f"{name}_{ft}.ptx"
+            p.write_text(ptx)
+            cub = tmp / f"{name}_{ft}.cubin"
+            info = subprocess.run([ptxas, "-arch=sm_90", "-v", "-o", str(cub), str(p)], capture_output=True,
+                                  text=True, check=True).stderr
+            regs = int(re.search(r"Used (\d+) registers", info).group(1))
+            spill = re.search(r"(\d+) bytes spill stores", info)
+            ins = sass(cub) or []
+            loops = inner_loop(ins) if ins else []
+            out = res[f"{name} {ft}"] = {"registers": regs, "spill_stores": int(spill.group(1)) if spill else 0,
+                                         "sass": len(ins), "lane_loops": loops}
+            print(f"  {name:8s} {ft}: {regs:3d} registers, {out['spill_stores']} bytes spilled, {len(ins)} SASS; "
+                  f"lane loops (per pair, per comparator outside): "
+                  f"{[(lp['per_lane'], lp['per_comparator']) for lp in loops] or '-'}", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
