@@ -172,9 +172,10 @@ def _runtime_parts():
     functions): the launcher, the ahead-of-time kernel loader, the ops, the
     Layer base, the layer."""
     from ..runtime import layer as base
-    from . import cubin, group_ops, lane_ops, launch, layer, ops
+    from . import batch, cubin, driver, group_ops, lane_ops, launch, layer, ops, packing
 
-    return ((launch, launch.STATE, launch.PARTS), (cubin, cubin.STATE, cubin.PARTS),
+    return ((driver, driver.STATE, driver.PARTS), (packing, packing.STATE, packing.PARTS),
+            (launch, launch.STATE, launch.PARTS), (batch, batch.STATE, batch.PARTS), (cubin, cubin.STATE, cubin.PARTS),
             (group_ops, group_ops.STATE, group_ops.PARTS), (ops, (), ops.PARTS),
             (lane_ops, lane_ops.STATE, lane_ops.PARTS), (base, (), base.PARTS), (layer, layer.STATE, layer.PARTS))
 
