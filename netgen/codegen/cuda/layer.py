@@ -1,6 +1,6 @@
 """The launch self-check, input preparation and ``Layer`` of a generated
-``cuda`` module (the ops are :mod:`.cuda_ops`, the launcher
-:mod:`.cuda_launch`).
+``cuda`` module (the ops are :mod:`.ops`, the launcher :mod:`.launch`,
+:mod:`.driver`, :mod:`.packing` and :mod:`.batch`).
 
 * **Checks** are the Layer base's (:mod:`netgen.codegen.runtime.layer`:
   torch.func refused, x's type, shape and dtype, the steepness rule) and
