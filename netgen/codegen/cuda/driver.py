@@ -15,8 +15,9 @@ be tested on its own.
   must fit the device's opt-in limit (:func:`_dynamic_limit`); above 48 KB a
   kernel must opt in (:func:`_opt_in`), and a refusal is a
   :class:`LaunchConfigError`, never a reason to compile another way.
-* **Block size.** Where shared memory leaves few blocks per SM, blocks get
-  more threads (:func:`_block`).
+* **Block size.** Where shared memory leaves few blocks per SM, or the
+  grid has no more blocks than the device has SMs, blocks get more threads
+  (:func:`_block`, :func:`_sm_count`).
 * **Devices.** The first launch checks that torch sees a GPU and that the
   driver runs CUDA 13 code (:func:`_require_cuda`, :data:`MIN_DRIVER`).
 * **Simulator.** Under the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) the
@@ -51,6 +52,7 @@ SM_SHARED = 228 * 1024
 #: the oldest CUDA driver API the kernels load on (cubins and PTX of CUDA 13.0: driver R580 or newer)
 MIN_DRIVER = 13000
 _CHECKED: list = []  # [True] once a CUDA device was found
+_SMS: dict = {}  # device index -> multiprocessors (_sm_count)
 
 
 # ---------------------------------------------------------------- functions (copied)
@@ -132,19 +134,32 @@ def _opt_in(set_attribute, handle, device_index, dynamic, static, name):
             f"{device_index} ({static} bytes static; {err}): dynamic + static must fit the device's opt-in limit")
 
 
-def _block(variant, shared_bytes, limit=1024, regs=32):
+def _block(variant, shared_bytes, limit=1024, regs=32, blocks=0, sms=0):
     """Threads per block: where shared memory limits an SM to few blocks
-    (the rows with P: one; the column: two), blocks get more threads so an
-    SM keeps ~2048 threads' worth of warps to hide latencies: 2048 / blocks
-    per SM, at most BIG_THREADS and the compiled kernel's limit, at least
-    THREADS, and no more than the SM's 65,536 registers allow for that many
-    blocks (``regs`` per thread)."""
+    (the rows with P: one; the column: two), or where the grid's ``blocks``
+    are no more than the device's ``sms`` multiprocessors (each block then
+    has an SM to itself), blocks get more threads so an SM keeps ~2048
+    threads' worth of warps to hide latencies: 2048 / blocks per SM, at
+    most BIG_THREADS and the compiled kernel's limit, at least THREADS, and
+    no more than the SM's 65,536 registers allow for that many blocks
+    (``regs`` per thread). ``sms`` 0: not known (the grid is not looked
+    at)."""
     if variant != "shared":
         return THREADS
-    per_sm = max(1, SM_SHARED // (shared_bytes + 1024))
+    per_sm = 1 if 0 < blocks <= sms else max(1, SM_SHARED // (shared_bytes + 1024))
     regs = -(-max(1, int(regs)) // 8) * 8  # registers are allocated 8 per thread at a time
     nt = min(BIG_THREADS, int(limit), 2048 // per_sm, 65536 // regs // per_sm) // 32 * 32
     return max(THREADS, nt)
+
+
+def _sm_count(device_index):
+    """The multiprocessors of device ``device_index`` (asked once; 0 where
+    torch does not say)."""
+    n = _SMS.get(device_index)
+    if n is None:
+        props = torch.cuda.get_device_properties(device_index)
+        n = _SMS[device_index] = int(getattr(props, "multi_processor_count", 0) or 0)
+    return n
 
 
 def _require_cuda(x):
@@ -186,7 +201,7 @@ def _check_driver():
 _install_syncwarp()
 
 #: the module-level statements a generated module copies (after PARTS; in file order)
-STATE = ("SIMULATED", "LOG", "SM_SHARED", "MIN_DRIVER", "_CHECKED", "_install_syncwarp")
+STATE = ("SIMULATED", "LOG", "SM_SHARED", "MIN_DRIVER", "_CHECKED", "_SMS", "_install_syncwarp")
 #: the functions a generated module copies, in order
 PARTS = (LaunchConfigError, _sim_syncwarp, _install_syncwarp, _shared_limit, _dynamic_limit, _opt_in, _block,
-         _require_cuda, _check_driver)
+         _sm_count, _require_cuda, _check_driver)

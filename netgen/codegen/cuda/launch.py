@@ -40,7 +40,7 @@ import torch
 
 from ..runtime.tables import _CHI, _CLO, _COMPS, _DOFF, _K, _N, _OFFSETS, _OUTPUTS
 from .cubin import cubin_kernel, cubin_save
-from .driver import LOG, SIMULATED, _block, _dynamic_limit, _opt_in, _shared_limit
+from .driver import LOG, SIMULATED, _block, _dynamic_limit, _opt_in, _shared_limit, _sm_count
 from .packing import WIRE_DTYPE, _abi, _fill, _np_dtype, _numba_types, _shape_key, _sim_unpack, _slots
 
 # ---- what the emitter writes (stand-ins here, not copied into modules) ----
@@ -176,7 +176,7 @@ def _record(name, like, blocks, args, rows):
     else:
         index = _index(dev)
         handle = _handle(index, dt, name, variant)
-        nt = _block(variant, shared_bytes, *_LIMITS[(index, dt, name, variant)][:2])
+        nt = _block(variant, shared_bytes, *_LIMITS[(index, dt, name, variant)][:2], blocks, _sm_count(index))
         config = _CONFIGS.get((blocks, nt, shared_bytes))
         if config is None:
             if len(_CONFIGS) >= RECORDS_MAX:

@@ -134,6 +134,13 @@ def test_block_size(monkeypatch):
     assert L._block("shared", 100_000) == 1024  # two blocks per SM: 2048 / 2
     assert L._block("shared", 60_000) == 672  # three blocks per SM: 2048 // 3 = 682, in whole warps
     assert L._block("shared", 2_000) == 256  # many blocks per SM: THREADS
+    # a grid of no more blocks than SMs: each block has an SM to itself (issue 29, docs/cuda-kernels.md Round 8)
+    assert L._block("shared", 2_000, blocks=64, sms=132) == 1024
+    assert L._block("shared", 2_000, blocks=132, sms=132) == 1024
+    assert L._block("shared", 2_000, regs=72, blocks=64, sms=132) == 896
+    assert L._block("shared", 2_000, blocks=133, sms=132) == 256  # more blocks than SMs: as before
+    assert L._block("shared", 2_000, blocks=64) == 256  # SM count not known: as before
+    assert L._block("global", 0, blocks=1, sms=132) == 256  # the global variant keeps THREADS
     monkeypatch.setattr(L, "BIG_THREADS", 512)
     assert L._block("shared", 209_000) == 512
 
