@@ -24,7 +24,8 @@ RUNTIME = ("netgen.codegen.runtime.common", "netgen.codegen.runtime.layer", "net
            "netgen.codegen.torch.layer", "netgen.codegen.torch.engine", "netgen.codegen.runtime.lanes",
            "netgen.codegen.numba.vector", "netgen.codegen.numba.engine", "netgen.codegen.numba.kernels",
            "netgen.codegen.numba.host", "netgen.codegen.numba.lanes", "netgen.codegen.numba.layer",
-           "netgen.codegen.cuda.launch", "netgen.codegen.cuda.cubin", "netgen.codegen.cuda.ops",
+           "netgen.codegen.cuda.driver", "netgen.codegen.cuda.packing", "netgen.codegen.cuda.launch",
+           "netgen.codegen.cuda.batch", "netgen.codegen.cuda.cubin", "netgen.codegen.cuda.ops",
            "netgen.codegen.cuda.layer")
 
 

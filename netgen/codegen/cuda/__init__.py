@@ -6,8 +6,10 @@
   (the compile worker: PTX and cubins), :mod:`.cubins` (the kernels' folder
   beside a module), :mod:`.build` (the build step: a module is written only
   after its kernels compiled);
-* the runtime copied into every module: :mod:`.launch` (tables, variants,
-  argument packing, launches), :mod:`.cubin` (the ahead-of-time kernel
+* the runtime copied into every module: :mod:`.driver` (driver rules,
+  block size, device checks), :mod:`.packing` (Numba's kernel ABI),
+  :mod:`.launch` (tables, variants, kernel handles, launches), :mod:`.batch`
+  (batch chunks), :mod:`.cubin` (the ahead-of-time kernel
   loader), :mod:`.ops` (custom ops and autograd), :mod:`.layer` (the launch
   self-check, ``Layer``).
 

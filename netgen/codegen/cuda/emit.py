@@ -14,9 +14,11 @@ module is assembled from:
   the GPU);
 * real, tested modules copied by source extraction
   (:func:`netgen.codegen.runtime.assemble`, :func:`~netgen.codegen.runtime.statements`):
-  :mod:`netgen.codegen.cuda.launch` (host tables, cached
-  ``cuda.core`` kernel handles, Numba's kernel ABI packed from torch
-  tensors and cached per shape, torch's current stream, batch chunks),
+  :mod:`netgen.codegen.cuda.driver` (shared-memory limits, opt-in, block
+  sizes, the driver check), :mod:`~netgen.codegen.cuda.packing` (Numba's
+  kernel ABI packed from torch tensors), :mod:`~netgen.codegen.cuda.launch`
+  (host tables, cached ``cuda.core`` kernel handles, launch records,
+  torch's current stream), :mod:`~netgen.codegen.cuda.batch` (batch chunks),
   :mod:`~netgen.codegen.cuda.ops` (the ``torch.library`` custom ops
   and their autograd), :mod:`~netgen.codegen.cuda.layer` (the
   once-per-process self-check of the launch packing against Numba's
@@ -172,9 +174,10 @@ def _runtime_parts():
     functions): the launcher, the ahead-of-time kernel loader, the ops, the
     Layer base, the layer."""
     from ..runtime import layer as base
-    from . import cubin, group_ops, lane_ops, launch, layer, ops
+    from . import batch, cubin, driver, group_ops, lane_ops, launch, layer, ops, packing
 
-    return ((launch, launch.STATE, launch.PARTS), (cubin, cubin.STATE, cubin.PARTS),
+    return ((driver, driver.STATE, driver.PARTS), (packing, packing.STATE, packing.PARTS),
+            (launch, launch.STATE, launch.PARTS), (batch, batch.STATE, batch.PARTS), (cubin, cubin.STATE, cubin.PARTS),
             (group_ops, group_ops.STATE, group_ops.PARTS), (ops, (), ops.PARTS),
             (lane_ops, lane_ops.STATE, lane_ops.PARTS), (base, (), base.PARTS), (layer, layer.STATE, layer.PARTS))
 

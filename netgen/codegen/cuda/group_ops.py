@@ -25,7 +25,9 @@ from __future__ import annotations
 import torch
 
 from ..runtime.tables import _K, _N, _SIZE
-from .launch import LANES, SIMULATED, SM_SHARED, _LIMITS, _handle, _index, _launch, _np_dtype, _tables, _variant
+from .driver import SIMULATED, SM_SHARED
+from .launch import LANES, _LIMITS, _handle, _index, _launch, _tables, _variant
+from .packing import _np_dtype
 
 # ---- what the emitter writes (stand-ins here, not copied into modules) ----
 #: the module globals the copied code reads and neither defines nor imports

@@ -27,7 +27,9 @@ import torch
 
 from ..runtime.common import refuse_second_order
 from ..runtime.tables import _K, _N, _SIZE
-from .launch import RECORDS_MAX, SIMULATED, _LIMITS, _dummy, _handle, _index, _launch, _np_dtype, _tables
+from .driver import SIMULATED
+from .launch import RECORDS_MAX, _LIMITS, _dummy, _handle, _index, _launch, _tables
+from .packing import _np_dtype
 from .ops import _rows_forward
 
 # ---- what the emitter writes (stand-ins here, not copied into modules) ----

@@ -1,6 +1,6 @@
 """The launch self-check, input preparation and ``Layer`` of a generated
-``cuda`` module (the ops are :mod:`.cuda_ops`, the launcher
-:mod:`.cuda_launch`).
+``cuda`` module (the ops are :mod:`.ops`, the launcher :mod:`.launch`,
+:mod:`.driver`, :mod:`.packing` and :mod:`.batch`).
 
 * **Checks** are the Layer base's (:mod:`netgen.codegen.runtime.layer`:
   torch.func refused, x's type, shape and dtype, the steepness rule) and
@@ -35,7 +35,9 @@ from ..runtime.tables import _A, _B, _K, _N, _OFFSETS, _OUTS
 from ..runtime.lanes import _back_lanes, _fwd_lanes, _lane_input
 from .cubin import cubin_ready
 from .lane_ops import _lane_kernels, _lane_kernels_for
-from .launch import _PATH, LOG, SIMULATED, VIA_NUMBA, _np_dtype, _require_cuda
+from .driver import LOG, SIMULATED, _require_cuda
+from .launch import _PATH, VIA_NUMBA
+from .packing import _np_dtype
 from .ops import _call_column, _call_rows, _column_backward, _column_forward, _rows_backward, _rows_forward
 
 # ---- what the emitter writes (stand-ins here, not copied into modules) ----

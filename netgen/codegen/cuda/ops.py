@@ -24,7 +24,10 @@ import torch
 from ..runtime.common import refuse_second_order
 from ..runtime.tables import _K, _N, _NNZ, _SIZE
 from .group_ops import _groups_backward, _groups_forward, _use_groups
-from .launch import INDEX_LIMIT, LANES, LOG, _batch, _dummy, _launch, _np_dtype, _part, _tables
+from .batch import INDEX_LIMIT, _batch, _part
+from .driver import LOG
+from .launch import LANES, _dummy, _launch, _tables
+from .packing import _np_dtype
 
 # ---- what the emitter writes (stand-ins here, not copied into modules) ----
 #: the module globals the copied code reads and neither defines nor imports

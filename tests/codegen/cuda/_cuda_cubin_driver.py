@@ -23,7 +23,8 @@ tests/codegen/cuda/test_cuda_cubin.py.
   threads x registers <= 65,536; a refused launch raises, as the driver's
   would;
 * torch.cuda says: one device (two with ``device1``) of compute
-  capability MAJOR.MINOR with OPTIN bytes of opt-in shared memory, a
+  capability MAJOR.MINOR with OPTIN bytes of opt-in shared memory and SMS
+  multiprocessors (132, ``NETGEN_FAKE_SMS`` sets another), a
   current device (``torch.cuda.device`` switches it) and a current stream
   per device (a distinct raw handle each); the module's ``_require_cuda``
   accepts CPU tensors. Every launch records the current device and the
@@ -62,6 +63,7 @@ STREAM_BASE = 0x7000  # device d's current stream: raw handle STREAM_BASE + d
 CC = tuple(int(v) for v in cc_arg.split("."))
 OPTIN = int(__import__("os").environ.get("NETGEN_FAKE_OPTIN", str(227 * 1024)))  # an H100's: 232,448 bytes
 STATIC = int(__import__("os").environ.get("NETGEN_FAKE_STATIC", "16"))
+SMS = int(__import__("os").environ.get("NETGEN_FAKE_SMS", "132"))  # multiprocessors: an H100 SXM's
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -220,13 +222,15 @@ def _launch(stream, config, kernel, *words):
     threads, shmem = config["block"], config["shmem_size"]
     entry = kernel.entry if isinstance(kernel, _Kernel) else kernel[1]  # numba's: ("numba kernel", entry)
     allowed = ALLOWED.get(entry, min(48 * 1024, OPTIN) - STATIC)
-    if shmem > allowed or threads > _Attrs.max_threads_per_block or threads * _Attrs.num_regs > 65536:
+    # the kernel's own limits: a loaded handle's _Attrs, numba-cuda's compiled kernel's attrs (1024, 40)
+    most, regs = (_Attrs.max_threads_per_block, _Attrs.num_regs) if isinstance(kernel, _Kernel) else (1024, 40)
+    if shmem > allowed or threads > most or threads * regs > 65536:
         rec["refused"].append({"launch": entry, "threads": threads, "shmem": shmem, "allowed": allowed})
         raise RuntimeError(f"CUDA_ERROR_INVALID_VALUE: launch of {threads} threads with {shmem} bytes of dynamic "
                            f"shared memory (allowed {allowed})")
     rec["launch"].append({"entry": kernel.entry if isinstance(kernel, _Kernel) else repr(kernel),
                           "from_cuda_core": isinstance(kernel, _Kernel), "words": len(words), "shmem": shmem,
-                          "threads": threads, "device": CURRENT[0], "stream": stream})
+                          "threads": threads, "grid": config["grid"], "device": CURRENT[0], "stream": stream})
 
 
 def _set_attribute(attr, value, handle, dev):
@@ -249,7 +253,8 @@ _cu.cuKernelSetAttribute = _set_attribute
 
 # ---- one fake device of compute capability CC
 torch.cuda.get_device_capability = lambda device=None: CC
-torch.cuda.get_device_properties = lambda device=None: types.SimpleNamespace(shared_memory_per_block_optin=OPTIN)
+torch.cuda.get_device_properties = lambda device=None: types.SimpleNamespace(shared_memory_per_block_optin=OPTIN,
+                                                                             multi_processor_count=SMS)
 
 
 def _device_index(device):

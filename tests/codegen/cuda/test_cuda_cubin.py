@@ -155,6 +155,25 @@ def test_dynamic_shared_memory_leaves_room_for_static(module, tmp_path):
     assert {launch["shmem"] for launch in rec["launch"]} == {0, 32}
 
 
+@pytest.mark.parametrize("sms", [132, 2])
+def test_grid_within_the_sms_gets_the_kernels_thread_limit(module, tmp_path, sms):
+    """A shared-variant launch whose grid has no more blocks than the device
+    has SMs runs as many threads as the loaded kernel allows (768 x 48
+    registers here: the fake driver refuses more), since each block has an
+    SM to itself; with more blocks than SMs (B = 3 rows on a 2-SM device) a
+    small block keeps THREADS (256), as does every global-variant launch."""
+    truth = fabricate(module)
+    rec = run_driver(module, "9.0", tmp_path, env_extra={"NETGEN_FAKE_SMS": str(sms)})
+    assert not rec["errors"], rec["errors"]
+    assert rec["refused"] == []
+    shared = {t["entry"] for k, t in truth.items() if k.endswith("_s")}
+    seen = {(e["entry"] in shared, e["grid"] <= sms, e["threads"]) for e in rec["launch"]}
+    assert {(s, t) for s, small, t in seen if s and small} <= {(True, 768)}
+    assert {t for s, small, t in seen if not (s and small)} <= {256}
+    assert any(s and small for s, small, _ in seen) == (sms == 132)  # n = 8: every grid is B = 3 rows or fewer
+    assert any(s for s, _, _ in seen)
+
+
 def test_first_call_with_cubins_imports_no_numba(module, tmp_path):
     """Issue 29 item 6: with cubins present, importing the module and its
     first forward + backward (rows, values only, column; float32 and

@@ -1,5 +1,5 @@
-"""The cuda target's host runtime (netgen.codegen.cuda.launch,
-cuda_ops, cuda_layer) tested as the ordinary code it is, without a GPU and
+"""The cuda target's host runtime (netgen.codegen.cuda.driver, packing,
+launch, batch, cuda_ops, cuda_layer) tested as the ordinary code it is, without a GPU and
 without the simulator: the kernel-argument packing against every kernel's
 argument kinds, its cache, block sizing, batch chunks, variants, the
 steepness cache and the label checks; and the assembly of a generated
@@ -15,9 +15,12 @@ from netgen.codegen.cuda.kernels import KERNEL_ARGS
 from netgen.codegen import TARGETS
 from netgen.codegen.cuda.emit import runtime_source
 from netgen.codegen.literals import GeneratedSourceError, Namespace, top_level_definitions
+from netgen.codegen.cuda import batch as cuda_batch
+from netgen.codegen.cuda import driver as cuda_driver
 from netgen.codegen.cuda import launch as cuda_launch
 from netgen.codegen.cuda import layer as cuda_layer
 from netgen.codegen.cuda import ops as cuda_ops
+from netgen.codegen.cuda import packing as cuda_packing
 from netgen.codegen.runtime import statements
 from netgen.codegen.runtime.common import check_labels
 from netgen.codegen.runtime.layer import LayerBase
@@ -32,12 +35,12 @@ TORCH_OF = {"w1": torch.uint16, "u1": torch.uint32, "i1": torch.int64, "b1": tor
 
 
 @pytest.fixture
-def launch(monkeypatch):
-    """cuda_launch with a generated module's kernel argument kinds."""
-    monkeypatch.setattr(cuda_launch, "KERNEL_ARGS", dict(KERNEL_ARGS))
-    monkeypatch.setattr(cuda_launch, "WIRE_DTYPE", np.dtype(np.uint16))
+def packing(monkeypatch):
+    """cuda_packing with a generated module's kernel argument kinds."""
+    monkeypatch.setattr(cuda_packing, "KERNEL_ARGS", dict(KERNEL_ARGS))
+    monkeypatch.setattr(cuda_packing, "WIRE_DTYPE", np.dtype(np.uint16))
     monkeypatch.setattr(cuda_launch, "_RECORDS", {})
-    return cuda_launch
+    return cuda_packing
 
 
 def example_args(kinds, dtype, B=3, seed=0):
@@ -58,12 +61,12 @@ def example_args(kinds, dtype, B=3, seed=0):
 
 @pytest.mark.parametrize("name", sorted(KERNEL_ARGS))
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_packing_round_trips_every_kernels_arguments(launch, name, dtype):
+def test_packing_round_trips_every_kernels_arguments(packing, name, dtype):
     """Packed words, read back as the kernel would see them, are the very
     arrays (same memory, shapes, dtypes) and flags passed in."""
     args = example_args(KERNEL_ARGS[name], dtype)
     npdt = np.dtype(np.float64) if dtype == torch.float64 else np.dtype(np.float32)
-    seen = launch._sim_unpack(name, npdt, launch._fill(launch._abi(args), launch._slots(args), args))
+    seen = packing._sim_unpack(name, npdt, packing._fill(packing._abi(args), packing._slots(args), args))
     assert len(seen) == len(args)
     for a, s in zip(args, seen):
         if isinstance(a, torch.Tensor):
@@ -73,54 +76,54 @@ def test_packing_round_trips_every_kernels_arguments(launch, name, dtype):
             assert s is a
 
 
-def test_packing_is_numbas_abi(launch):
+def test_packing_is_numbas_abi(packing):
     t = torch.zeros(2, 3, dtype=torch.float64)
-    assert launch._abi([t, True, 7]) == [0, 0, 6, 8, t.data_ptr(), 2, 3, 24, 8, True, 7]
+    assert packing._abi([t, True, 7]) == [0, 0, 6, 8, t.data_ptr(), 2, 3, 24, 8, True, 7]
 
 
-def test_launch_record_words_refill_only_the_pointers(launch):
+def test_launch_record_words_refill_only_the_pointers(packing):
     """A launch record packs once per argument shapes; a later launch with
     the same shapes only rewrites the data pointers (``_slots``), giving
     exactly a fresh packing of its own arguments."""
     kinds = KERNEL_ARGS["fwd_col"]
     first = example_args(kinds, torch.float32, seed=1)
     second = example_args(kinds, torch.float32, seed=2)  # same shapes, other memory
-    words, slots = launch._abi(first), launch._slots(first)
-    assert launch._shape_key(first) == launch._shape_key(second)
-    assert launch._fill(words, slots, second) == launch._abi(second) != words
-    assert words == launch._abi(first)  # the record's words are not changed in place
+    words, slots = packing._abi(first), packing._slots(first)
+    assert packing._shape_key(first) == packing._shape_key(second)
+    assert packing._fill(words, slots, second) == packing._abi(second) != words
+    assert words == packing._abi(first)  # the record's words are not changed in place
     assert [words[p] for p, _ in slots] == [a.data_ptr() for a in first if isinstance(a, torch.Tensor)]
     third = example_args(kinds, torch.float32, B=5)
-    assert launch._shape_key(third) != launch._shape_key(first)
+    assert packing._shape_key(third) != packing._shape_key(first)
 
 
-def test_batch_plans_are_bounded(launch, monkeypatch):
+def test_batch_plans_are_bounded(packing, monkeypatch):
     """Many batch sizes never grow the launcher's caches without bound:
     past RECORDS_MAX entries they start over (rebuilt as needed)."""
-    monkeypatch.setattr(launch, "SIMULATED", True)
-    monkeypatch.setattr(launch, "RECORDS_MAX", 3)
-    monkeypatch.setattr(launch, "_PLANS", {})
+    monkeypatch.setattr(cuda_launch, "SIMULATED", True)
+    monkeypatch.setattr(cuda_batch, "RECORDS_MAX", 3)
+    monkeypatch.setattr(cuda_batch, "_PLANS", {})
     like = torch.zeros(1, dtype=torch.float32)
-    plans = [launch._batch("fwd", like, B, 1) for B in range(1, 9)]
+    plans = [cuda_batch._batch("fwd", like, B, 1) for B in range(1, 9)]
     assert plans == [[(0, B)] for B in range(1, 9)]
-    assert 1 <= len(launch._PLANS) <= 3
+    assert 1 <= len(cuda_batch._PLANS) <= 3
 
 
-def test_unpack_refuses_words_that_do_not_fit_the_kernel(launch):
+def test_unpack_refuses_words_that_do_not_fit_the_kernel(packing):
     args = example_args(KERNEL_ARGS["bwd_col"], torch.float32)
     f32 = np.dtype(np.float32)
     with pytest.raises(ValueError, match="packed words"):
-        launch._sim_unpack("bwd_col", f32, launch._abi(args) + [0])
+        packing._sim_unpack("bwd_col", f32, packing._abi(args) + [0])
     with pytest.raises(ValueError, match="itemsize"):
-        launch._sim_unpack("bwd_col", np.dtype(np.float64), launch._abi(args))
-    words = launch._abi(args)
+        packing._sim_unpack("bwd_col", np.dtype(np.float64), packing._abi(args))
+    words = packing._abi(args)
     words[6] *= 2  # the first array's (a vector's) stride doubled: past its elements
     with pytest.raises(ValueError, match="exceeds"):
-        launch._sim_unpack("bwd_col", f32, words)
+        packing._sim_unpack("bwd_col", f32, words)
 
 
 def test_block_size(monkeypatch):
-    L = cuda_launch
+    L = cuda_driver
     monkeypatch.setattr(L, "THREADS", 256)
     monkeypatch.setattr(L, "BIG_THREADS", 1024)
     monkeypatch.setattr(L, "SM_SHARED", 228 * 1024)
@@ -131,17 +134,24 @@ def test_block_size(monkeypatch):
     assert L._block("shared", 100_000) == 1024  # two blocks per SM: 2048 / 2
     assert L._block("shared", 60_000) == 672  # three blocks per SM: 2048 // 3 = 682, in whole warps
     assert L._block("shared", 2_000) == 256  # many blocks per SM: THREADS
+    # a grid of no more blocks than SMs: each block has an SM to itself (issue 29, docs/cuda-kernels.md Round 8)
+    assert L._block("shared", 2_000, blocks=64, sms=132) == 1024
+    assert L._block("shared", 2_000, blocks=132, sms=132) == 1024
+    assert L._block("shared", 2_000, regs=72, blocks=64, sms=132) == 896
+    assert L._block("shared", 2_000, blocks=133, sms=132) == 256  # more blocks than SMs: as before
+    assert L._block("shared", 2_000, blocks=64) == 256  # SM count not known: as before
+    assert L._block("global", 0, blocks=1, sms=132) == 256  # the global variant keeps THREADS
     monkeypatch.setattr(L, "BIG_THREADS", 512)
     assert L._block("shared", 209_000) == 512
 
 
 def test_chunks(monkeypatch):
-    monkeypatch.setattr(cuda_launch, "WORKSPACE", 1000)
-    assert cuda_launch._chunks(7, 0) == [(0, 7)]  # no scratch: one launch
-    assert cuda_launch._chunks(7, 300) == [(0, 3), (3, 6), (6, 7)]
-    assert cuda_launch._chunks(3, 5000) == [(0, 1), (1, 2), (2, 3)]  # a row past the budget still runs
-    assert cuda_launch._chunks(0, 300) == []
-    assert cuda_launch._chunks(5, 100) == [(0, 5)]
+    monkeypatch.setattr(cuda_batch, "WORKSPACE", 1000)
+    assert cuda_batch._chunks(7, 0) == [(0, 7)]  # no scratch: one launch
+    assert cuda_batch._chunks(7, 300) == [(0, 3), (3, 6), (6, 7)]
+    assert cuda_batch._chunks(3, 5000) == [(0, 1), (1, 2), (2, 3)]  # a row past the budget still runs
+    assert cuda_batch._chunks(0, 300) == []
+    assert cuda_batch._chunks(5, 100) == [(0, 5)]
 
 
 def test_variant_by_what_a_launch_needs(monkeypatch):
@@ -201,12 +211,12 @@ def test_gradients_are_once_differentiable():
 
 def test_statements_copy_state_with_its_comments_and_claim_names():
     names = Namespace()
-    src = statements(cuda_launch, ("WORKSPACE", "_install_syncwarp", "_PATH"), names)
-    assert src.startswith("#: bytes of global scratch")
-    assert "WORKSPACE = int(" in src and "_PATH = [" in src and src.rstrip().endswith("_install_syncwarp()")
-    assert "WORKSPACE" in names and "_PATH" in names and "_install_syncwarp" not in names  # a call binds nothing
+    src = statements(cuda_driver, ("SM_SHARED", "_install_syncwarp", "_CHECKED"), names)
+    assert src.startswith("#: shared memory per SM")
+    assert "SM_SHARED = 228" in src and "_CHECKED: list = []" in src and src.rstrip().endswith("_install_syncwarp()")
+    assert "SM_SHARED" in names and "_CHECKED" in names and "_install_syncwarp" not in names  # a call binds nothing
     with pytest.raises(GeneratedSourceError, match="twice"):
-        statements(cuda_launch, ("WORKSPACE",), names)
+        statements(cuda_driver, ("SM_SHARED",), names)
     with pytest.raises(GeneratedSourceError, match="NO_SUCH"):
         statements(cuda_launch, ("NO_SUCH",), Namespace())
 
@@ -221,7 +231,7 @@ def test_generated_module_copies_the_runtime_once():
 
     src = emit(build("splitter", 16, 5), threads=64, shared_limit=1234)
     defined = [name for name, _ in top_level_definitions(ast.parse(src))]
-    for module in (cuda_launch, cuda_ops, cuda_layer):
+    for module in (cuda_driver, cuda_packing, cuda_launch, cuda_batch, cuda_ops, cuda_layer):
         for part in module.PARTS:
             assert defined.count(part.__name__) == 1, part.__name__
             assert textwrap.dedent(inspect.getsource(part)).strip() in src
