@@ -32,7 +32,6 @@ for N = 1000 and 10000.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import statistics
 import time
@@ -65,33 +64,38 @@ def measured_blur(net, r, x, s, sort_rows: int, chunk: int = 128) -> tuple[float
     return total / (xs.shape[0] * k), xs.shape[0]
 
 
+def networks(args):
+    """(n, k, the netgen network) for every n of ``--n`` and k of ``--k``
+    (default 1, 5, n; 0 or -1 means n; k > n skipped)."""
+    for n in args.n:
+        for k in (args.k or [1, 5, n]):
+            k = n if k in (-1, 0) else k
+            if k <= n:
+                yield n, k, build(n, k).network
+
+
 def grid(args) -> int:
     bad = 0
     print(f"{'n':>6} {'k':>6} {'distribution':>13} {'scale':>7} {'target':>6} {'s':>11} {'measured':>9} "
           f"{'ratio':>6} {'s/model':>7} {'est s':>6}  note")
-    for n in args.n:
-        for k in (args.k or [1, 5, n]):
-            k = n if k in (-1, 0) else k
-            if k > n:
-                continue
-            net = build(n, k).network
-            for dist in args.distributions:
-                r = default_relaxation(net, dist)
-                for scale in args.scales:
-                    g = torch.Generator().manual_seed(n * 7 + k)
-                    x = torch.randn(batch_size(n), n, generator=g, dtype=torch.float64) * scale
-                    for target in args.blur:
-                        t0 = time.process_time()
-                        est = estimate_steepness(net, r, x, target)
-                        dt = time.process_time() - t0
-                        b, read = measured_blur(net, r, x, est.steepness, args.sort_rows)
-                        ratio = b / target
-                        ok = 0.9 <= ratio <= 1.1
-                        bad += not ok
-                        note = ("" if ok else "OUT ") + (f"measured on {read} of {x.shape[0]} rows " if read < x.shape[0] else "") + est.note
-                        print(f"{n:>6} {k:>6} {dist:>13} {scale:>7.0e} {target:>6.3f} {est.steepness:>11.4g} "
-                              f"{b:>9.4f} {ratio:>6.3f} {est.steepness / est.model_steepness:>7.3f} {dt:>5.2f}s  "
-                              f"{note}", flush=True)
+    for n, k, net in networks(args):
+        for dist in args.distributions:
+            r = default_relaxation(net, dist)
+            for scale in args.scales:
+                g = torch.Generator().manual_seed(n * 7 + k)
+                x = torch.randn(batch_size(n), n, generator=g, dtype=torch.float64) * scale
+                for target in args.blur:
+                    t0 = time.process_time()
+                    est = estimate_steepness(net, r, x, target)
+                    dt = time.process_time() - t0
+                    b, read = measured_blur(net, r, x, est.steepness, args.sort_rows)
+                    ratio = b / target
+                    ok = 0.9 <= ratio <= 1.1
+                    bad += not ok
+                    note = ("" if ok else "OUT ") + (f"measured on {read} of {x.shape[0]} rows " if read < x.shape[0] else "") + est.note
+                    print(f"{n:>6} {k:>6} {dist:>13} {scale:>7.0e} {target:>6.3f} {est.steepness:>11.4g} "
+                          f"{b:>9.4f} {ratio:>6.3f} {est.steepness / est.model_steepness:>7.3f} {dt:>5.2f}s  "
+                          f"{note}", flush=True)
     print(f"cells outside +-10%: {bad}")
     return bad
 
@@ -104,32 +108,27 @@ def overhead(args) -> None:
     sched = AutoSteepness()
     frac = {N: sum(sched.due(c) for c in range(N)) / N for N in (1000, 10000)}
     print(f"{'n':>6} {'k':>6} {'B':>4} {'fwd+bwd':>9} {'estimate':>9} {'ratio':>7} {'N=1000':>8} {'N=10000':>8}")
-    for n in args.n:
-        for k in (args.k or [1, 5, n]):
-            k = n if k in (-1, 0) else k
-            if k > n:
-                continue
-            net = build(n, k).network
-            r = default_relaxation(net)
-            layer = AutoLayer(net, r, "torch")
-            B = batch_size(n)
-            x = torch.randn(B, n, generator=torch.Generator().manual_seed(1))
+    for n, k, net in networks(args):
+        r = default_relaxation(net)
+        layer = AutoLayer(net, r, "torch")
+        B = batch_size(n)
+        x = torch.randn(B, n, generator=torch.Generator().manual_seed(1))
 
-            def step():
-                xx = x.clone().requires_grad_(True)
-                layer(xx)[0].sum().backward()
+        def step():
+            xx = x.clone().requires_grad_(True)
+            layer(xx)[0].sum().backward()
 
-            def est():
-                estimate_steepness(net, r, x, 0.1)
+        def est():
+            estimate_steepness(net, r, x, 0.1)
 
-            step(), est()
-            tf, te = [], []
-            for _ in range(args.reps):
-                t = time.process_time(); step(); tf.append(time.process_time() - t)
-                t = time.process_time(); est(); te.append(time.process_time() - t)
-            f, e = statistics.median(tf), statistics.median(te)
-            print(f"{n:>6} {k:>6} {B:>4} {f:>8.4f}s {e:>8.4f}s {e / f:>7.1%} {e / f * frac[1000]:>8.2%} "
-                  f"{e / f * frac[10000]:>8.2%}", flush=True)
+        step(), est()
+        tf, te = [], []
+        for _ in range(args.reps):
+            t = time.process_time(); step(); tf.append(time.process_time() - t)
+            t = time.process_time(); est(); te.append(time.process_time() - t)
+        f, e = statistics.median(tf), statistics.median(te)
+        print(f"{n:>6} {k:>6} {B:>4} {f:>8.4f}s {e:>8.4f}s {e / f:>7.1%} {e / f * frac[1000]:>8.2%} "
+              f"{e / f * frac[10000]:>8.2%}", flush=True)
 
 
 def main(argv=None) -> int:

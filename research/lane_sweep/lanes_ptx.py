@@ -17,8 +17,6 @@ import argparse
 import json
 import math
 import os
-import re
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -47,8 +45,8 @@ def main(argv=None) -> int:
     import numpy as np
     from numba import cuda
 
-    from _gpu_sass import _tool, sass
-    from ptx import inner_loop
+    from _gpu_sass import _tool
+    from ptx import compile_sm90
     from netgen.codegen.cuda.kernels import GROUP_ARGS, LANE_ARGS, kernels_source
     from netgen.codegen.swap_code import swap_code
     from netgen.construct import build
@@ -72,20 +70,11 @@ def main(argv=None) -> int:
     for ft in ("float32", "float64"):
         for name in NAMES:
             fn = ns[f"_{name}_f{32 if ft == 'float32' else 64}_s"]
-            ptx, _ = cuda.compile_ptx(fn.py_func, signature(kinds[name], ft, net.n >= 65536), cc=(9, 0),
-                                      fastmath=ft == "float32")
-            p = tmp / f"{name}_{ft}.ptx"
-            p.write_text(ptx)
-            cub = tmp / f"{name}_{ft}.cubin"
-            info = subprocess.run([ptxas, "-arch=sm_90", "-v", "-o", str(cub), str(p)], capture_output=True,
-                                  text=True, check=True).stderr
-            regs = int(re.search(r"Used (\d+) registers", info).group(1))
-            spill = re.search(r"(\d+) bytes spill stores", info)
-            ins = sass(cub) or []
-            loops = inner_loop(ins) if ins else []
-            out = res[f"{name} {ft}"] = {"registers": regs, "spill_stores": int(spill.group(1)) if spill else 0,
-                                         "sass": len(ins), "lane_loops": loops}
-            print(f"  {name:8s} {ft}: {regs:3d} registers, {out['spill_stores']} bytes spilled, {len(ins)} SASS; "
+            out = res[f"{name} {ft}"] = compile_sm90(fn.py_func, signature(kinds[name], ft, net.n >= 65536),
+                                                     ft, tmp, name, ptxas)
+            loops = out["lane_loops"]
+            print(f"  {name:8s} {ft}: {out['registers']:3d} registers, {out['spill_stores']} bytes spilled, "
+                  f"{out['sass']} SASS; "
                   f"lane loops (per pair, per comparator outside): "
                   f"{[(lp['per_lane'], lp['per_comparator']) for lp in loops] or '-'}", flush=True)
     if args.json:

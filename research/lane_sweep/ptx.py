@@ -63,15 +63,34 @@ def inner_loop(ins):
     return out
 
 
+def compile_sm90(py_func, sig, ft, tmp: Path, name: str, ptxas) -> dict:
+    """Compile one kernel for sm_90 (compile_ptx -> ptxas -v -> cuobjdump
+    -sass): registers, spill stores, SASS count and the lane loops
+    (:func:`inner_loop`)."""
+    from numba import cuda
+
+    from _gpu_sass import sass
+
+    ptx, _ = cuda.compile_ptx(py_func, sig, cc=(9, 0), fastmath=ft == "float32")
+    p = tmp / f"{name}_{ft}.ptx"
+    p.write_text(ptx)
+    cub = tmp / f"{name}_{ft}.cubin"
+    info = subprocess.run([ptxas, "-arch=sm_90", "-v", "-o", str(cub), str(p)], capture_output=True,
+                          text=True, check=True).stderr
+    spill = re.search(r"(\d+) bytes spill stores", info)
+    ins = sass(cub) or []
+    return {"registers": int(re.search(r"Used (\d+) registers", info).group(1)),
+            "spill_stores": int(spill.group(1)) if spill else 0, "sass": len(ins),
+            "lane_loops": inner_loop(ins) if ins else []}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
         sys.exit("ptx.py compiles: run it without NUMBA_ENABLE_CUDASIM")
-    from numba import cuda
-
-    from _gpu_sass import _tool, sass
+    from _gpu_sass import _tool
     from kernels import make
 
     ptxas = _tool("ptxas")
@@ -82,20 +101,10 @@ def main(argv=None) -> int:
     for ft in ("float32", "float64"):
         kerns = make(ft)
         for name, sig in signatures(ft).items():
-            ptx, _ = cuda.compile_ptx(kerns[name].py_func, sig, cc=(9, 0), fastmath=ft == "float32")
-            p = tmp / f"{name}_{ft}.ptx"
-            p.write_text(ptx)
-            cub = tmp / f"{name}_{ft}.cubin"
-            info = subprocess.run([ptxas, "-arch=sm_90", "-v", "-o", str(cub), str(p)], capture_output=True,
-                                  text=True, check=True).stderr
-            regs = int(re.search(r"Used (\d+) registers", info).group(1))
-            spill = re.search(r"(\d+) bytes spill stores", info)
-            ins = sass(cub) or []
-            loops = inner_loop(ins) if ins else []
-            best = max(loops, key=lambda lp: lp["per_comparator"]) if loops else {}
-            res[f"{name} {ft}"] = {"registers": regs, "spill_stores": int(spill.group(1)) if spill else 0,
-                                   "sass": len(ins), "per_lane": best.get("per_lane"),
-                                   "per_comparator": best.get("per_comparator")}
+            c = compile_sm90(kerns[name].py_func, sig, ft, tmp, name, ptxas)
+            best = max(c["lane_loops"], key=lambda lp: lp["per_comparator"]) if c["lane_loops"] else {}
+            res[f"{name} {ft}"] = {"registers": c["registers"], "spill_stores": c["spill_stores"], "sass": c["sass"],
+                                   "per_lane": best.get("per_lane"), "per_comparator": best.get("per_comparator")}
             r = res[f"{name} {ft}"]
             print(f"  {name:8s} {ft}: {r['registers']:3d} registers, {r['spill_stores']} bytes spilled, {r['sass']} "
                   f"SASS; lane loop {r['per_lane'] if r['per_lane'] is not None else '-'} per pair, comparator loop "

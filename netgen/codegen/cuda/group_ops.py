@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 
 from ..runtime.tables import _K, _N, _SIZE
-from .driver import SIMULATED, SM_SHARED
+from .driver import SIMULATED, SM_SHARED, _sm_count
 from .launch import LANES, _LIMITS, _handle, _index, _launch, _tables, _variant
 from .packing import _np_dtype
 
@@ -39,11 +39,10 @@ SHARED_LIMIT = 227 * 1024
 GROUP_CAP = 32
 #: blocks of the backward's persistent grid under the simulator (fewer than the items: each block loops)
 SIM_SLOTS = 3
-_GROUP_SMS: dict = {}  # device index -> multiprocessors
 _GEO: dict = {}  # (device, dtype, B) -> (G, groups, geo on the device): uploaded once
 
 #: the module-level statements a generated module copies
-STATE = ("GROUP_CAP", "SIM_SLOTS", "_GROUP_SMS", "_GEO")
+STATE = ("GROUP_CAP", "SIM_SLOTS", "_GEO")
 
 
 def _group_lanes(device, dt):
@@ -90,10 +89,7 @@ def _group_grid(device, dt, G, items):
     most = max(1, (2**32 - 1) // max(1, G * _SIZE))
     if SIMULATED:
         return max(1, min(items, SIM_SLOTS, most))
-    index = _index(device)
-    sms = _GROUP_SMS.get(index)
-    if sms is None:
-        sms = _GROUP_SMS[index] = int(torch.cuda.get_device_properties(index).multi_processor_count)
+    sms = max(1, _sm_count(_index(device)))
     per_sm = max(1, SM_SHARED // (G * _N * dt.itemsize + 1024))
     return max(1, min(items, sms * per_sm, most))
 
