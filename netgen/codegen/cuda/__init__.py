@@ -130,6 +130,8 @@ TARGET = Target(
     emitter=_emit,
     build=BuildStep("compile every kernel to PTX and cubins (ptxas) and keep them beside the module, "
                     "so its first call compiles nothing", _build),
-    # the simulator runs every thread of a block as a Python thread: small blocks (same kernels)
-    test=TestMode(simulator=True, options={"threads": 32}, nan_rows=True),
+    # the simulator runs every thread of a block as a Python thread: small blocks (same kernels);
+    # the launch self-check (tested on its own in tests/codegen/cuda/test_cuda_sim.py) is skipped: in
+    # the simulator it ran every path twice per module, most of the contract's time
+    test=TestMode(simulator=True, options={"threads": 32}, nan_rows=True, env={"NETGEN_CUDA_SELFCHECK": "0"}),
 )

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from . import cubin as _rt
 
-__all__ = ["ARCHS", "REQUIRED_ARCHS", "PTX_CC", "build_archs", "write_folder", "install", "folder_of"]
+__all__ = ["ARCHS", "REQUIRED_ARCHS", "PTX_CC", "ENV_ARCHS", "chosen_archs", "build_archs", "write_folder", "install", "folder_of"]
 
 #: architectures ``netgen build`` assembles cubins for: Ampere (A100, sm_80;
 #: RTX 30xx/A10/A40, sm_86), Ada (L4/L40/RTX 40xx, sm_89), Hopper (sm_90),
@@ -43,17 +43,40 @@ def folder_of(module_path) -> Path:
     return Path(os.path.splitext(os.path.abspath(os.fspath(module_path)))[0] + ".cubins")
 
 
+#: ``NETGEN_CUDA_ARCHS=sm_90`` (comma-separated, from :data:`ARCHS`):
+#: assemble cubins for these archs only (one ptxas run per kernel and arch,
+#: most of a build's time); the PTX kept beside them still serves any other
+#: device at or above compute 7.5 through the driver's JIT
+ENV_ARCHS = "NETGEN_CUDA_ARCHS"
+
+
+def chosen_archs() -> tuple[str, ...]:
+    """:data:`ARCHS`, or the ones ``NETGEN_CUDA_ARCHS`` names (ValueError
+    for a name not in :data:`ARCHS` or an empty list)."""
+    raw = os.environ.get(ENV_ARCHS, "").strip()
+    if not raw:
+        return ARCHS
+    names = [a.strip() for a in raw.split(",") if a.strip()]
+    bad = [a for a in names if a not in ARCHS]
+    if bad or not names:
+        raise ValueError(f"{ENV_ARCHS}={raw!r}: expected a comma-separated list of {', '.join(ARCHS)}"
+                         + (f" (not one: {', '.join(map(repr, bad))})" if bad else ""))
+    return tuple(a for a in ARCHS if a in names)
+
+
 def build_archs(ptxas: str | None) -> list[str]:
-    """:data:`ARCHS` less the ones ``ptxas`` does not know (from the
-    allowed values its ``--help`` lists; all of them when that cannot be read)."""
+    """:data:`ARCHS` (or ``NETGEN_CUDA_ARCHS``'s, :func:`chosen_archs`) less
+    the ones ``ptxas`` does not know (from the allowed values its ``--help``
+    lists; all of them when that cannot be read)."""
+    wanted = chosen_archs()
     if not ptxas:
-        return list(ARCHS)
+        return list(wanted)
     try:
         text = subprocess.run([ptxas, "--help"], capture_output=True, text=True, timeout=60).stdout
     except (OSError, subprocess.SubprocessError):
-        return list(ARCHS)
+        return list(wanted)
     known = set(re.findall(r"'(sm_\w+)'", text))
-    return [a for a in ARCHS if a in known] if known else list(ARCHS)
+    return [a for a in wanted if a in known] if known else list(wanted)
 
 
 def write_folder(info: dict, module_path, dest) -> dict:

@@ -131,7 +131,7 @@ def run_layer(out_dir, kind, n, k, shared_limit, B, dtype):
         f.write(emit("cuda", net, r, {"shared_limit": shared_limit, "threads": 32, **opts}))
     m = load(path)
     with torch.no_grad():
-        m.Layer()(torch.zeros(1, n, dtype=getattr(torch, dtype)))  # first use: the self-check (not counted)
+        m.Layer()(torch.zeros(1, n, dtype=getattr(torch, dtype)))  # first use (not counted; the self-check is off: NETGEN_CUDA_SELFCHECK=0)
     launched = []
     real = m._launch
 

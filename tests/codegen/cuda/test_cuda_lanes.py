@@ -25,7 +25,8 @@ DRIVER = Path(__file__).with_name("_cuda_lanes_driver.py")
 
 
 def run_driver(*args):
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    # the launch self-check is test_cuda_sim.py's subject (run per module here, it took most of the time)
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", NETGEN_CUDA_SELFCHECK="0")
     proc = subprocess.run([sys.executable, str(DRIVER), *args], capture_output=True, text=True, env=env,
                           timeout=1200)
     assert proc.returncode == 0, proc.stderr[-3000:]
