@@ -41,52 +41,30 @@ the launcher's packing (``_abi``) of example arguments of each kind (one
 64-bit word per array field, one byte per flag); a mismatch logs a warning
 and falls back to numba-cuda. ``NETGEN_CUDA_CUBINS=0`` turns the loader off.
 
-The stand-ins below only let this file import and lint on its own.
+The stand-ins below (the kernel tables) only let this file import and lint on its own.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import re
 import tempfile
 import time
 
-import numpy as np
 import torch
+
+from .driver import LOG, LaunchConfigError, _dynamic_limit, _opt_in, _shared_limit
+from .packing import WIRE_DTYPE, _abi
 
 # ---- what the generated module defines (stand-ins here, not copied) ----
 #: the module globals the copied code reads and neither defines nor imports:
-#: the emitter's kernel tables and the launcher's pieces (the launcher
-#: imports this file, so this file cannot import it)
-READS = ("KERNELS", "KERNEL_ARGS", "WIRE_DTYPE", "LOG", "_abi", "_shared_limit", "_dynamic_limit", "_opt_in",
-         "LaunchConfigError")
+#: the emitter's kernel tables (the launcher's pieces come from driver.py and
+#: packing.py, pasted beside this file)
+READS = ("KERNELS", "KERNEL_ARGS")
 KERNELS: dict = {}
 KERNEL_ARGS: dict = {}
-WIRE_DTYPE = np.dtype(np.uint16)
-LOG = logging.getLogger("netgen")
-
-
-def _abi(args):  # pragma: no cover - the launcher's packing
-    raise NotImplementedError
-
-
-def _shared_limit(device):  # pragma: no cover - the launcher's limit
-    raise NotImplementedError
-
-
-def _dynamic_limit(optin, static):  # pragma: no cover - the launcher's rule
-    raise NotImplementedError
-
-
-def _opt_in(set_attribute, handle, device_index, dynamic, static, name):  # pragma: no cover - the launcher's
-    raise NotImplementedError
-
-
-class LaunchConfigError(RuntimeError):  # the launcher's (not copied from here)
-    pass
 
 
 # ---------------------------------------------------------------- copied parts
