@@ -38,6 +38,7 @@ __all__ = ["FORMAT", "MAX_HEADER", "read", "write"]
 FORMAT = "netgen-network-npz/1"
 #: the largest header member accepted, in bytes
 MAX_HEADER = 1 << 16
+_CHUNK = 1 << 24
 _NPY_SLACK = 4096  # a .npy header is at most a few hundred bytes
 _MEMBERS = {"header.npy", "comparators.npy", "layer_offsets.npy", "outputs.npy"}
 
@@ -84,7 +85,7 @@ def _member(z: zipfile.ZipFile, name: str, dtype: str, shape: tuple[int, ...]) -
         view = memoryview(out.reshape(-1).view(np.uint8))
         done = 0
         while done < nbytes:
-            got = f.readinto(view[done:])
+            got = f.readinto(view[done:done + _CHUNK])  # in pieces: readinto reads a bytes object that long
             if not got:
                 raise ValueError(f"{name}: truncated")
             done += got
