@@ -181,7 +181,7 @@ def sorter_exact(kind: str, n: int) -> tuple[int, int] | None:
     pass changes a sorter there (every wire is an output: nothing to prune;
     no complete method, so no cleanup). Sizes: bitonic N/2 L (L + 1) / 2,
     odd-even merge and pairwise (L^2 - L + 4) N/4 - 1 (Knuth 5.3.4). Checked
-    against built networks in tests/construct/test_large.py."""
+    against built networks in tests/construct/test_large_sorters.py."""
     L = ceil_lg(n)
     if n <= N_MAX or n != 1 << L:
         return None

@@ -204,7 +204,7 @@ def sorter(kind: str, n: int) -> Network:
         chunks, outs, moves = unpad(n, N, SORTER_LAYERS[kind](N), np.arange(n))
         assert moves == 0, "Batcher-type sorters never move padding"
         return finish(n, chunks, outs, construction, prune=False)
-    # large: the same network (tests/construct/test_large.py), each layer
+    # large: the same network (tests/construct/test_large_sorters.py), each layer
     # cut to the real wires and copied once into int32 (~10 bytes a
     # comparator at the peak against ~100 on the way above: 100.7 million
     # comparators at n = 2^20). A sorter keeps every comparator (every wire

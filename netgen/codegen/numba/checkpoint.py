@@ -43,7 +43,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ..runtime.tables import _COMPS, _K, _N, _OFFSETS, _OUTPUTS, _SIZE, _WA, _WB, plan
+from ..runtime.tables import _COMPS, _K, _N, _OFFSETS, _OUTPUTS, _SIZE, _WA, _WB, live
 from .host import _Saved, _Threads
 from .kernels import _jit
 from .vector import (_W, _ftz_off, _ftz_on, _load_block, _store_block, _vadjp, _vmix, _vmixd, _vmixdp, _vmixp,
@@ -65,8 +65,8 @@ def _swap(d, stp):  # pragma: no cover - rendered per relaxation and float type
 
 # ------------------------------------------------------- copied by name (STATE)
 # The comparators that reach an output wire (the others cannot change W P,
-# P V or the values), from the back-sweep plan of the network.
-_LIVE = np.ascontiguousarray(np.less(*plan(_N, _COMPS, _OFFSETS, NETWORK["outputs"], "back")[:2]))
+# P V or the values): the back-sweep plan's non-empty ranges, layer by layer.
+_LIVE = live(_N, _COMPS, _OFFSETS, NETWORK["outputs"])
 # Checkpoint a call's sweeps when the saved state of lanes.py (p, d, the
 # lane differences, dL/dp: (3 + m) floats per comparator and row) would
 # exceed _CK_BYTES; _CK_SEG (None: from _ck_plan) forces the segment
