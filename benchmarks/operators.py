@@ -113,10 +113,12 @@ def methods(case: str, backends, baselines: Path, p_route: bool = True) -> dict:
                 from netgen.ops.backends import lanes_for
                 from netgen.relax.distributions import default_relaxation
 
-                net = ops.network_for(n, n, max_size=ms)
-                lanes = lanes_for(net, default_relaxation(net), "numba", "cpu")
-                out["netgen numba values sweep alone (no indices)"] = fwd_bwd(
-                    lambda t: lanes.values(t, lanes.relaxation.steepness).flip(-1))
+                def values_alone(t):  # the network on the first call: not in the other methods' processes
+                    net = ops.network_for(n, n, max_size=ms)
+                    lanes = lanes_for(net, default_relaxation(net), "numba", "cpu")
+                    return lanes.values(t, lanes.relaxation.steepness).flip(-1)
+
+                out["netgen numba values sweep alone (no indices)"] = fwd_bwd(values_alone)
 
     if str(baselines) not in sys.path:
         sys.path.insert(0, str(baselines))
@@ -184,9 +186,9 @@ def child(case: str, method: str, backend, baselines: Path) -> None:
     except (OSError, AttributeError):
         pass
     _, mem, reset = measure(step, 1)
-    import resource
-
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # the whole process, build included (Linux: KiB)
+    # the whole process's peak, build included: VmHWM of this process image (ru_maxrss would count the
+    # parent's pages this process held between fork and exec)
+    peak = next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith("VmHWM:"))
     print(json.dumps({"mem": mem, "reset": reset, "peak": peak}))
 
 

@@ -212,7 +212,8 @@ class Network:
             construction=self.construction,
         )
         fields.update(changes)
-        return Network.from_arrays(**fields, copy=False)  # a Network's arrays are frozen: shared, not copied
+        # this network's frozen arrays are shared, not copied; a new comparators array is copied as usual
+        return Network.from_arrays(**fields, copy=fields["comparators"] is not self.comparators)
 
     def with_comparators(self, keep: np.ndarray, **changes: Any) -> "Network":
         """Keep only comparators where the boolean mask ``keep`` is true,
