@@ -40,7 +40,7 @@ import os
 import threading
 from pathlib import Path
 
-from ..network import Network, check_max_size, size_limit
+from ..network import Network, SizeLimitError, check_max_size, size_limit
 from . import netfile
 
 __all__ = ["network_for", "cache_dir", "clear_memory"]
@@ -97,13 +97,14 @@ def estimate(n: int, k: int, network: str) -> int:
 
 
 def _check_size(n: int, k: int, network: str, max_size, name: str) -> int:
-    """The budget for building (n, k, network); ValueError at once when the
-    estimate is past it, naming both and the keyword."""
+    """The budget for building (n, k, network); SizeLimitError (a
+    ValueError) at once when the estimate is past it, naming both and the
+    keyword."""
     limit = check_max_size(max_size)
     need = estimate(n, k, network)
     if need > limit:
         what = f"{name}: the" if name else "The"
-        raise ValueError(
+        raise SizeLimitError(
             f"{what} {network!r} network for n = {n}, k = {k} would need ~{need:,} comparators and wires, more than "
             f"max_size = {limit:,}; pass max_size={need} (or more) to build it (docs/operators.md, \"Scale\": "
             f"time and memory at n = 2^20)")
