@@ -184,3 +184,16 @@ def test_lean_layer_end_to_end_against_the_reference(cache, monkeypatch, op):
     assert torch.allclose(out["numba"][0], out["reference"][0], rtol=0, atol=1e-9)
     assert torch.allclose(out["numba"][1], out["reference"][1], rtol=0, atol=1e-9)
     assert calls  # the checkpointed sweep ran
+
+
+@pytest.mark.parametrize("n,k", [(32, 3), (100, 1), (64, 64)])
+def test_live_is_the_back_plans_nonempty_ranges(n, k):
+    from netgen.codegen.numba.checkpoint import live
+    from netgen.codegen.runtime.tables import plan
+
+    sorter = construct("oddeven", n)
+    net = sorter.with_(outputs=sorter.outputs[:k])  # not pruned: comparators outside the outputs' cone
+    got = live(n, net.comparators, net.layer_offsets, net.outputs)
+    clo, chi, _ = plan(n, net.comparators, net.layer_offsets, list(net.outputs), "back")
+    assert np.array_equal(got, clo < chi)
+    assert got.all() == (k == n)

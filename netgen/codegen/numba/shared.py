@@ -96,7 +96,7 @@ def layer_source() -> str:
     write_imports(L)
     L(assemble((common.refuse_transforms, common.check_input, common.check_labels, common.check_values,
                 common._SecondOrder, common.refuse_second_order, common.hard_network, common.compiler_disable,
-                tables.plan, tables.live), names))
+                tables.plan), names))
     L.blank(2)
     write_host(L, names)
     return L.render()

@@ -94,27 +94,6 @@ def plan(n, comparators, layer_offsets, outputs, direction="back"):
     return clo, chi, doff
 
 
-def live(n, comparators, layer_offsets, outputs):
-    """Which comparators can reach an output wire (the back sweep's
-    non-empty lane ranges of :func:`plan`, ``clo < chi``), computed layer by
-    layer from the last with O(n) state: no int64 copy of the comparators
-    and no per-comparator ranges (a sorter at n = 2^20 has 100.7 million
-    comparators)."""
-    comps = np.asarray(comparators).reshape(-1, 2)
-    offs = np.asarray(layer_offsets, dtype=np.int64)
-    needed = np.zeros(n, dtype=bool)
-    needed[np.asarray(outputs, dtype=np.int64)] = True
-    keep = np.empty(len(comps), dtype=bool)
-    for l in range(len(offs) - 2, -1, -1):
-        s, e = offs[l], offs[l + 1]
-        a, b = comps[s:e, 0], comps[s:e, 1]
-        k = needed[a] | needed[b]
-        keep[s:e] = k
-        needed[a] = needed[a] | k
-        needed[b] = needed[b] | k
-    return keep
-
-
 def _network_tables():
     layers = NETWORK["layers"]
     sizes = [len(layer) for layer in layers]
@@ -140,6 +119,6 @@ _B = torch.from_numpy(_WB)
 _OUTS = torch.from_numpy(_OUTPUTS)
 
 #: what a generated module copies
-PARTS = (plan, live, _network_tables)
+PARTS = (plan, _network_tables)
 STATE = ("_N", "_OUTPUTS", "_K", "_COMPS", "_OFFSETS", "_SIZE", "_CLO", "_CHI", "_DOFF", "_NNZ", "_WA", "_WB", "_A",
          "_B", "_OUTS")
