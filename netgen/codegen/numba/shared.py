@@ -135,7 +135,10 @@ def network_tables(net: Network, direction: str) -> dict:
         doff = np.zeros(1, dtype=np.int64)
     else:
         clo, chi, doff = plan(net.n, comps, offs, list(net.outputs), direction)
-    wa, wb = np.ascontiguousarray(comps[:, 0]), np.ascontiguousarray(comps[:, 1])
+    if net.size >= LEAN_SIZE:  # views of the network's own array (stride 8 bytes): no copy of 0.8 GB at 2^20
+        wa, wb = comps[:, 0], comps[:, 1]
+    else:
+        wa, wb = np.ascontiguousarray(comps[:, 0]), np.ascontiguousarray(comps[:, 1])
     return {"_N": net.n, "_OUTPUTS": outputs, "_K": len(outputs), "_COMPS": comps, "_OFFSETS": offs,
             "_SIZE": len(comps), "_CLO": clo, "_CHI": chi, "_DOFF": doff, "_NNZ": int(doff[-1]), "_WA": wa,
             "_WB": wb, "_A": torch.from_numpy(wa), "_B": torch.from_numpy(wb), "_OUTS": torch.from_numpy(outputs)}
