@@ -141,7 +141,20 @@ def network_tables(net: Network, direction: str) -> dict:
         wa, wb = np.ascontiguousarray(comps[:, 0]), np.ascontiguousarray(comps[:, 1])
     return {"_N": net.n, "_OUTPUTS": outputs, "_K": len(outputs), "_COMPS": comps, "_OFFSETS": offs,
             "_SIZE": len(comps), "_CLO": clo, "_CHI": chi, "_DOFF": doff, "_NNZ": int(doff[-1]), "_WA": wa,
-            "_WB": wb, "_A": torch.from_numpy(wa), "_B": torch.from_numpy(wb), "_OUTS": torch.from_numpy(outputs)}
+            "_WB": wb, "_A": _tensor(wa), "_B": _tensor(wb), "_OUTS": torch.from_numpy(outputs)}
+
+
+def _tensor(a: np.ndarray):
+    """``a`` as a torch tensor sharing its memory; a lean layer's wires are
+    views of the network's read-only array, which torch warns about: the
+    tensors are only read (``hard_network`` indexes with them)."""
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return torch.from_numpy(a)
 
 
 def _lean_plan(net: Network):
