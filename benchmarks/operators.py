@@ -8,6 +8,11 @@ Cases (float32, torch 1 thread, OMP_NUM_THREADS=1):
 * ``rank65536``: soft_rank, n = 65,536, B = 16, vs torchsort ``soft_rank`` (l2)
 * ``mask10450``: topk_mask, (k = 5, n = 10,450), B = 64, vs LapSum's CPU ``soft_topk``
 * ``sort1024``:  soft_sort values, n = 1,024, B = 64, vs torchsort ``soft_sort``
+* ``rank1M``, ``sort1M`` (not run unless named): soft_rank and soft_sort at
+  n = 2^20, B = 1 (issue 31 item 5), with ``max_size=`` the network's
+  estimate (the sorter has 100.7 million comparators); the first call
+  (build or cache read, compile) is printed per method, and each memory
+  process its whole peak RSS too (``process peak``)
 
 Each case also runs netgen's route before the operators, for reference: a
 generated layer (``AutoLayer``, target auto: numba here) returns P and the
@@ -57,7 +62,11 @@ CASES = {  # name: (operator, n, k, B, baseline)
     "rank65536": ("soft_rank", 65536, None, 16, "torchsort"),
     "mask10450": ("topk_mask", 10450, 5, 64, "lapsum"),
     "sort1024": ("soft_sort", 1024, None, 64, "torchsort"),
+    "rank1M": ("soft_rank", 1 << 20, None, 1, "torchsort"),
+    "sort1M": ("soft_sort", 1 << 20, None, 1, "torchsort"),
 }
+#: the cases run when none are named (the n = 2^20 ones take minutes)
+DEFAULT_CASES = ("rank1024", "rank65536", "mask10450", "sort1024")
 #: LapSum's temperature for the benchmark (time does not depend on it much)
 LAPSUM_ALPHA = 0.1
 P_ROUTE_LIMIT = 4 << 30  # bytes of P above which the r @ P route is not run
@@ -85,22 +94,31 @@ def methods(case: str, backends, baselines: Path, p_route: bool = True) -> dict:
         return step
 
     import netgen.ops as ops
+    from netgen.network import DEFAULT_MAX_SIZE
+    from netgen.ops.networks import estimate
+
+    ms = max(DEFAULT_MAX_SIZE, estimate(n, k or n, "best"))  # the opt-in where the default budget is too small
 
     for backend in backends:  # (default arguments bind each backend to its own closure)
         if op == "soft_rank":
-            out[f"netgen soft_rank ({backend})"] = fwd_bwd(lambda t, b=backend: ops.soft_rank(t, target=b))
+            out[f"netgen soft_rank ({backend})"] = fwd_bwd(
+                lambda t, b=backend: ops.soft_rank(t, target=b, max_size=ms))
         elif op == "topk_mask":
-            out[f"netgen topk_mask ({backend})"] = fwd_bwd(lambda t, b=backend: ops.topk_mask(t, k, target=b))
+            out[f"netgen topk_mask ({backend})"] = fwd_bwd(
+                lambda t, b=backend: ops.topk_mask(t, k, target=b, max_size=ms))
         else:
-            out[f"netgen soft_sort ({backend})"] = fwd_bwd(lambda t, b=backend: ops.soft_sort(t, target=b).values)
+            out[f"netgen soft_sort ({backend})"] = fwd_bwd(
+                lambda t, b=backend: ops.soft_sort(t, target=b, max_size=ms).values)
             if backend == "numba":  # the values sweep alone, without soft_sort's torch.sort indices
                 from netgen.ops.backends import lanes_for
                 from netgen.relax.distributions import default_relaxation
 
-                net = ops.network_for(n, n)
-                lanes = lanes_for(net, default_relaxation(net), "numba", "cpu")
-                out["netgen numba values sweep alone (no indices)"] = fwd_bwd(
-                    lambda t: lanes.values(t, lanes.relaxation.steepness).flip(-1))
+                def values_alone(t):  # the network on the first call: not in the other methods' processes
+                    net = ops.network_for(n, n, max_size=ms)
+                    lanes = lanes_for(net, default_relaxation(net), "numba", "cpu")
+                    return lanes.values(t, lanes.relaxation.steepness).flip(-1)
+
+                out["netgen numba values sweep alone (no indices)"] = fwd_bwd(values_alone)
 
     if str(baselines) not in sys.path:
         sys.path.insert(0, str(baselines))
@@ -138,7 +156,7 @@ def methods(case: str, backends, baselines: Path, p_route: bool = True) -> dict:
         else:
             from netgen.relax.distributions import default_relaxation
 
-            net = ops.network_for(n, k or n)
+            net = ops.network_for(n, k or n, max_size=ms)
             layer = AutoLayer(net, default_relaxation(net), "auto")
             if op == "soft_rank":
                 r = (n - torch.arange(n)).float()
@@ -168,7 +186,10 @@ def child(case: str, method: str, backend, baselines: Path) -> None:
     except (OSError, AttributeError):
         pass
     _, mem, reset = measure(step, 1)
-    print(json.dumps({"mem": mem, "reset": reset}))
+    # the whole process's peak, build included: VmHWM of this process image (ru_maxrss would count the
+    # parent's pages this process held between fork and exec)
+    peak = next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+    print(json.dumps({"mem": mem, "reset": reset, "peak": peak}))
 
 
 def memory_of(case, method, backend, baselines, timeout) -> tuple[int | None, str]:
@@ -181,7 +202,8 @@ def memory_of(case, method, backend, baselines, timeout) -> tuple[int | None, st
     if p.returncode:
         return None, "failed: " + (p.stderr.strip().splitlines() or ["?"])[-1][:80]
     d = json.loads(p.stdout.strip().splitlines()[-1])
-    return d["mem"], f"{d['mem'] / 2**20:,.1f}" + ("" if d["reset"] else " (incl. loading)")
+    return d["mem"], (f"{d['mem'] / 2**20:,.1f}" + ("" if d["reset"] else " (incl. loading)")
+                      + f" (process peak {d['peak'] / 2**30:.2f} GiB)")
 
 
 def main():
@@ -190,7 +212,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backend", nargs="+", default=["reference"],
                     help="the operators' target= (default reference); several run side by side")
-    ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    ap.add_argument("--cases", nargs="+", default=list(DEFAULT_CASES), choices=list(CASES))
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--baselines", default=None)
     ap.add_argument("--no-memory", action="store_true", help="skip the fresh-process memory runs")
@@ -219,10 +241,12 @@ def main():
         where = f"{op} n={n}" + (f" k={k}" if k else "") + f" B={B}"
         ms = methods(case, a.backend, baselines, not a.no_p_route)
         runnable = {m: s for m, s in ms.items() if callable(s)}
-        t0 = time.perf_counter()
-        for s in runnable.values():
-            s()  # warm-up
-        warm = time.perf_counter() - t0
+        first = {}
+        for m, s in runnable.items():
+            t0 = time.perf_counter()
+            s()  # warm-up: the first call (builds or reads the network, compiles)
+            first[m] = time.perf_counter() - t0
+        warm = sum(first.values())
         clock = time.thread_time if a.clock == "cpu" else time.perf_counter
         times = interleaved(runnable, a.reps, clock=clock) if runnable else {}
         anchor = next((m for m in ms if m.startswith(("torchsort", "LapSum")) and m in times), None)
@@ -237,7 +261,8 @@ def main():
             am = mems[anchor][0] if anchor else None
             mratio = f"{mem / am:.2f}x" if mem is not None and am else ""
             print(f"| {where} | {m} | {times[m] * 1e3:,.1f} | {ratio} | {text} | {mratio} |", flush=True)
-        print(f"<!-- {case}: warm-up of all methods {warm:.1f} s -->", flush=True)
+        print(f"<!-- {case}: warm-up of all methods {warm:.1f} s: "
+              + ", ".join(f"{m} {t:.1f} s" for m, t in first.items()) + " -->", flush=True)
 
 
 if __name__ == "__main__":

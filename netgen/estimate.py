@@ -69,6 +69,10 @@ PROOF_CAP = 2e-2
 # bitonic 64/32 and oddeven 48/24: 2e-5 (few states)
 MASKS_PER_COMPARATOR = 1e-5
 MASKS_AT_64 = 2e-3
+# Batcher sorters of at least netgen.construct.sorters.LARGE comparators (built in int32,
+# pack_layers), construct and passes, per comparator: oddeven n = 2^20 (100.7M): 3.8 s to
+# construct, ~1 s for the passes (prune, schedule: unchanged) and the checks
+LARGE_SORTER_PER_COMPARATOR = 6e-8
 SAMPLE_PER_UNIT = 1.5e-8  # sampling: per input and (comparator + wire) (2e8 units: ~3 s)
 EXHAUSTIVE_PER_WORD = 2e-9  # bit-sliced sweep: per comparator and 64 inputs
 STARTUP = 0.7  # numba loading the verifier's cached kernels, once per process (a 40-wire build: 1.0 CPU s in all)
@@ -179,7 +183,8 @@ def sample_seconds(n: int, size: int) -> float:
 
 
 def network_seconds(n: int, k: int, size: int, *, passes=True, verify=True, construct: bool = False,
-                    label: str = "", est: Estimate | None = None, batcher: bool = False) -> Estimate:
+                    label: str = "", est: Estimate | None = None, batcher: bool = False,
+                    large: bool = False) -> Estimate:
     """The steps of one network of ``size`` comparators (a construction's
     estimate, or a network in hand): ``construct`` (building it), the passes
     (``passes``: whether the cleanup's proof runs) and the proof
@@ -191,7 +196,8 @@ def network_seconds(n: int, k: int, size: int, *, passes=True, verify=True, cons
     prefix = f"{label}: " if label else ""
     if construct or passes:
         stages = int(construct) + int(bool(passes))
-        est.add(f"{prefix}construct and passes", CONSTRUCT_PER_COMPARATOR * (size + n) * stages)
+        per = LARGE_SORTER_PER_COMPARATOR / 2 if large else CONSTRUCT_PER_COMPARATOR
+        est.add(f"{prefix}construct and passes", per * (size + n) * stages)
     sorter_unprovable = k == n and n > 64
     method, proof = proof_seconds(n, k, size, batcher)
     if passes and method != "sample" and not sorter_unprovable:
@@ -200,6 +206,14 @@ def network_seconds(n: int, k: int, size: int, *, passes=True, verify=True, cons
         est.add(f"{prefix}verify ({'sampling' if sorter_unprovable else method})",
                 sample_seconds(n, size) if sorter_unprovable else proof)
     return est
+
+
+def _large_sorter(kind: str, n: int, k: int, size: float) -> bool:
+    """Whether ``construct(kind, n)`` takes the large sorters' int32 path."""
+    from .construct.registry import BATCHER
+    from .construct.sorters import LARGE
+
+    return kind in BATCHER and k == n and size >= LARGE
 
 
 def build_seconds(n: int, k: int | None = None, network: str | None = None, *, objective: str | None = None,
@@ -220,8 +234,9 @@ def build_seconds(n: int, k: int | None = None, network: str | None = None, *, o
     if network is not None:
         c = get(network)
         return network_seconds(n, k, c.estimated_size(n, k), passes=passes, batcher=c.few_states,
-                               verify=verify, construct=True, label=network, est=est)
-    from .portfolio import CHEAP, SLACK, candidates, sample_only
+                               verify=verify, construct=True, label=network, est=est,
+                               large=_large_sorter(network, n, k, c.estimated_size(n, k)))
+    from .portfolio import CHEAP, SLACK, _dominated, candidates, sample_only
 
     objective = objective or "depth"
     cands = candidates(n, k, objective)
@@ -235,8 +250,10 @@ def build_seconds(n: int, k: int | None = None, network: str | None = None, *, o
         if (best_depth is not None and c.est_size > CHEAP and depth is not None
                 and depth > SLACK * best_depth and objective == "depth"):
             continue  # the portfolio will skip it (its rule, from the estimates)
+        if not each and _dominated(c, cands, objective):
+            continue  # another candidate's exact size and depth beat it: not built
         network_seconds(n, k, size, passes=passes, verify=each, construct=True, label=c.label, est=est,
-                        batcher=REGISTRY[c.kind].few_states)
+                        batcher=REGISTRY[c.kind].few_states, large=_large_sorter(c.kind, n, k, size))
         if depth is not None and (best_depth is None or depth < best_depth):
             best_depth = depth
             winner_size = size

@@ -110,18 +110,25 @@ class Network:
         construction: dict[str, Any] | None = None,
         *,
         validate: bool = True,
+        copy: bool = True,
     ) -> "Network":
         """Wrap compact arrays. ``outputs`` defaults to ``range(n)`` (a sorter
-        whose rank r lands on wire r)."""
+        whose rank r lands on wire r). ``copy=False`` keeps a C-contiguous
+        int32 ``(size, 2)`` ``comparators`` array itself, made read-only
+        (large networks: no int64 copy on the way; :meth:`with_` passes its
+        own frozen arrays this way)."""
         n = check_n(n)
-        comps = np.ascontiguousarray(wire_pairs(comparators))
+        if _is_compact(comparators):  # int32 pairs: checked as they are, no int64 copy
+            comps = comparators if not copy else np.array(comparators)
+        else:
+            comps = np.ascontiguousarray(wire_pairs(comparators))
         offs = np.ascontiguousarray(np.asarray(layer_offsets, dtype=np.int64).reshape(-1))  # internal bookkeeping
         outs = tuple(range(n)) if outputs is None else tuple(output_wires(outputs).tolist())
         if validate:
             _validate(n, comps, offs, outs)
         net = cls(
             n=n,
-            comparators=_frozen(comps.astype(np.int32)),
+            comparators=_frozen(comps.astype(np.int32, copy=False)),
             layer_offsets=_frozen(offs),
             outputs=outs,
             construction=dict(construction or {}),
@@ -205,7 +212,8 @@ class Network:
             construction=self.construction,
         )
         fields.update(changes)
-        return Network.from_arrays(**fields)
+        # this network's frozen arrays are shared, not copied; a new comparators array is copied as usual
+        return Network.from_arrays(**fields, copy=fields["comparators"] is not self.comparators)
 
     def with_comparators(self, keep: np.ndarray, **changes: Any) -> "Network":
         """Keep only comparators where the boolean mask ``keep`` is true,
@@ -298,6 +306,12 @@ class Network:
 _INT_TYPES = (int, np.integer)
 
 
+def _is_compact(a: Any) -> bool:
+    """A C-contiguous (m, 2) int32 array: what the IR stores."""
+    return (isinstance(a, np.ndarray) and a.dtype == np.int32 and a.ndim == 2 and a.shape[1] == 2
+            and a.flags.c_contiguous)
+
+
 def wire_array(values: Any, what: str = "wires") -> np.ndarray:
     """``values`` (an integer array, or nested lists of integers) as an int64
     array. No coercion: booleans, floats (1.9 or 1.0), strings ("1") and
@@ -377,8 +391,16 @@ def _validate(n: int, comps: np.ndarray, offs: np.ndarray, outs: tuple[int, ...]
         raise ValueError("layer offsets are inconsistent with the comparator list")
     if (np.diff(offs) == 0).any():
         raise ValueError(f"layer {int(np.argmax(np.diff(offs) == 0))} is empty")
-    # wires within a layer must be distinct: sort (layer, wire) keys and look for repeats
-    if len(comps):
+    # wires within a layer must be distinct: layer by layer where the layers
+    # are wide (a sorter: O(n) a layer, no copy of the comparators), else
+    # sort (layer, wire) keys and look for repeats (O(size) int64 keys)
+    if len(comps) and (len(offs) - 1) * n <= 4 * len(comps):
+        for l in range(len(offs) - 1):
+            c = comps[offs[l]:offs[l + 1]]
+            seen = np.bincount(c.reshape(-1), minlength=n)
+            if seen.max() > 1:
+                raise ValueError(f"layer {l} uses wire {int(np.argmax(seen > 1))} twice")
+    elif len(comps):
         layer = np.repeat(np.arange(len(offs) - 1), np.diff(offs))
         key = np.concatenate([layer * n + comps[:, 0], layer * n + comps[:, 1]])
         key.sort()

@@ -32,7 +32,7 @@ from typing import Callable, Iterable
 
 from .compiled import Compiled, compile_network, record_proof
 from .construct import smallest_estimate
-from .construct._common import MAX_COMPARATORS, check_nk
+from .construct._common import MAX_COMPARATORS, check_nk, comparator_limit
 from .construct.best import N_MAX, check_objective, objective_key
 from .construct.registry import REGISTRY, Proposal
 from .network import Network, check_budget, check_max_size
@@ -97,7 +97,7 @@ def candidates(n: int, k: int, objective: str = DEFAULT_OBJECTIVE) -> list[Candi
     (by stage, then registry order), those too large to build left out."""
     props = sorted((p for c in REGISTRY.values() for p in c.proposals(n, k, objective)), key=lambda p: p.stage)
     return [Candidate(p, p.make) for p in props
-            if p.est_size <= MAX_COMPARATORS and p.est_size + n <= check_max_size(None)]
+            if p.est_size <= comparator_limit() and p.est_size + n <= check_max_size(None)]
 
 
 def sample_only(n: int, k: int) -> bool:
@@ -120,6 +120,26 @@ def _cannot_win(c: Candidate, best_net: Network | None, objective: str) -> str:
         # est_size is an upper bound; use it only together with a losing depth formula
         if c.est_depth >= best_net.depth:
             return f"size estimate {c.est_size} > {SLACK} x {best_net.size} and depth formula {c.est_depth} >= {best_net.depth}"
+    return ""
+
+
+def _dominated(c: Candidate, cands: list[Candidate], objective: str) -> str:
+    """Why ``c`` cannot win against another candidate whose exact (depth,
+    size) after the passes is known (:attr:`Proposal.exact`: Batcher sorters
+    at n = 2^L > 64) and better, or equal and earlier (ties keep the
+    earlier); "" to build it. Only where no candidate is verified on its own
+    (so none drops out by a counterexample): the better one is built in its
+    turn, or skipped by the same rules for a still better one."""
+    if c.proposal.exact is None:
+        return ""
+    key = (lambda e: e) if objective == "depth" else (lambda e: (e[1], e[0]))
+    mine = key(c.proposal.exact)
+    for i, d in enumerate(cands):
+        if d is c or d.proposal.exact is None:
+            continue
+        theirs = key(d.proposal.exact)
+        if theirs < mine or (theirs == mine and i < cands.index(c)):
+            return f"{d.label} is smaller or shallower (exact: depth {d.proposal.exact[0]}, size {d.proposal.exact[1]})"
     return ""
 
 
@@ -160,6 +180,8 @@ def choose(
     steps = len(cands) + (verify and not each)
     for i, c in enumerate(cands):
         c.skipped = _cannot_win(c, None if winner is None else winner.network, objective)
+        if not c.skipped and not each:  # each candidate not verified: exact formulas decide too
+            c.skipped = _dominated(c, cands, objective)
         if c.skipped:
             continue
         if progress is not None:

@@ -12,12 +12,22 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..network import Network, check_n
+from ..network import Network, check_max_size, check_n
 from ..schedule import offsets_of, pack
 
 # Refuse constructions whose comparator arrays (int64 while building) would
-# not fit comfortably in memory: ~2^25 comparators is ~0.5 GB per copy.
+# not fit comfortably in memory: ~2^25 comparators is ~0.5 GB per copy. A
+# larger budget asked for explicitly (max_size=, --max-size,
+# netgen.network.size_limit) raises it: comparator_limit().
 MAX_COMPARATORS = 1 << 25
+
+
+def comparator_limit() -> int:
+    """The most comparators a construction may create: MAX_COMPARATORS,
+    or the size budget in force where one was raised past it (the
+    operators' ``max_size=``: Batcher sorters at n = 2^20 build in int32,
+    ~10 bytes a comparator, :func:`netgen.schedule.pack_layers`)."""
+    return max(MAX_COMPARATORS, check_max_size(None))
 
 
 def ceil_lg(n: int) -> int:
@@ -41,10 +51,11 @@ def check_nk(n: Any, k: Any) -> tuple[int, int | None]:
 
 
 def refuse_if_too_large(what: str, n: int, k: int, estimate: int) -> None:
-    if estimate > MAX_COMPARATORS:
+    limit = comparator_limit()
+    if estimate > limit:
         raise ValueError(
             f"n = {n}, k = {k} ({what}) would need ~{estimate:.3g} comparators, too large "
-            f"(limit {MAX_COMPARATORS:.3g})"
+            f"(limit {limit:.3g})"
         )
 
 

@@ -58,6 +58,8 @@ class Proposal:
     typical_depth: float | None = None  # the time estimate's depth (None: est_depth)
     typical_size: float | None = None  # the time estimate's size (None: est_size)
     is_construct: bool = False  # make() is construct(kind, n, k) itself (netgen table reuses it)
+    #: (depth, size) of the network the portfolio gets after the passes, where known without building it
+    exact: tuple[int, int] | None = None
 
 
 def _no_proposals(n: int, k: int, objective: str) -> list[Proposal]:
@@ -173,13 +175,28 @@ def _pruned_sorter(kind: str, n: int, k: int) -> Network:
     return select_top(sorter(kind, n), k, {"kind": kind, "n": n, "k": k, "from": "sorter"})
 
 
+def sorter_exact(kind: str, n: int) -> tuple[int, int] | None:
+    """(depth, size) of the ``kind`` sorter after the passes at n = 2^L > 64
+    (None elsewhere): no padding, already ASAP (depth L (L + 1) / 2), and no
+    pass changes a sorter there (every wire is an output: nothing to prune;
+    no complete method, so no cleanup). Sizes: bitonic N/2 L (L + 1) / 2,
+    odd-even merge and pairwise (L^2 - L + 4) N/4 - 1 (Knuth 5.3.4). Checked
+    against built networks in tests/construct/test_large_sorters.py."""
+    L = ceil_lg(n)
+    if n <= N_MAX or n != 1 << L:
+        return None
+    size = n // 2 * (L * (L + 1) // 2) if kind == "bitonic" else (L * L - L + 4) * n // 4 - 1
+    return L * (L + 1) // 2, size
+
+
 def _batcher_proposals(kind: str):
     def proposals(n: int, k: int, objective: str) -> list[Proposal]:
         L = ceil_lg(n)
         sorter_depth = L * (L + 1) // 2
         if k == n:
             return [Proposal(kind, f"{kind} sorter", sorter_depth, sorter_size_estimate(kind, n),
-                             lambda: sorter(kind, n), STAGE_SORTER, is_construct=True)]
+                             lambda: sorter(kind, n), STAGE_SORTER, is_construct=True,
+                             exact=sorter_exact(kind, n))]
         return [Proposal(kind, f"{kind} selection", selection_depth(n, k), selection_size_estimate(n, k),
                          lambda: selection(kind, n, k), STAGE_SELECTION, is_construct=True),
                 Proposal(kind, f"{kind} sorter, pruned", sorter_depth, sorter_size_estimate(kind, n),

@@ -25,6 +25,12 @@ training calls, at blur 0.75 unless told, and then keep s),
 Network or a file; :mod:`netgen.ops.networks`) and ``target`` (``"auto"``
 or a backend name). float16 / bfloat16 inputs are computed in float32 and
 the results returned in the input dtype.
+
+``max_size`` (None: the default budget, 10 million comparators plus
+wires, :data:`netgen.network.DEFAULT_MAX_SIZE`) opts in to larger
+networks: a network estimated past it is refused at once with a
+ValueError naming the estimate and the ``max_size=`` to pass (a sorter at
+n = 2^20 needs ``max_size=111_149_056``; docs/operators.md, "Scale").
 """
 
 from __future__ import annotations
@@ -115,11 +121,12 @@ def _check_k(k, n: int, name: str) -> int:
 
 
 @compiler_disable
-def _lanes(n: int, k: int, sorter: bool, network, distribution, target, device) -> Lanes:
+def _lanes(n: int, k: int, sorter: bool, network, distribution, target, device, max_size=None,
+           name: str = "") -> Lanes:
     """The network's lanes (built or from the caches): outside any
     torch.compile trace, which cannot run a network's construction (one
     graph break)."""
-    net = network_for(n, k, network, sorter=sorter)
+    net = network_for(n, k, network, sorter=sorter, max_size=max_size, name=name)
     return lanes_for(net, default_relaxation(net, distribution), target, device)
 
 
@@ -154,7 +161,7 @@ def _weights(lanes: Lanes, w: torch.Tensor) -> torch.Tensor:
 
 # ----------------------------------------------------------------- operators
 def soft_sort(x: torch.Tensor, dim: int = -1, descending: bool = False, *, steepness=None, distribution=None,
-              network="best", target: str = "auto", blur: float = DEFAULT_BLUR, _auto=None) -> SortResult:
+              network="best", target: str = "auto", blur: float = DEFAULT_BLUR, max_size: int | None = None, _auto=None) -> SortResult:
     """Soft sorted values along ``dim`` (ascending unless ``descending``),
     ``P x`` of a sorting network; and the hard indices ``torch.sort``
     returns (on CPU float32/float64 by numpy's argsort, 5x faster; ties in
@@ -163,7 +170,7 @@ def soft_sort(x: torch.Tensor, dim: int = -1, descending: bool = False, *, steep
     either way)."""
     _flag(descending, "descending")
     rows = _Rows(x, dim, "soft_sort")
-    lanes = _lanes(rows.n, rows.n, True, network, distribution, target, x.device)
+    lanes = _lanes(rows.n, rows.n, True, network, distribution, target, x.device, max_size, "soft_sort")
     v = lanes.values(rows.rows, _s(lanes, steepness, rows.rows, blur, _auto))
     if not descending:
         v = v.flip(-1)
@@ -172,7 +179,7 @@ def soft_sort(x: torch.Tensor, dim: int = -1, descending: bool = False, *, steep
 
 
 def soft_rank(x: torch.Tensor, dim: int = -1, descending: bool = False, *, steepness=None, distribution=None,
-              network="best", target: str = "auto", blur: float = DEFAULT_BLUR, _auto=None) -> torch.Tensor:
+              network="best", target: str = "auto", blur: float = DEFAULT_BLUR, max_size: int | None = None, _auto=None) -> torch.Tensor:
     """Soft ranks along ``dim``, 1-based as torchsort's: ascending (the
     smallest value has rank 1, the largest rank n) unless ``descending``
     (the largest has rank 1). ``r^T P`` of a sorting network with r the
@@ -181,7 +188,7 @@ def soft_rank(x: torch.Tensor, dim: int = -1, descending: bool = False, *, steep
     _flag(descending, "descending")
     rows = _Rows(x, dim, "soft_rank")
     n = rows.n
-    lanes = _lanes(n, n, True, network, distribution, target, x.device)
+    lanes = _lanes(n, n, True, network, distribution, target, x.device, max_size, "soft_rank")
     out = torch.arange(n, dtype=rows.rows.dtype, device=x.device)  # output rank 0 = the largest
     r = out + 1 if descending else n - out
     ranks = lanes.back(rows.rows, _s(lanes, steepness, rows.rows, blur, _auto), r.unsqueeze(0))[:, 0]
@@ -198,7 +205,7 @@ def _topk_rows(x, k, dim, largest, name):
 
 def soft_topk(x: torch.Tensor, k: int, dim: int = -1, largest: bool = True, return_P: bool = False, *,
               steepness=None, distribution=None, network="best", target: str = "auto", blur: float = DEFAULT_BLUR,
-              _auto=None):
+              max_size: int | None = None, _auto=None):
     """Soft top-k values along ``dim`` (``P x``; the largest first, or with
     ``largest=False`` the smallest first, as ``torch.topk``), the hard
     indices ``torch.topk`` returns and, with ``return_P``, P of shape
@@ -206,7 +213,7 @@ def soft_topk(x: torch.Tensor, k: int, dim: int = -1, largest: bool = True, retu
     ``values = P @ x``). ``largest=False`` runs the network on ``-x``."""
     _flag(return_P, "return_P")
     rows, k, xin = _topk_rows(x, k, dim, largest, "soft_topk")
-    lanes = _lanes(rows.n, k, False, network, distribution, target, x.device)
+    lanes = _lanes(rows.n, k, False, network, distribution, target, x.device, max_size, "soft_topk")
     s = _s(lanes, steepness, xin, blur, _auto)
     v = lanes.values(xin, s)[:, :k]
     values = rows.put(v if largest else -v)
@@ -219,24 +226,24 @@ def soft_topk(x: torch.Tensor, k: int, dim: int = -1, largest: bool = True, retu
 
 def topk_mask(x: torch.Tensor, k: int, dim: int = -1, largest: bool = True, *, steepness=None,
               distribution=None, network="best", target: str = "auto", blur: float = DEFAULT_BLUR,
-              _auto=None) -> torch.Tensor:
+              max_size: int | None = None, _auto=None) -> torch.Tensor:
     """The soft top-k mask along ``dim``: ``1^T P``, for each input the soft
     probability that it is among the k largest (``largest=False``: the k
     smallest). Same shape as x, entries in [0, 1], summing to k along
     ``dim``."""
     rows, k, xin = _topk_rows(x, k, dim, largest, "topk_mask")
     return rows.put(_back_rows(rows, xin, k, torch.ones(1, k, dtype=xin.dtype, device=x.device), network,
-                               distribution, target, steepness, blur, _auto)[:, 0])
+                               distribution, target, steepness, blur, _auto, max_size, "topk_mask")[:, 0])
 
 
-def _back_rows(rows: _Rows, xin, k, W, network, distribution, target, steepness, blur, auto):
-    lanes = _lanes(rows.n, k, False, network, distribution, target, xin.device)
+def _back_rows(rows: _Rows, xin, k, W, network, distribution, target, steepness, blur, auto, max_size, name):
+    lanes = _lanes(rows.n, k, False, network, distribution, target, xin.device, max_size, name)
     return lanes.back(xin, _s(lanes, steepness, xin, blur, auto), _weights(lanes, W))
 
 
 def topk_weights(x: torch.Tensor, k: int, W: torch.Tensor, dim: int = -1, largest: bool = True, *, steepness=None,
                  distribution=None, network="best", target: str = "auto", blur: float = DEFAULT_BLUR,
-                 _auto=None) -> torch.Tensor:
+                 max_size: int | None = None, _auto=None) -> torch.Tensor:
     """``W P`` for weights ``W`` of shape ``(m, k)`` over the top-k ranks:
     m weightings of the inputs, shape ``(*batch, m, n)`` (``W = ones(1, k)``
     is :func:`topk_mask`; the rows of a lower-triangular ``W`` are the masks
@@ -246,4 +253,5 @@ def topk_weights(x: torch.Tensor, k: int, W: torch.Tensor, dim: int = -1, larges
         raise ValueError(f"topk_weights: W must be a tensor of shape (m, k = {k}), got "
                          f"{tuple(W.shape) if isinstance(W, torch.Tensor) else type(W).__name__}")
     W = W.to(device=x.device, dtype=xin.dtype)
-    return rows.put_matrix(_back_rows(rows, xin, k, W, network, distribution, target, steepness, blur, _auto))
+    return rows.put_matrix(_back_rows(rows, xin, k, W, network, distribution, target, steepness, blur, _auto,
+                                      max_size, "topk_weights"))

@@ -25,8 +25,13 @@ __all__ = ["SoftSort", "SoftRank", "SoftTopK", "TopKMask"]
 
 
 class _Op(torch.nn.Module):
-    def __init__(self, dim, steepness, distribution, network, target, blur=None):
+    def __init__(self, dim, steepness, distribution, network, target, blur=None, max_size=None):
         super().__init__()
+        from ..network import check_max_size
+
+        if max_size is not None:
+            check_max_size(max_size)  # a bad value fails here, not at the first call
+        self.max_size = max_size
         optional_blur(blur)
         if is_auto(steepness):
             self.auto_steepness = AutoSteepness(blur)
@@ -42,7 +47,7 @@ class _Op(torch.nn.Module):
     def _kw(self):
         auto = dict(blur=self.auto_steepness.blur, _auto=self.auto_steepness) if is_auto(self.steepness) else {}
         return dict(steepness=self.steepness, distribution=self.distribution, network=self.network,
-                    target=self.target, **auto)
+                    target=self.target, max_size=getattr(self, "max_size", None), **auto)  # (older pickles: no max_size)
 
     def __getstate__(self):  # weights_only loading needs only this module's class
         return plain_state(self.__dict__)
@@ -63,8 +68,8 @@ class SoftSort(_Op):
     """:func:`netgen.ops.soft_sort` as a module: ``SoftSort(dim, descending)(x)``."""
 
     def __init__(self, dim: int = -1, descending: bool = False, *, steepness=None, distribution=None,
-                 network="best", target: str = "auto", blur: float | None = None):
-        super().__init__(dim, steepness, distribution, network, target, blur)
+                 network="best", target: str = "auto", blur: float | None = None, max_size: int | None = None):
+        super().__init__(dim, steepness, distribution, network, target, blur, max_size)
         self.descending = descending
 
     def forward(self, x):
@@ -75,8 +80,8 @@ class SoftRank(_Op):
     """:func:`netgen.ops.soft_rank` as a module (1-based ranks)."""
 
     def __init__(self, dim: int = -1, descending: bool = False, *, steepness=None, distribution=None,
-                 network="best", target: str = "auto", blur: float | None = None):
-        super().__init__(dim, steepness, distribution, network, target, blur)
+                 network="best", target: str = "auto", blur: float | None = None, max_size: int | None = None):
+        super().__init__(dim, steepness, distribution, network, target, blur, max_size)
         self.descending = descending
 
     def forward(self, x):
@@ -88,8 +93,8 @@ class SoftTopK(_Op):
     (values, indices[, P])``."""
 
     def __init__(self, k: int, dim: int = -1, largest: bool = True, return_P: bool = False, *, steepness=None,
-                 distribution=None, network="best", target: str = "auto", blur: float | None = None):
-        super().__init__(dim, steepness, distribution, network, target, blur)
+                 distribution=None, network="best", target: str = "auto", blur: float | None = None, max_size: int | None = None):
+        super().__init__(dim, steepness, distribution, network, target, blur, max_size)
         self.k, self.largest, self.return_P = k, largest, return_P
 
     def forward(self, x):
@@ -100,8 +105,8 @@ class TopKMask(_Op):
     """:func:`netgen.ops.topk_mask` as a module: ``TopKMask(k)(x)`` sums to k."""
 
     def __init__(self, k: int, dim: int = -1, largest: bool = True, *, steepness=None, distribution=None,
-                 network="best", target: str = "auto", blur: float | None = None):
-        super().__init__(dim, steepness, distribution, network, target, blur)
+                 network="best", target: str = "auto", blur: float | None = None, max_size: int | None = None):
+        super().__init__(dim, steepness, distribution, network, target, blur, max_size)
         self.k, self.largest = k, largest
 
     def forward(self, x):

@@ -18,20 +18,30 @@
 
 A network is built once per process (kept in memory) and written to
 netgen's on-disk cache (``$NETGEN_CACHE_DIR``, ``netgen cache info``) under
-``<versions>/networks/``, so a later process reads it back (a few ms)
-instead of building it. A damaged cache file is rebuilt. What the build
-costs is measured by ``benchmarks/operator_networks.py``
-(docs/operators.md).
+``<versions>/networks/`` as a compact ``.npz`` (:mod:`netgen.ops.netfile`:
+int32 arrays and a JSON header, no pickles, bounded reads), so a later
+process reads it back (a few ms; 0.8 GB in about a second at n = 2^20)
+instead of building it. A damaged cache file is rebuilt; the JSON files of
+earlier versions are not read (built again once). What the build costs is
+measured by ``benchmarks/operator_networks.py`` (docs/operators.md).
+
+Size: a kind's network (``"best"``: the smallest construction's) estimated
+past ``max_size`` comparators plus wires (None: the budget in force,
+:data:`netgen.network.DEFAULT_MAX_SIZE` = 10 million unless
+:func:`netgen.network.size_limit` raised it) is refused before anything is
+built or read, naming the estimate and the ``max_size=`` to pass; with it,
+the build runs under that budget (which also lifts the constructions'
+guard, :func:`netgen.construct._common.comparator_limit`).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from pathlib import Path
 
-from ..network import Network
+from ..network import Network, SizeLimitError, check_max_size, size_limit
+from . import netfile
 
 __all__ = ["network_for", "cache_dir", "clear_memory"]
 
@@ -61,29 +71,44 @@ def _kinds() -> tuple[str, ...]:
 
 
 def _file_name(n: int, k: int, network: str) -> str:
-    return f"{network}_n{n}_k{k}.json"
+    return f"{network}_n{n}_k{k}.npz"
 
 
-def _read(path: Path, n: int, k: int) -> Network | None:
-    from ..io import from_dict
-
-    try:
-        d = json.loads(path.read_text(encoding="utf-8"))
-        if d.get("status") not in _STATUSES:
-            return None
-        net = from_dict(d["network"], source=str(path))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None  # missing or damaged: build again
-    return net if (net.n, net.k) == (n, k) else None
+def _read(path: Path, n: int, k: int, limit: int) -> Network | None:
+    got = netfile.read(path, n, k, limit)  # missing or damaged: None, build again
+    return got[0] if got is not None and got[1] in _STATUSES else None
 
 
 def _write(path: Path, net: Network, status: str, proof: str) -> None:
-    from ..io import atomic_write_text, to_dict
-
     try:
-        atomic_write_text(path, json.dumps({"status": status, "proof": proof, "network": to_dict(net)}))
-    except OSError:  # a read-only cache costs a rebuild next time, nothing else
+        netfile.write(path, net, status, proof)
+    except (OSError, ValueError):  # a read-only cache costs a rebuild next time, nothing else
         pass
+
+
+def estimate(n: int, k: int, network: str) -> int:
+    """Comparators plus wires the build of a kind's network (``"best"``:
+    the smallest construction at (n, k)) is estimated at (what ``max_size``
+    is compared with)."""
+    from ..construct import size_estimate, smallest_estimate
+
+    kk = None if k == n else k
+    return (smallest_estimate(n, kk) if network == "best" else size_estimate(network, n, kk)) + n
+
+
+def _check_size(n: int, k: int, network: str, max_size, name: str) -> int:
+    """The budget for building (n, k, network); SizeLimitError (a
+    ValueError) at once when the estimate is past it, naming both and the
+    keyword."""
+    limit = check_max_size(max_size)
+    need = estimate(n, k, network)
+    if need > limit:
+        what = f"{name}: the" if name else "The"
+        raise SizeLimitError(
+            f"{what} {network!r} network for n = {n}, k = {k} would need ~{need:,} comparators and wires, more than "
+            f"max_size = {limit:,}; pass max_size={need} (or more) to build it (docs/operators.md, \"Scale\": "
+            f"time and memory at n = 2^20)")
+    return limit
 
 
 #: the cache file's "status" when no check ran (see _build)
@@ -112,16 +137,18 @@ def _build(n: int, k: int, network: str) -> Network:
     return compiled.network
 
 
-def _built(n: int, k: int, network: str) -> Network:
+def _built(n: int, k: int, network: str, max_size=None, name: str = "") -> Network:
+    limit = _check_size(n, k, network, max_size, name)
     key = (n, k, network)
     net = _MEMO.get(key)
     if net is None:
         with _LOCK:
             net = _MEMO.get(key)
             if net is None:
-                net = _read(cache_dir() / _file_name(n, k, network), n, k)
+                net = _read(cache_dir() / _file_name(n, k, network), n, k, limit)
                 if net is None:
-                    net = _build(n, k, network)
+                    with size_limit(limit):
+                        net = _build(n, k, network)
                 _MEMO[key] = net
     return net
 
@@ -167,13 +194,18 @@ def _given(network, n: int) -> Network:
     return net
 
 
-def network_for(n: int, k: int, network="best", *, sorter: bool = False) -> Network:
+def network_for(n: int, k: int, network="best", *, sorter: bool = False, max_size: int | None = None,
+                name: str = "") -> Network:
     """The network for ``n`` inputs and ``k`` outputs (``k = n``: a
     sorter). ``sorter=True`` requires all n outputs (soft_sort and
     soft_rank need the full P). A given network must have ``n`` wires and
-    at least ``k`` outputs (its first k ranks are used)."""
+    at least ``k`` outputs (its first k ranks are used). ``max_size``: the
+    size budget of a kind's network (see the module docstring; ``name``,
+    the operator, heads its refusal)."""
     if isinstance(network, str) and network in _kinds():
-        return _built(n, k, network)
+        return _built(n, k, network, max_size, name)
+    if max_size is not None:
+        check_max_size(max_size)
     if not isinstance(network, (str, os.PathLike, Network)):
         raise ValueError(f"network must be 'best', a construction kind, a netgen.Network or a path, got {network!r}")
     net = _given(network, n)

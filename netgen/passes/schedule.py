@@ -10,7 +10,7 @@ result is deterministic, and the pass is idempotent. The packing itself is
 from __future__ import annotations
 
 from ..network import Network
-from ..schedule import MAX_NUMPY_CHUNKS, asap_levels, pack
+from ..schedule import MAX_NUMPY_CHUNKS, asap_levels, is_packed, pack
 
 __all__ = ["asap", "asap_levels", "MAX_NUMPY_CHUNKS"]
 
@@ -19,5 +19,7 @@ def asap(net: Network) -> Network:
     """``net`` re-layered as soon as possible. Never increases depth; the
     comparator sequence is a valid reordering of the original one (the
     relative order of comparators sharing a wire is kept)."""
+    if is_packed(net.n, net.comparators, net.layer_offsets):  # pack would give the same arrays: no copy
+        return net
     packed = pack(net.n, net.comparators, net.layer_offsets)
     return net.with_(comparators=packed.comparators, layer_offsets=packed.layer_offsets)

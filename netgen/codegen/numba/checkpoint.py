@@ -43,7 +43,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ..runtime.tables import _COMPS, _K, _N, _OFFSETS, _OUTPUTS, _SIZE, _WA, _WB, plan
+from ..runtime.tables import _COMPS, _K, _N, _OFFSETS, _OUTPUTS, _SIZE, _WA, _WB
 from .host import _Saved, _Threads
 from .kernels import _jit
 from .vector import (_W, _ftz_off, _ftz_on, _load_block, _store_block, _vadjp, _vmix, _vmixd, _vmixdp, _vmixp,
@@ -63,10 +63,32 @@ def _swap(d, stp):  # pragma: no cover - rendered per relaxation and float type
     raise NotImplementedError
 
 
+# a copied part (PARTS), defined here before the state that calls it
+def live(n, comparators, layer_offsets, outputs):
+    """Which comparators can reach an output wire (the back sweep's
+    non-empty lane ranges of :func:`netgen.codegen.runtime.tables.plan`,
+    ``clo < chi``), layer by layer from the last with O(n) state: no int64
+    copy of the comparators and no per-comparator ranges (a sorter at
+    n = 2^20 has 100.7 million comparators)."""
+    comps = np.asarray(comparators).reshape(-1, 2)
+    offs = np.asarray(layer_offsets, dtype=np.int64)
+    needed = np.zeros(n, dtype=bool)
+    needed[np.asarray(outputs, dtype=np.int64)] = True
+    keep = np.empty(len(comps), dtype=bool)
+    for l in range(len(offs) - 2, -1, -1):
+        s, e = offs[l], offs[l + 1]
+        a, b = comps[s:e, 0], comps[s:e, 1]
+        k = needed[a] | needed[b]
+        keep[s:e] = k
+        needed[a] = needed[a] | k
+        needed[b] = needed[b] | k
+    return keep
+
+
 # ------------------------------------------------------- copied by name (STATE)
 # The comparators that reach an output wire (the others cannot change W P,
-# P V or the values), from the back-sweep plan of the network.
-_LIVE = np.ascontiguousarray(np.less(*plan(_N, _COMPS, _OFFSETS, NETWORK["outputs"], "back")[:2]))
+# P V or the values): the back-sweep plan's non-empty ranges, layer by layer.
+_LIVE = live(_N, _COMPS, _OFFSETS, NETWORK["outputs"])
 # Checkpoint a call's sweeps when the saved state of lanes.py (p, d, the
 # lane differences, dL/dp: (3 + m) floats per comparator and row) would
 # exceed _CK_BYTES; _CK_SEG (None: from _ck_plan) forces the segment
@@ -394,7 +416,7 @@ def ck_backward_numpy(saved, gv, G0, threads, dS=True):
 
 
 #: what a generated module copies from this file, in order
-PARTS = (_ck_load_lanes, _ck_vals, _ck_vals_lanes, _ck_reverse, _ck_fwd_block, _ck_fwd_py, _ck_bwd_block, _ck_bwd_py, _ck_plan, ck_numpy, ck_backward_numpy)
+PARTS = (live, _ck_load_lanes, _ck_vals, _ck_vals_lanes, _ck_reverse, _ck_fwd_block, _ck_fwd_py, _ck_bwd_block, _ck_bwd_py, _ck_plan, ck_numpy, ck_backward_numpy)
 
 # ------------------------------------------------------- copied by name (STATE)
 # Each kernel twice (parallel, and a serial copy for small calls), as in

@@ -108,22 +108,68 @@ def layer_code() -> types.CodeType:
     return compile(layer_source(), "<netgen numba operator layer>", "exec", dont_inherit=True)
 
 
+#: networks of at least this many comparators get lean tables (no P plan;
+#: see :func:`network_tables`): the plan's per-comparator ranges are 24 bytes
+#: a comparator plus an int64 copy of the wires, ~5 GB at n = 2^20
+LEAN_SIZE = 1 << 23
+
+
 def network_tables(net: Network, direction: str) -> dict:
     """The tables of :mod:`netgen.codegen.runtime.tables` (the same names
     and values a generated module builds from its ``NETWORK`` literal),
-    from the network's arrays."""
+    from the network's arrays. The wires ``_WA`` / ``_WB`` are int32 (the
+    kernels index with them; half the memory of int64) and ``_COMPS`` is
+    the network's own int32 array. A network of :data:`LEAN_SIZE`
+    comparators or more gets no P plan (``_CLO`` / ``_CHI`` / ``_DOFF``
+    empty, ``_NNZ`` 0): the operators run it by lane sweeps, which need
+    none, and its layer refuses to form P (:func:`make_layer`)."""
     import torch
 
     from ..runtime.tables import plan
 
-    comps = np.ascontiguousarray(net.comparators, dtype=np.int64).reshape(-1, 2)
+    comps = net.comparators  # (size, 2) int32, read-only
     offs = np.ascontiguousarray(net.layer_offsets, dtype=np.int64)
     outputs = np.array(net.outputs, dtype=np.int64)
-    clo, chi, doff = plan(net.n, comps, offs, list(net.outputs), direction)
-    wa, wb = np.ascontiguousarray(comps[:, 0]), np.ascontiguousarray(comps[:, 1])
+    if net.size >= LEAN_SIZE:
+        clo = chi = np.zeros(0, dtype=np.int64)
+        doff = np.zeros(1, dtype=np.int64)
+    else:
+        clo, chi, doff = plan(net.n, comps, offs, list(net.outputs), direction)
+    if net.size >= LEAN_SIZE:  # views of the network's own array (stride 8 bytes): no copy of 0.8 GB at 2^20
+        wa, wb = comps[:, 0], comps[:, 1]
+    else:
+        wa, wb = np.ascontiguousarray(comps[:, 0]), np.ascontiguousarray(comps[:, 1])
     return {"_N": net.n, "_OUTPUTS": outputs, "_K": len(outputs), "_COMPS": comps, "_OFFSETS": offs,
             "_SIZE": len(comps), "_CLO": clo, "_CHI": chi, "_DOFF": doff, "_NNZ": int(doff[-1]), "_WA": wa,
-            "_WB": wb, "_A": torch.from_numpy(wa), "_B": torch.from_numpy(wb), "_OUTS": torch.from_numpy(outputs)}
+            "_WB": wb, "_A": _tensor(wa), "_B": _tensor(wb), "_OUTS": torch.from_numpy(outputs)}
+
+
+def _tensor(a: np.ndarray):
+    """``a`` as a torch tensor sharing its memory; a lean layer's wires are
+    views of the network's read-only array, which torch warns about: the
+    tensors are only read (``hard_network`` indexes with them)."""
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return torch.from_numpy(a)
+
+
+def _lean_plan(net: Network):
+    """The engine plan of a lean layer: back sweep, recompute, the numba
+    budget's group (no pairs counted: that is the plan this size avoids)."""
+    from ..plan import Plan
+    from . import BUDGET
+
+    return Plan("back", "recompute", BUDGET.group("back", "recompute", net.n, net.k), 0, net.k, 0)
+
+
+def _refuse_p(self, x, s):
+    """A lean layer's ``_forward`` (P): refused, naming the size."""
+    raise ValueError(f"this layer's network has {type(self).lean_size:,} comparators: P (k x n per row) is not "
+                     "formed at this size; use values / back / fwd (the operators' lane sweeps)")
 
 
 def make_layer(kernels: types.ModuleType, net: Network, r):
@@ -136,7 +182,7 @@ def make_layer(kernels: types.ModuleType, net: Network, r):
     from ..plan import choose
     from . import BUDGET
 
-    plan = choose(net, BUDGET)
+    plan = _lean_plan(net) if net.size >= LEAN_SIZE else choose(net, BUDGET)
     mod = types.ModuleType(f"netgen_numba_layer_n{net.n}_k{net.k}")  # not a cache module name
     mod.__file__ = "<netgen numba operator layer>"
     g = mod.__dict__
@@ -146,4 +192,7 @@ def make_layer(kernels: types.ModuleType, net: Network, r):
     g.update(TARGET="numba", NETWORK={"n": net.n, "outputs": list(net.outputs)}, RELAXATION=r.to_dict(),
              _DIRECTION=plan.direction, _MODE=plan.mode, _GROUP=int(plan.group))
     exec(layer_code(), g)
+    if net.size >= LEAN_SIZE:  # no P plan in the tables: the P sweep is refused (a class of this module alone)
+        mod.Layer.lean_size = net.size
+        mod.Layer._forward = _refuse_p
     return mod.Layer()

@@ -146,7 +146,7 @@ def hard_network(x, n, a, b, offsets, outs):
     idx = torch.arange(n, device=v.device).unsqueeze(1).expand(v.shape).contiguous()
     for l in range(len(offsets) - 1):
         s, e = offsets[l], offsets[l + 1]
-        al, bl = a[s:e], b[s:e]
+        al, bl = a[s:e].long(), b[s:e].long()  # int32 wires (the operators' tables): index_copy_ needs int64
         va, vb = v.index_select(0, al), v.index_select(0, bl)
         ia, ib = idx.index_select(0, al), idx.index_select(0, bl)
         swap = vb > va
