@@ -25,6 +25,9 @@ from pathlib import Path
 
 if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
     sys.exit("research/lane_sweep/check.py runs in the simulator: NUMBA_ENABLE_CUDASIM=1 before numba is imported")
+# the simulator's threads wait for the GIL at every barrier: 0.1 ms instead of Python's 5 ms switch interval
+# (as netgen's generated cuda modules do under the simulator: netgen/codegen/cuda/driver.py)
+sys.setswitchinterval(1e-4)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))

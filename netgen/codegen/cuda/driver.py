@@ -53,6 +53,8 @@ SM_SHARED = 228 * 1024
 MIN_DRIVER = 13000
 _CHECKED: list = []  # [True] once a CUDA device was found
 _SMS: dict = {}  # device index -> multiprocessors (_sm_count)
+#: the switch interval a simulator process runs with (see _install_syncwarp)
+SIM_SWITCH_INTERVAL = 1e-4
 
 
 # ---------------------------------------------------------------- functions (copied)
@@ -81,10 +83,18 @@ def _sim_syncwarp(self, mask=0xFFFFFFFF):
 
 def _install_syncwarp():
     """Give the simulator's ``cuda`` module :func:`_sim_syncwarp` where it
-    lacks ``syncwarp`` (no-op on a GPU)."""
+    lacks ``syncwarp``, and lower the interpreter's switch interval to
+    :data:`SIM_SWITCH_INTERVAL` where it is still Python's default (no-op on
+    a GPU): the simulator runs each CUDA thread as a Python thread that
+    waits at every barrier, and at the default 5 ms a launch spent most of
+    its time waiting for the GIL (0.1 ms: a small sorter's group kernels
+    9.5 -> 1.7 CPU-s)."""
     if not SIMULATED:
         return
     import threading
+
+    if sys.getswitchinterval() == 0.005:
+        sys.setswitchinterval(SIM_SWITCH_INTERVAL)
 
     from numba.cuda.simulator.kernelapi import FakeCUDAModule
 
@@ -201,7 +211,7 @@ def _check_driver():
 _install_syncwarp()
 
 #: the module-level statements a generated module copies (after PARTS; in file order)
-STATE = ("SIMULATED", "LOG", "SM_SHARED", "MIN_DRIVER", "_CHECKED", "_SMS", "_install_syncwarp")
+STATE = ("SIMULATED", "LOG", "SM_SHARED", "MIN_DRIVER", "_CHECKED", "_SMS", "SIM_SWITCH_INTERVAL", "_install_syncwarp")
 #: the functions a generated module copies, in order
 PARTS = (LaunchConfigError, _sim_syncwarp, _install_syncwarp, _shared_limit, _dynamic_limit, _opt_in, _block,
          _sm_count, _require_cuda, _check_driver)

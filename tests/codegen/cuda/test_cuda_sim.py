@@ -443,3 +443,27 @@ def test_runs_in_the_simulator_without_netgen(tmp_path):
                          env=env, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split() == ["cuda", "True"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("before,after", [(None, 1e-4), (0.002, 0.002)])
+def test_the_simulator_switch_interval_is_lowered_unless_set(tmp_path, before, after):
+    """Under the simulator a generated module lowers the interpreter's
+    switch interval from Python's default to SIM_SWITCH_INTERVAL (its
+    threads wait for the GIL at every barrier); an interval the user set is
+    kept."""
+    p = tmp_path / "m.py"
+    p.write_text(emit(build("splitter", 9, 3), Relaxation("cauchy", 5.0), threads=32))
+    code = (
+        "import sys\n"
+        + ("" if before is None else f"sys.setswitchinterval({before!r})\n")
+        + "import importlib.util as u\n"
+        f"s = u.spec_from_file_location('m', {str(p)!r}); m = u.module_from_spec(s); s.loader.exec_module(m)\n"
+        "print(sys.getswitchinterval(), m.SIM_SWITCH_INTERVAL)\n"
+    )
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got, sim = map(float, out.stdout.split()[-2:])
+    assert sim == 1e-4 and abs(got - after) < 1e-9, out.stdout
