@@ -356,10 +356,14 @@ def test_build_writes_cubins_for_the_listed_architectures(built):
 
 
 @pytest.mark.slow
-def test_write_module_gives_what_netgen_build_gives(built, tmp_path):
+def test_write_module_gives_what_netgen_build_gives(built, tmp_path, monkeypatch):
     """The Python API runs the target's build step too: write_module of the
-    built module's network and relaxation writes the same module (same
-    bytes) and the same kernels beside it (same files, same PTX)."""
+    built module's network and relaxation hands the build step the same
+    module source (same bytes) and installs the same kernels beside it (same
+    files, same PTX). The build step's compile is the CLI build's: a second
+    compile of the same source (~50 CPU-s) would test NVVM's determinism,
+    not netgen; the fake refuses any other source."""
+    import netgen.codegen.cuda.emit as cuda_emit
     from netgen.codegen.cache import load
     from netgen.io import from_dict
     from netgen.relax.distributions import Relaxation
@@ -367,8 +371,24 @@ def test_write_module_gives_what_netgen_build_gives(built, tmp_path):
     module, _ = built
     mod = load(module)
     net, r = from_dict(mod.NETWORK), Relaxation.from_dict(mod.RELAXATION)
+    folder, tag, _ = rt.cubin_source(str(module))
+    compiled = []
+
+    def cli_kernels(path, cc, archs, out_dir, progress=None, **kw):  # compile_check, from the CLI build's files
+        assert Path(path).read_bytes() == module.read_bytes(), "the build step got another source"
+        compiled.append(Path(path).name)
+        metas = [json.loads(p.read_text()) for p in Path(folder).glob(f"*.{tag}.json")]
+        kernels = [{"name": m["kernel"], "entry": m["entry"], "params": m["params"],
+                    "ptx": str(Path(folder) / m["ptx"]),
+                    "cubins": {a: str(Path(folder) / rt.cubin_names(m["kernel"], tag, a)) for a in m["archs"]}}
+                   for m in metas]
+        return {"kernels": kernels, "cc": tuple(metas[0]["ptx_cc"]), "archs": list(archs), "skipped": False,
+                "assembler": metas[0]["assembler"], "summary": f"{len(kernels)} kernels (the CLI build's)"}
+
+    monkeypatch.setattr(cuda_emit, "compile_check", cli_kernels)
     lines = []
     path = write_module("cuda", net, r, tmp_path, name=module.stem, log=lines.append)
+    assert compiled == [module.name]
     assert path.read_bytes() == module.read_bytes()
     ours, theirs = folder_of(path), folder_of(module)
     assert sorted(p.name for p in ours.iterdir()) == sorted(p.name for p in theirs.iterdir())
