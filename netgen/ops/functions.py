@@ -161,7 +161,8 @@ def _weights(lanes: Lanes, w: torch.Tensor) -> torch.Tensor:
 
 # ----------------------------------------------------------------- operators
 def soft_sort(x: torch.Tensor, dim: int = -1, descending: bool = False, *, steepness=None, distribution=None,
-              network="best", target: str = "auto", blur: float = DEFAULT_BLUR, max_size: int | None = None, _auto=None) -> SortResult:
+              network="best", target: str = "auto", blur: float = DEFAULT_BLUR, max_size: int | None = None,
+              _auto=None) -> SortResult:
     """Soft sorted values along ``dim`` (ascending unless ``descending``),
     ``P x`` of a sorting network; and the hard indices ``torch.sort``
     returns (on CPU float32/float64 by numpy's argsort, 5x faster; ties in
@@ -179,7 +180,8 @@ def soft_sort(x: torch.Tensor, dim: int = -1, descending: bool = False, *, steep
 
 
 def soft_rank(x: torch.Tensor, dim: int = -1, descending: bool = False, *, steepness=None, distribution=None,
-              network="best", target: str = "auto", blur: float = DEFAULT_BLUR, max_size: int | None = None, _auto=None) -> torch.Tensor:
+              network="best", target: str = "auto", blur: float = DEFAULT_BLUR, max_size: int | None = None,
+              _auto=None) -> torch.Tensor:
     """Soft ranks along ``dim``, 1-based as torchsort's: ascending (the
     smallest value has rank 1, the largest rank n) unless ``descending``
     (the largest has rank 1). ``r^T P`` of a sorting network with r the

@@ -23,7 +23,8 @@ from pathlib import Path
 
 from . import cubin as _rt
 
-__all__ = ["ARCHS", "REQUIRED_ARCHS", "PTX_CC", "ENV_ARCHS", "chosen_archs", "build_archs", "write_folder", "install", "folder_of"]
+__all__ = ["ARCHS", "REQUIRED_ARCHS", "PTX_CC", "ENV_ARCHS", "chosen_archs", "build_archs",
+           "write_folder", "install", "folder_of"]
 
 #: architectures ``netgen build`` assembles cubins for: Ampere (A100, sm_80;
 #: RTX 30xx/A10/A40, sm_86), Ada (L4/L40/RTX 40xx, sm_89), Hopper (sm_90),
