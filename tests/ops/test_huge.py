@@ -22,14 +22,6 @@ from netgen.ops import networks as nw
 pytest.importorskip("numba")
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("NETGEN_CACHE_DIR", str(tmp_path))
-    nw.clear_memory()
-    yield tmp_path
-    nw.clear_memory()
-
-
 # ----------------------------------------------------------------- the opt-in
 @pytest.mark.parametrize("call", [lambda x: ops.soft_rank(x), lambda x: ops.soft_sort(x), lambda x: ops.SoftRank()(x),
                                   lambda x: ops.topk_mask(x, 1 << 19)])

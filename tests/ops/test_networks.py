@@ -4,7 +4,6 @@ process and read back from netgen's cache by later processes."""
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 import torch
 
@@ -12,14 +11,6 @@ import netgen.ops as ops
 from netgen import Network, save_network
 from netgen.ops import netfile
 from netgen.ops import networks as nw
-
-
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("NETGEN_CACHE_DIR", str(tmp_path))
-    nw.clear_memory()
-    yield tmp_path
-    nw.clear_memory()
 
 
 def test_built_once_then_read_from_disk(cache, monkeypatch):
