@@ -15,18 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "gpu_model"))
 sys.path.insert(0, str(HERE.parents[1]))
-
-from groups_ptx import signature  # noqa: E402
 
 #: the kernels compiled (vals_bwd: the backward's second launch)
 NAMES = ("wp_fwd", "wp_bwd", "pv_fwd", "pv_bwd", "vals_bwd")
@@ -41,42 +37,20 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
         sys.exit("lanes_ptx.py compiles: run it without NUMBA_ENABLE_CUDASIM")
-    import numba
-    import numpy as np
-    from numba import cuda
-
     from _gpu_sass import _tool
-    from ptx import compile_sm90
-    from netgen.codegen.cuda.kernels import GROUP_ARGS, LANE_ARGS, kernels_source
-    from netgen.codegen.swap_code import swap_code
+    from ptx import netgen_kernels_table
+    from netgen.codegen.cuda.kernels import GROUP_ARGS, LANE_ARGS
     from netgen.construct import build
-    from netgen.relax.distributions import default_relaxation
 
     ptxas = _tool("ptxas")
     if not ptxas:
         print("no ptxas: nothing compiled", file=sys.stderr)
         return 2
     net = build(args.kind, args.n, args.k or args.n)
-    r = default_relaxation(net)
-    _, src, _ = kernels_source(net.n, net.k, 227 * 1024, {ft: swap_code(r, 0, ft, steepness="s")
-                                                           for ft in ("float32", "float64")}, False, False, True)
-    ns = {"cuda": cuda, "numba": numba, "np": np, "math": math}
-    exec(compile(src, "<lane kernels>", "exec"), ns)
     kinds = {**LANE_ARGS, "vals_bwd": GROUP_ARGS["vals_bwd"]}
-    tmp = Path(tempfile.mkdtemp(prefix="lanes_ptx_"))
-    res = {}
     print(f"lane kernels, {args.kind} n = {net.n} k = {net.k} ({net.size} comparators), sm_90, shared variants: "
           "registers, spills, the lane loop's SASS per (comparator, lane) pair, the comparator loop's outside it")
-    for ft in ("float32", "float64"):
-        for name in NAMES:
-            fn = ns[f"_{name}_f{32 if ft == 'float32' else 64}_s"]
-            out = res[f"{name} {ft}"] = compile_sm90(fn.py_func, signature(kinds[name], ft, net.n >= 65536),
-                                                     ft, tmp, name, ptxas)
-            loops = out["lane_loops"]
-            print(f"  {name:8s} {ft}: {out['registers']:3d} registers, {out['spill_stores']} bytes spilled, "
-                  f"{out['sass']} SASS; "
-                  f"lane loops (per pair, per comparator outside): "
-                  f"{[(lp['per_lane'], lp['per_comparator']) for lp in loops] or '-'}", flush=True)
+    res = netgen_kernels_table(net, {name: kinds[name] for name in NAMES}, (False, False, True), ptxas, "lanes")
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=1))
     return 0

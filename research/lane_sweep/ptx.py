@@ -23,6 +23,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "gpu_model"))
+sys.path.insert(0, str(HERE.parents[1]))
 
 
 def signatures(ft):
@@ -82,6 +83,54 @@ def compile_sm90(py_func, sig, ft, tmp: Path, name: str, ptxas) -> dict:
     return {"registers": int(re.search(r"Used (\d+) registers", info).group(1)),
             "spill_stores": int(spill.group(1)) if spill else 0, "sass": len(ins),
             "lane_loops": inner_loop(ins) if ins else []}
+
+
+def signature(kinds, ft, wide):
+    """numba types of a netgen cuda kernel's arguments (kinds as in
+    netgen.codegen.cuda.kernels: f1, f2, w1, u1, i1, b1, bool)."""
+    from numba import types
+
+    f = types.float32 if ft == "float32" else types.float64
+    w = types.uint32 if wide else types.uint16
+    table = {"f1": types.Array(f, 1, "C"), "f2": types.Array(f, 2, "C"), "w1": types.Array(w, 1, "C"),
+             "u1": types.Array(types.uint32, 1, "C"), "i1": types.Array(types.int64, 1, "C"),
+             "b1": types.Array(types.int32, 1, "C"), "bool": types.boolean}
+    return tuple(table[k] for k in kinds)
+
+
+def netgen_kernels_table(net, kinds: dict, flags: tuple, ptxas, prefix: str) -> dict:
+    """Render netgen's cuda kernels for ``net`` (``kernels_source(...,
+    *flags)``), compile each kernel of ``kinds`` ({name: argument kinds})
+    for sm_90 in both float types (:func:`compile_sm90`, shared variants)
+    and print one line per kernel; returns {"name ft": result}."""
+    import math
+
+    import numba
+    import numpy as np
+    from numba import cuda
+
+    from netgen.codegen.cuda.kernels import kernels_source
+    from netgen.codegen.swap_code import swap_code
+    from netgen.relax.distributions import default_relaxation
+
+    r = default_relaxation(net)
+    _, src, _ = kernels_source(net.n, net.k, 227 * 1024, {ft: swap_code(r, 0, ft, steepness="s")
+                                                           for ft in ("float32", "float64")}, *flags)
+    ns = {"cuda": cuda, "numba": numba, "np": np, "math": math}
+    exec(compile(src, f"<{prefix} kernels>", "exec"), ns)
+    tmp = Path(tempfile.mkdtemp(prefix=f"{prefix}_ptx_"))
+    res = {}
+    for ft in ("float32", "float64"):
+        for name, kind in kinds.items():
+            fn = ns[f"_{name}_f{32 if ft == 'float32' else 64}_s"]
+            out = res[f"{name} {ft}"] = compile_sm90(fn.py_func, signature(kind, ft, net.n >= 65536), ft, tmp, name,
+                                                     ptxas)
+            loops = out["lane_loops"]
+            print(f"  {name:8s} {ft}: {out['registers']:3d} registers, {out['spill_stores']} bytes spilled, "
+                  f"{out['sass']} SASS; "
+                  f"lane loops (per pair, per comparator outside): "
+                  f"{[(lp['per_lane'], lp['per_comparator']) for lp in loops] or '-'}", flush=True)
+    return res
 
 
 def main(argv=None) -> int:
