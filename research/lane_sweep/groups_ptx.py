@@ -38,6 +38,9 @@ def main(argv=None) -> int:
 
     net = build("oddeven", args.n, args.n)
     ptxas = _tool("ptxas")
+    if not ptxas:
+        print("no ptxas: nothing compiled", file=sys.stderr)
+        return 2
     print(f"lane-group kernels, oddeven n = {net.n} (forward sweep), sm_90, shared variants: registers, spills, "
           "the lane loop's SASS per (comparator, lane) pair, the comparator loop's SASS outside it")
     res = netgen_kernels_table(net, GROUP_ARGS, (True,), ptxas, "groups")

@@ -329,7 +329,7 @@ GROUP_KERNELS = (
 
 #: the lane kernels (:mod:`.lane_bodies`: W P and P V from given lanes, G
 #: lanes per block), emitted in every module with ``vals_bwd`` (their
-#: backward's second launch); geo = (G, groups per row, items, lanes)
+#: backward's second launch); geo = (G, groups per row, unused, lanes)
 _LANE_NET = (*_NET, ("outs", "w1"))
 LANE_KERNELS = (
     Kernel("wp_fwd", (("W", "f2"), ("sv", "f1"), *_LANE_NET, ("ps", "f2"), ("bad", "b1"), ("R", "f2"), ("D", "f1"),

@@ -27,7 +27,7 @@ left in ``ps``.
   wire.
 
 dL/dx and dL/ds then come from ``vals_bwd`` (:mod:`.groups`: the values'
-adjoint with ``gp``). ``geo`` (uint32) = (G, groups per row, items, m).
+adjoint with ``gp``). ``geo`` (uint32) = (G, groups per row, unused, m).
 Arrays are 2-D (B, lanes x n, k or d) row-major as the Layer's results
 are; indices uint32 (the launcher keeps B m size and B m n below 2^32).
 """

@@ -27,8 +27,9 @@ import torch
 
 from ..runtime.common import refuse_second_order
 from ..runtime.tables import _K, _N, _SIZE
+from .batch import INDEX_LIMIT
 from .driver import SIMULATED
-from .launch import RECORDS_MAX, _LIMITS, _dummy, _handle, _index, _launch, _tables
+from .launch import _LIMITS, _dummy, _handle, _index, _launch, _tables
 from .packing import _np_dtype
 from .ops import _rows_forward
 
@@ -42,7 +43,7 @@ SHARED_LIMIT = 227 * 1024
 LANE_KERNEL_MAX = 64
 #: the most lanes one block sweeps
 LANE_CAP = 32
-_LANE_GEO: dict = {}  # (device, dtype, B, m, kernel family) -> (G, groups, geo on the device)
+_LANE_GEO: dict = {}  # (device, dtype, m, kernel family) -> (G, groups, geo on the device): at most 64 m
 
 #: the module-level statements a generated module copies
 STATE = ("LANE_KERNEL_MAX", "LANE_CAP", "_LANE_GEO")
@@ -51,20 +52,21 @@ STATE = ("LANE_KERNEL_MAX", "LANE_CAP", "_LANE_GEO")
 def _lane_kernels_for(x, m):
     """Whether ``m`` lanes of the rows of x (..., n) run in the lane
     kernels: the module holds them, 1 <= m <= LANE_KERNEL_MAX, the
-    kernels' 32-bit indices hold (B m size, B m n, B m k < 2^32) and
+    kernels' 32-bit indices hold (B m size, B m n, B m k < INDEX_LIMIT) and
     torch.compile is not tracing (the launches are opaque to it: the torch
     sweeps trace)."""
     return ((_np_dtype(x), "wp_fwd", "global") in KERNELS and 1 <= m <= LANE_KERNEL_MAX
             and not torch.compiler.is_compiling()
-            and x.numel() // max(_N, 1) * m * max(_SIZE, _N, _K, 1) < 2**32)
+            and x.numel() // max(_N, 1) * m * max(_SIZE, _N, _K, 1) < INDEX_LIMIT)
 
 
-def _lane_geo(device, dt, B, m, family):
+def _lane_geo(device, dt, m, family):
     """G (lanes per block: the most, <= LANE_CAP and m, whose rows of n
     floats fit the shared variants of both kernels of ``family``; at least
     1, the global variant then), groups per row and the kernels' uint32
-    ``geo`` (G, groups, items, m), uploaded once per (device, dtype, B, m)."""
-    key = (device, dt, B, m, family)
+    ``geo`` (G, groups, 0, m; the lane kernels take their item from the
+    block index, not a count), uploaded once per (device, dtype, m)."""
+    key = (device, dt, m, family)
     got = _LANE_GEO.get(key)
     if got is None:
         row = _N * dt.itemsize
@@ -80,9 +82,7 @@ def _lane_geo(device, dt, B, m, family):
             fit = min(_LIMITS[(index, dt, name, "shared")][2] for name in names) // row
         G = max(1, min(LANE_CAP, m, fit))
         groups = -(-m // G)
-        geo = torch.tensor([G, groups, B * groups, m], dtype=torch.int64).to(torch.uint32).to(device)
-        if len(_LANE_GEO) >= RECORDS_MAX:  # many batch sizes: start over rather than grow without bound
-            _LANE_GEO.clear()
+        geo = torch.tensor([G, groups, 0, m], dtype=torch.int64).to(torch.uint32).to(device)
         got = _LANE_GEO[key] = (G, groups, geo)
     return got
 
@@ -104,7 +104,7 @@ class _LaneKernels(torch.autograd.Function):
         D = x2.new_empty((B * m * _SIZE,)) if want else _dummy(x2, 1)
         if B:
             t = _tables(x2.device)
-            G, groups, geo = _lane_geo(x2.device, _np_dtype(x2), B, m, family)
+            G, groups, geo = _lane_geo(x2.device, _np_dtype(x2), m, family)
             _launch(family + "_fwd", x2, B * groups, (lanes.reshape(B, -1), s, t["wa"], t["wb"], t["offs"], t["outs"],
                                                       ps, bad, out.view(B, -1), D, geo, want), G)
         if want:
@@ -124,7 +124,7 @@ class _LaneKernels(torch.autograd.Function):
         gs = ds.new_zeros((B,)) if want_gs else _dummy(ds, 1)
         if B:
             t = _tables(ds.device)
-            G, groups, geo = _lane_geo(ds.device, _np_dtype(ds), B, m, family)
+            G, groups, geo = _lane_geo(ds.device, _np_dtype(ds), m, family)
             gp = ds.new_zeros((B, _SIZE))
             _launch(family + "_bwd", ds, B * groups, (g.to(ds.dtype).reshape(B, -1).contiguous(), s, t["wa"], t["wb"],
                                                       t["offs"], t["outs"], ps, D, gp, gl.view(B, -1), bad, geo), G)

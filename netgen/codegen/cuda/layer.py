@@ -181,6 +181,19 @@ def _lane_index(device):
     return got
 
 
+def _lane_call(x, T, s, back):
+    """W P (``back``: T = W, lanes over the k ranks, result (..., m, n)) or
+    P V (T = V, lanes over the n wires, result (..., k, d)) of the rows of
+    x in the lane kernels (lane_ops.py)."""
+    x2, lead, dt = _prepare(x)
+    if back:
+        lanes = _lane_input(T, "W", lead, _K, -1, x2).permute(2, 1, 0)  # (B, m, k)
+    else:
+        lanes = _lane_input(T, "V", lead, _N, -2, x2).permute(2, 0, 1)  # (B, n, d)
+    out = _lane_kernels(x2, _steepness(s, x2), lanes, back)
+    return out.reshape(tuple(lead) + tuple(out.shape[1:])).to(dt)
+
+
 class Layer(LayerBase):
     """Relaxed top-k / sorting layer for the network in ``NETWORK`` (CUDA).
 
@@ -224,10 +237,7 @@ class Layer(LayerBase):
         # torch ops on the device; O(size) floats per lane and row either way
         m = W.shape[-2] if isinstance(W, torch.Tensor) and W.dim() >= 2 else 0
         if _lane_kernels_for(x, m):
-            x2, lead, dt = _prepare(x)
-            Wl = _lane_input(W, "W", lead, _K, -1, x2).permute(2, 1, 0)  # (B, m, k)
-            R = _lane_kernels(x2, _steepness(s, x2), Wl, True)
-            return R.reshape(tuple(lead) + (m, _N)).to(dt)
+            return _lane_call(x, W, s, True)
         xt, bad, s = _lanes_prepare(x, s)
         Wt = _lane_input(W, "W", x.shape[:-1], _K, -1, xt)
         R = _back_lanes(xt, s, bad, *_lane_index(xt.device), Wt)
@@ -237,10 +247,7 @@ class Layer(LayerBase):
         # P V without P: the d lanes swept forward (lane kernels for few lanes, else torch ops)
         d = V.shape[-1] if isinstance(V, torch.Tensor) and V.dim() >= 2 else 0
         if _lane_kernels_for(x, d):
-            x2, lead, dt = _prepare(x)
-            Vl = _lane_input(V, "V", lead, _N, -2, x2).permute(2, 0, 1)  # (B, n, d)
-            Y = _lane_kernels(x2, _steepness(s, x2), Vl, False)
-            return Y.reshape(tuple(lead) + (_K, d)).to(dt)
+            return _lane_call(x, V, s, False)
         xt, bad, s = _lanes_prepare(x, s)
         Vt = _lane_input(V, "V", x.shape[:-1], _N, -2, xt)
         Y = _fwd_lanes(xt, s, bad, *_lane_index(xt.device), Vt)
@@ -255,4 +262,4 @@ class Layer(LayerBase):
 
 
 #: what a generated module copies from this file, in order
-PARTS = (self_check, _first_use, _prepare, _result, _steepness, _lanes_prepare, _lane_index, Layer)
+PARTS = (self_check, _first_use, _prepare, _result, _steepness, _lanes_prepare, _lane_index, _lane_call, Layer)
