@@ -34,6 +34,7 @@ import torch
 from ..relax.steepness import AutoSteepness, estimate_steepness, is_auto, optional_blur, plain_state, restore_state
 from . import TARGETS
 from .cache import build_layer
+from .operator_layers import operator_layer
 from .runtime.common import check_input, refuse_transforms
 from .runtime.layer import LayerBase
 
@@ -180,10 +181,12 @@ class AutoLayer(LayerBase):
 
     @torch.compiler.disable
     def _build(self, device: torch.device, r):
-        """Build (or load from the cache) the layer for ``device`` and ``r``:
-        outside any torch.compile graph, so a first call under torch.compile
+        """Build (or load from the cache) the layer for ``device`` and ``r``
+        (:func:`~netgen.codegen.operator_layers.operator_layer`: on numba,
+        the relaxation's shared kernel module, so a new network compiles
+        nothing): outside any torch.compile graph, so a first call under torch.compile
         works too (one graph break, then a recompile that finds it built)."""
-        layer = self._built[(device.type, r)] = build_layer(self.net, r, self._target_for(device)).to(device)
+        layer = self._built[(device.type, r)] = operator_layer(self.net, r, self._target_for(device)).to(device)
         return layer
 
     def layer_for(self, device: torch.device, steepness=_OWN):

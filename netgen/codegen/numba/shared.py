@@ -29,6 +29,10 @@ builds on this file:
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
+import sys
+import threading
 import types
 from dataclasses import replace
 
@@ -36,7 +40,8 @@ import numpy as np
 
 from ...network import Network
 
-__all__ = ["kernel_relaxation", "kernel_source", "layer_code", "layer_source", "make_layer", "network_tables"]
+__all__ = ["kernel_relaxation", "kernel_source", "layer_code", "layer_module_name", "layer_source", "make_layer",
+           "network_tables"]
 
 #: the steepness the kernel module is keyed and generated with (the kernels read it at run time)
 _STEEPNESS = 1.0
@@ -177,11 +182,41 @@ def make_layer(kernels: types.ModuleType, net: Network, r):
     cache by :func:`netgen.codegen.operator_layers.kernel_module`). The
     engine plan is the target's (:func:`netgen.codegen.plan.choose` with the
     numba budget)."""
+    name = layer_module_name(kernels, net, r)
+    mod = _LAYER_MODULES.get(name)
+    if mod is None:
+        with _LOCK:
+            mod = _LAYER_MODULES.get(name)
+            if mod is None:
+                mod = _LAYER_MODULES[name] = _layer_module(name, kernels, net, r)
+                sys.modules[name] = mod
+    return mod.Layer()
+
+
+#: the network modules of this process, by :func:`layer_module_name`
+_LAYER_MODULES: dict[str, types.ModuleType] = {}
+_LOCK = threading.Lock()
+
+
+def layer_module_name(kernels: types.ModuleType, net: Network, r) -> str:
+    """The name of ``net``'s module on ``kernels`` relaxed by ``r``: one per
+    (kernel module, network, relaxation), so that two layers of the same
+    network share it and a layer's class can be found by its module's name
+    (``sys.modules``: torch.compile imports the modules of the functions it
+    traces). Not a cache module name (nothing is written to disk)."""
+    h = hashlib.sha256()
+    for part in (kernels.__name__, net.key(), json.dumps(r.to_dict(), sort_keys=True)):
+        h.update(part.encode() + b"\0")
+    return f"netgen_numba_layer_n{net.n}_k{net.k}_{h.hexdigest()[:12]}"
+
+
+def _layer_module(name: str, kernels: types.ModuleType, net: Network, r) -> types.ModuleType:
+    """The module :func:`make_layer` runs the layer code in (see there)."""
     from ..plan import choose
     from . import BUDGET
 
     plan = _lean_plan(net) if net.size >= LEAN_SIZE else choose(net, BUDGET)
-    mod = types.ModuleType(f"netgen_numba_layer_n{net.n}_k{net.k}")  # not a cache module name
+    mod = types.ModuleType(name)
     mod.__file__ = "<netgen numba operator layer>"
     g = mod.__dict__
     g.update((k, v) for k, v in vars(kernels).items() if not k.startswith("__"))
@@ -193,4 +228,4 @@ def make_layer(kernels: types.ModuleType, net: Network, r):
     if net.size >= LEAN_SIZE:  # no P plan in the tables: the P sweep is refused (a class of this module alone)
         mod.Layer.lean_size = net.size
         mod.Layer._forward = _refuse_p
-    return mod.Layer()
+    return mod
