@@ -53,7 +53,9 @@ __all__ = ["PARTS", "STATE"]
 
 # ---- what the emitter writes (stand-ins here, not copied into modules) ----
 #: the module globals the copied code reads and neither defines nor imports
-READS = ("NETWORK", "_PARALLEL", "_CACHE", "_swap")
+#: (the 1-row copies of the kernels: written by netgen/codegen/numba/narrow.py;
+#: stand-ins at the end of this file)
+READS = ("NETWORK", "_PARALLEL", "_CACHE", "_swap", "_CK_KERNELS_1", "_CK_KERNELS_SERIAL_1")
 NETWORK: dict = {"n": 2, "layers": [[[0, 1]]], "outputs": [0]}
 _PARALLEL = True
 _CACHE = False
@@ -95,6 +97,11 @@ _LIVE = live(_N, _COMPS, _OFFSETS, NETWORK["outputs"])
 # length in comparators (the tests' tiny segments).
 _CK_BYTES = 256 << 20
 _CK_SEG = None
+# A call's last block of at most _CK_NARROW rows runs in the 1-row copies of
+# the kernels (narrow.py; a 16-row block of one row spends 16x the memory
+# and most of its time on padding rows). Measured (soft_rank n = 65,536,
+# fwd+bwd, float32, 1 thread): see _ck_split.
+_CK_NARROW = 2
 
 
 # ---------------------------------------------------------------- copied parts
@@ -372,6 +379,18 @@ def _ck_plan(B, m, itemsize):
     return -(-_SIZE // seg), seg
 
 
+def _ck_split(B):
+    """The rows the 16-row kernels run, 0..bw-1: all but a last partial
+    block of at most ``_CK_NARROW`` rows, which the 1-row copies run."""
+    tail = B % _W
+    return B - tail if tail <= _CK_NARROW else B
+
+
+def _ck_rows(S, lo, hi):
+    # rows lo..hi-1 of S, or S itself where one S serves every row
+    return S if S.shape[0] == 1 else S[lo:hi]
+
+
 def ck_numpy(x, S, stp, plan_, keep, adj, sgrad, threads):
     """:func:`.lanes.lanes_numpy` for a back sweep (or the values alone),
     checkpointed as ``plan_`` = (nseg, seg) says: values (B, k), the lanes
@@ -384,9 +403,13 @@ def ck_numpy(x, S, stp, plan_, keep, adj, sgrad, threads):
     stp = dt.type(stp)
     values = np.empty((B, _K), dtype=dt)
     out = np.empty((B, m, _N), dtype=dt)
+    bw = _ck_split(B)
     with _Threads(threads, B * _SIZE * (m + 2), ("lanes_ck", dt)) as th:
-        (_CK_KERNELS_SERIAL if th.serial else _CK_KERNELS)[0](x, stp, _WA, _WB, _LIVE, _OUTPUTS, S, nseg, seg,
-                                                             values, out)
+        for kernels, lo, hi in (((_CK_KERNELS_SERIAL if th.serial else _CK_KERNELS), 0, bw),
+                                ((_CK_KERNELS_SERIAL_1 if th.serial else _CK_KERNELS_1), bw, B)):
+            if hi > lo:
+                kernels[0](x[lo:hi], stp, _WA, _WB, _LIVE, _OUTPUTS, _ck_rows(S, lo, hi), nseg, seg,
+                           values[lo:hi], out[lo:hi])
     if not keep:
         return values, out, None
     adj = bool(adj or sgrad)
@@ -407,16 +430,21 @@ def ck_backward_numpy(saved, gv, G0, threads, dS=True):
     gS = np.empty((B if dS else 0, m, _N), dtype=dt)
     gx = np.empty((B, _N) if adj else (0, _N), dtype=dt)
     gsr = np.zeros(B if adj else 0, dtype=dt)
+    bw = _ck_split(B)
     with _Threads(threads, B * _SIZE * (2 * m + 3), ("lanes_ck_bwd", dt)) as th:
-        (_CK_KERNELS_SERIAL if th.serial else _CK_KERNELS)[1](
-            saved.x, saved.stp, _WA, _WB, _LIVE, _OUTPUTS, saved.S, G0, gv, use_gv, saved.nseg, saved.seg, adj,
-            saved.sgrad, gS, gx, gsr)
+        for kernels, lo, hi in (((_CK_KERNELS_SERIAL if th.serial else _CK_KERNELS), 0, bw),
+                                ((_CK_KERNELS_SERIAL_1 if th.serial else _CK_KERNELS_1), bw, B)):
+            if hi > lo:
+                kernels[1](saved.x[lo:hi], saved.stp, _WA, _WB, _LIVE, _OUTPUTS, _ck_rows(saved.S, lo, hi),
+                           G0[lo:hi], gv[lo:hi], use_gv, saved.nseg, saved.seg, adj, saved.sgrad,
+                           gS[lo:hi], gx[lo:hi], gsr[lo:hi])
     gs = float(gsr.sum(dtype=np.float64)) if saved.sgrad and adj else 0.0
     return gS, (gx if adj else None), gs
 
 
 #: what a generated module copies from this file, in order
-PARTS = (live, _ck_load_lanes, _ck_vals, _ck_vals_lanes, _ck_reverse, _ck_fwd_block, _ck_fwd_py, _ck_bwd_block, _ck_bwd_py, _ck_plan, ck_numpy, ck_backward_numpy)
+PARTS = (live, _ck_load_lanes, _ck_vals, _ck_vals_lanes, _ck_reverse, _ck_fwd_block, _ck_fwd_py, _ck_bwd_block,
+         _ck_bwd_py, _ck_plan, _ck_split, _ck_rows, ck_numpy, ck_backward_numpy)
 
 # ------------------------------------------------------- copied by name (STATE)
 # Each kernel twice (parallel, and a serial copy for small calls), as in
@@ -429,5 +457,10 @@ _CK_KERNELS = (_ck_fwd, _ck_bwd)
 _CK_KERNELS_SERIAL = (_ck_fwd_s, _ck_bwd_s)
 
 #: module-level state a generated module copies by name, after :data:`PARTS`
-STATE = ("_LIVE", "_CK_BYTES", "_CK_SEG", "_ck_fwd", "_ck_bwd", "_ck_fwd_s", "_ck_bwd_s", "_CK_KERNELS",
+STATE = ("_LIVE", "_CK_BYTES", "_CK_SEG", "_CK_NARROW", "_ck_fwd", "_ck_bwd", "_ck_fwd_s", "_ck_bwd_s", "_CK_KERNELS",
          "_CK_KERNELS_SERIAL")
+
+# ---- stand-ins (not copied): the emitter writes the 1-row copies (narrow.py);
+# the 16-row kernels run any rows, so this file runs on its own
+_CK_KERNELS_1 = _CK_KERNELS
+_CK_KERNELS_SERIAL_1 = _CK_KERNELS_SERIAL

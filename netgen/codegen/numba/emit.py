@@ -161,12 +161,14 @@ def write_kernels(L, names, r) -> None:
     """What depends on the relaxation ``r`` alone: ``_PARALLEL``, ``_CACHE``,
     ``_W``, ``_T``, the vector helpers, the rendered swap functions, the P
     engine, the kernels and the kernels of :func:`mixed` (the lane kernels;
-    each compiled parallel and serial). Reads ``numba_disk_cache``
+    each compiled parallel and serial), then the 1-row copies of the
+    checkpointed kernels (:mod:`.narrow`). Reads ``numba_disk_cache``
     (:mod:`netgen.codegen.runtime.common`)."""
     from ..runtime import assemble, statements
     from . import engine as eng
     from . import kernels as kern
     from . import vector as vec
+    from .narrow import write_narrow
 
     L("# NETGEN_NUMBA_PARALLEL=0 compiles serial kernels (same code, prange runs as")
     L("# range; ~3x faster to compile, used by netgen's unit tests). Only the")
@@ -197,6 +199,7 @@ def write_kernels(L, names, r) -> None:
         if state:
             L(statements(mod, state, names))
             L.blank(2)
+    write_narrow(L, names)
 
 
 def write_host(L, names) -> None:
