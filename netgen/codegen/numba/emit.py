@@ -149,12 +149,13 @@ def is_kernel(obj) -> bool:
 
 
 def mixed() -> tuple:
-    """The runtime files that hold both kernels and host code, split by
-    :func:`is_kernel` between :func:`write_kernels` and :func:`write_host`
-    (each file's kernels, then its host functions and state, in order)."""
-    from . import checkpoint, lanes
+    """The runtime files of the lane sweeps (kernels, host code or both),
+    split by :func:`is_kernel` between :func:`write_kernels` and
+    :func:`write_host` (each file's kernels, then its host functions and
+    state, in order)."""
+    from . import checkpoint, checkpoint_kernels, lanes
 
-    return (checkpoint, lanes)
+    return (checkpoint_kernels, checkpoint, lanes)
 
 
 def write_kernels(L, names, r) -> None:
@@ -193,8 +194,10 @@ def write_kernels(L, names, r) -> None:
     L(statements(kern, kern.STATE, names))
     L.blank(2)
     for mod in mixed():
-        L(assemble([p for p in mod.PARTS if is_kernel(p)], names))
-        L.blank(2)
+        parts = [p for p in mod.PARTS if is_kernel(p)]
+        if parts:
+            L(assemble(parts, names))
+            L.blank(2)
         state = [s for s in mod.STATE if is_kernel(getattr(mod, s))]
         if state:
             L(statements(mod, state, names))
@@ -220,8 +223,10 @@ def write_host(L, names) -> None:
     L(assemble(host.PARTS, names))
     L.blank(2)
     for mod in mixed():
-        L(assemble([p for p in mod.PARTS if not is_kernel(p)], names))
-        L.blank(2)
+        parts = [p for p in mod.PARTS if not is_kernel(p)]
+        if parts:
+            L(assemble(parts, names))
+            L.blank(2)
         state = [s for s in mod.STATE if not is_kernel(getattr(mod, s))]
         if state:
             L(statements(mod, state, names))

@@ -1,5 +1,5 @@
-"""The 1-row copies of the checkpointed lane kernels (:mod:`.checkpoint`),
-generated from their source.
+"""The 1-row copies of the checkpointed lane kernels
+(:mod:`.checkpoint_kernels`), generated from their source.
 
 Every kernel processes rows in blocks of ``_W = 16`` laid out (wire, row)
 and the vector helpers of :mod:`.vector` compute ``<_W x float>`` vectors,
@@ -16,8 +16,8 @@ every function or kernel that reads it, directly or through another,
 gets the suffix ``_1`` (``_ck_vals`` -> ``_ck_vals_1``, ``_vmixp`` ->
 ``_vmixp_1``, ``_CK_KERNELS`` -> ``_CK_KERNELS_1``). Code that does not
 depend on the width (``_swap``, the block transposes, ``_jit``) is shared.
-:mod:`.checkpoint`'s host functions pick the copies for a last block of at
-most ``_CK_NARROW`` rows (:func:`.checkpoint._ck_split`).
+:mod:`.checkpoint`'s host functions run a call's last block in the copies
+when it holds at most ``_CK_NARROW`` rows (:func:`.checkpoint._ck_split`).
 """
 
 from __future__ import annotations
@@ -39,17 +39,14 @@ def _reads(source: str) -> set:
 
 def _graph() -> dict:
     """name -> the names its source mentions, for the vector helpers and
-    the checkpointed kernels and their state (:func:`.emit.is_kernel`)."""
-    from ..runtime import statements
+    the checkpointed kernels and their state."""
     from ..literals import Namespace
-    from . import checkpoint, vector
-    from .emit import is_kernel
+    from ..runtime import statements
+    from . import checkpoint_kernels as ck
+    from . import vector
 
-    graph = {p.__name__: _reads(inspect.getsource(p)) for p in vector.PARTS}
-    graph.update((p.__name__, _reads(inspect.getsource(p))) for p in checkpoint.PARTS if is_kernel(p))
-    for s in checkpoint.STATE:
-        if is_kernel(getattr(checkpoint, s)):
-            graph[s] = _reads(statements(checkpoint, [s], Namespace()))
+    graph = {p.__name__: _reads(inspect.getsource(p)) for p in (*vector.PARTS, *ck.PARTS)}
+    graph.update((s, _reads(statements(ck, [s], Namespace()))) for s in ck.STATE)
     return graph
 
 
@@ -83,7 +80,8 @@ def write_narrow(L, names) -> None:
     wrote)."""
     from ..literals import literal
     from ..runtime import assemble, statements
-    from . import checkpoint, vector
+    from . import checkpoint_kernels as ck
+    from . import vector
 
     rename = renames()
     L("# The 1-row copies of the checkpointed kernels (netgen/codegen/numba/narrow.py):")
@@ -93,7 +91,7 @@ def write_narrow(L, names) -> None:
     L.blank(2)
     L(assemble([p for p in vector.PARTS if p.__name__ in rename], names, rename))
     L.blank(2)
-    L(assemble([p for p in checkpoint.PARTS if p.__name__ in rename], names, rename))
+    L(assemble([p for p in ck.PARTS if p.__name__ in rename], names, rename))
     L.blank(2)
-    L(statements(checkpoint, [s for s in checkpoint.STATE if s in rename], names, rename))
+    L(statements(ck, [s for s in ck.STATE if s in rename], names, rename))
     L.blank(2)
