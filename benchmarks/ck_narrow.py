@@ -1,7 +1,7 @@
 """The checkpointed lane sweeps (netgen/codegen/numba/checkpoint.py) at
 small B: the 16-row kernels against their 1-row copies
 (netgen/codegen/numba/narrow.py), soft_rank forward + backward, float32,
-one thread, in one process, rounds interleaved (medians). The sweeps are
+one thread (``--threads``), in one process, rounds interleaved (medians). The sweeps are
 forced checkpointed (``_CK_BYTES = 0``) as at n = 2^20; ``_CK_NARROW``
 picks the kernels (-1: the 16-row ones for every row; 15: a last block of
 up to 15 rows in the 1-row copies). Picks ``_CK_NARROW``.
@@ -25,7 +25,7 @@ import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import torch  # noqa: E402
+import torch
 
 
 def main() -> None:
@@ -33,10 +33,11 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=65536)
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 2, 3, 4])
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--first-calls", action="store_true")
     a = ap.parse_args()
-    torch.set_num_threads(1)
-    import netgen.ops as ops
+    torch.set_num_threads(a.threads)
+    from netgen import ops
     from netgen.ops.backends import lanes_for
     from netgen.relax.distributions import default_relaxation
 
@@ -55,7 +56,7 @@ def main() -> None:
             ops.soft_rank(x, target="numba").sum().backward()
             print(f"first fwd+bwd calls, checkpointed, B = {B}: {time.perf_counter() - t0:.1f} s", flush=True)
         return
-    print(f"# soft_rank n={a.n:,} (size {net.size:,}), fwd+bwd ms, float32, 1 thread, medians of {a.reps}; "
+    print(f"# soft_rank n={a.n:,} (size {net.size:,}), fwd+bwd ms, float32, {a.threads} thread(s), medians of {a.reps}; "
           f"CPU {os.cpu_count()} cores (shared machine)")
     print("| B | 16-row kernels | 1-row copies | ratio |")
     print("|---|---|---|---|")
@@ -63,7 +64,7 @@ def main() -> None:
         x = torch.randn(B, a.n, generator=torch.Generator().manual_seed(0))
         w = torch.randn(B, a.n, generator=torch.Generator().manual_seed(1))
 
-        def step():
+        def step(x=x, w=w):
             xr = x.clone().requires_grad_(True)
             (ops.soft_rank(xr, target="numba") * w).sum().backward()
 
@@ -72,11 +73,11 @@ def main() -> None:
             g["_CK_NARROW"] = few
             step()
         for _ in range(a.reps):
-            for few in times:
+            for few, got in times.items():
                 g["_CK_NARROW"] = few
                 t0 = time.perf_counter()
                 step()
-                times[few].append(time.perf_counter() - t0)
+                got.append(time.perf_counter() - t0)
         wide, narrow = (statistics.median(times[f]) * 1e3 for f in (-1, 15))
         print(f"| {B} | {wide:,.1f} | {narrow:,.1f} | {wide / narrow:.2f}x |", flush=True)
 

@@ -11,12 +11,17 @@ then :data:`STATE` by name, before :mod:`.lanes`, which calls it); it reads
 the module's tables and the kernels.
 
 At B = 1 a 16-row block is 1/16 full: the 1-row copies run such rows.
-Measured (AMD EPYC, 2 shared cores, 1 thread, float32, soft_rank
-n = 65,536 forced checkpointed, fwd+bwd, medians of 3;
-``benchmarks/ck_narrow.py``): one row 137 ms in the 1-row copies against
-274 ms in a 16-row block; two rows 273 against 260 ms (and an eighth of
-the memory); three 410 against 258 ms. Hence ``_CK_NARROW = 2``.
+Measured (AMD EPYC, 2 shared cores, float32, soft_rank forced
+checkpointed, fwd+bwd, medians of 3; ``benchmarks/ck_narrow.py``), 1-row
+copies against one 16-row block, 1 thread: n = 65,536 one row 137 against
+274 ms, two rows 273 against 260, three 410 against 258; n = 16,384 one
+row 28 against 46 ms, two 55 against 42. With 2 threads (the copies run
+rows in parallel, a block does not; noisy) n = 65,536 two rows 424
+against 440 ms, three 278 against 393. ``_CK_NARROW = 2`` trades up to
+~25% of time at two rows and one thread for an eighth of the memory (the
+checkpointed sweeps run where memory is the limit).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -30,8 +35,7 @@ __all__ = ["PARTS", "STATE"]
 
 # ---- what the emitter writes (stand-ins here, not copied into modules) ----
 #: the module globals the copied code reads and neither defines nor imports
-#: (the 1-row copies of the kernels: written by netgen/codegen/numba/narrow.py;
-#: stand-ins at the end of this file)
+#: (the 1-row copies of the kernels: written by netgen/codegen/numba/narrow.py)
 READS = ("NETWORK", "_CK_KERNELS_1", "_CK_KERNELS_SERIAL_1")
 NETWORK: dict = {"n": 2, "layers": [[[0, 1]]], "outputs": [0]}
 # the 16-row kernels run any rows: the stand-ins of their 1-row copies
@@ -73,8 +77,7 @@ _CK_BYTES = 256 << 20
 _CK_SEG = None
 # A call's last block of at most _CK_NARROW rows runs in the 1-row copies of
 # the kernels (narrow.py; a 16-row block of one row spends 16x the memory
-# and most of its time on padding rows). Measured (soft_rank n = 65,536,
-# fwd+bwd, float32, 1 thread): see this file's docstring.
+# and about half its time on padding rows): measured in the docstring above.
 _CK_NARROW = 2
 
 
