@@ -117,7 +117,7 @@ PY_SUBSTITUTE = {
          "test_write_module_gives_what_netgen_build_gives runs this very call"),
     'ranks = soft_rank(torch.randn(1, 2**20), max_size=111_149_056)  # opt in past the 10M budget (refused without)':
         ("ranks = soft_rank(torch.randn(1, 2**12), max_size=111_149_056)",
-         "n = 2^20 takes ~10 s and ~4 GiB (a 100.7M-comparator network); tests/ops/test_huge.py checks the refusal "
+         "n = 2^20 takes ~6 s and ~1.5 GiB (a 100.7M-comparator network); tests/ops/test_huge.py checks the refusal "
          "and the opt-in, benchmarks/operators.py --cases rank1M runs this call"),
 }
 

@@ -149,24 +149,27 @@ def is_kernel(obj) -> bool:
 
 
 def mixed() -> tuple:
-    """The runtime files that hold both kernels and host code, split by
-    :func:`is_kernel` between :func:`write_kernels` and :func:`write_host`
-    (each file's kernels, then its host functions and state, in order)."""
-    from . import checkpoint, lanes
+    """The runtime files of the lane sweeps (kernels, host code or both),
+    split by :func:`is_kernel` between :func:`write_kernels` and
+    :func:`write_host` (each file's kernels, then its host functions and
+    state, in order)."""
+    from . import checkpoint, checkpoint_kernels, lanes
 
-    return (checkpoint, lanes)
+    return (checkpoint_kernels, checkpoint, lanes)
 
 
 def write_kernels(L, names, r) -> None:
     """What depends on the relaxation ``r`` alone: ``_PARALLEL``, ``_CACHE``,
     ``_W``, ``_T``, the vector helpers, the rendered swap functions, the P
     engine, the kernels and the kernels of :func:`mixed` (the lane kernels;
-    each compiled parallel and serial). Reads ``numba_disk_cache``
+    each compiled parallel and serial), then the 1-row copies of the
+    checkpointed kernels (:mod:`.narrow`). Reads ``numba_disk_cache``
     (:mod:`netgen.codegen.runtime.common`)."""
     from ..runtime import assemble, statements
     from . import engine as eng
     from . import kernels as kern
     from . import vector as vec
+    from .narrow import write_narrow
 
     L("# NETGEN_NUMBA_PARALLEL=0 compiles serial kernels (same code, prange runs as")
     L("# range; ~3x faster to compile, used by netgen's unit tests). Only the")
@@ -191,12 +194,15 @@ def write_kernels(L, names, r) -> None:
     L(statements(kern, kern.STATE, names))
     L.blank(2)
     for mod in mixed():
-        L(assemble([p for p in mod.PARTS if is_kernel(p)], names))
-        L.blank(2)
+        parts = [p for p in mod.PARTS if is_kernel(p)]
+        if parts:
+            L(assemble(parts, names))
+            L.blank(2)
         state = [s for s in mod.STATE if is_kernel(getattr(mod, s))]
         if state:
             L(statements(mod, state, names))
             L.blank(2)
+    write_narrow(L, names)
 
 
 def write_host(L, names) -> None:
@@ -217,8 +223,10 @@ def write_host(L, names) -> None:
     L(assemble(host.PARTS, names))
     L.blank(2)
     for mod in mixed():
-        L(assemble([p for p in mod.PARTS if not is_kernel(p)], names))
-        L.blank(2)
+        parts = [p for p in mod.PARTS if not is_kernel(p)]
+        if parts:
+            L(assemble(parts, names))
+            L.blank(2)
         state = [s for s in mod.STATE if not is_kernel(getattr(mod, s))]
         if state:
             L(statements(mod, state, names))

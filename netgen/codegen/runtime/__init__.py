@@ -37,35 +37,62 @@ from __future__ import annotations
 
 import ast
 import inspect
+import io
 import textwrap
+import tokenize
 
 from ..literals import GeneratedSourceError, Namespace, top_level_definitions
 
-__all__ = ["assemble", "statements", "check_interface", "CONTRACT"]
+__all__ = ["assemble", "statements", "renamed", "check_interface", "CONTRACT"]
 
 #: the names of the generated-module contract (docs/generated-modules.md): written, maybe read by no code
 CONTRACT = frozenset({"TARGET", "NETWORK", "RELAXATION", "Layer"})
 
 
-def assemble(parts, names: Namespace) -> str:
+def renamed(source: str, rename: dict) -> str:
+    """``source`` with each name token that is a key of ``rename`` replaced
+    by its value (comments, strings and attributes' names untouched, layout
+    kept): how an emitter makes a variant of copied code, e.g. the 1-row
+    kernels of :mod:`netgen.codegen.numba.narrow`."""
+    if not rename:
+        return source
+    lines = source.splitlines(keepends=True)
+    hits, prev = [], None
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.NAME and tok.string in rename and prev != ".":
+            hits.append((tok.start, tok.string))
+        prev = tok.string
+    for (row, col), name in reversed(hits):  # right to left: earlier columns stay valid
+        line = lines[row - 1]
+        lines[row - 1] = line[:col] + rename[name] + line[col + len(name):]
+    return "".join(lines)
+
+
+def assemble(parts, names: Namespace, rename: dict | None = None) -> str:
     """Source of ``parts`` (functions and classes, in order), separated by
     two blank lines; each top-level name is claimed in ``names``, so a name
-    defined twice in a module is refused while assembling."""
+    defined twice in a module is refused while assembling. With ``rename``
+    the names in it are replaced (:func:`renamed`), the parts' own included."""
+    rename = rename or {}
     chunks = []
     for obj in parts:
-        names.define(obj.__name__)
-        names.copied.add(obj.__name__)
-        chunks.append(textwrap.dedent(inspect.getsource(obj)).strip("\n"))
+        name = rename.get(obj.__name__, obj.__name__)
+        names.define(name)
+        names.copied.add(name)
+        chunks.append(renamed(textwrap.dedent(inspect.getsource(obj)).strip("\n"), rename))
     return "\n\n\n".join(chunks)
 
 
-def statements(module, wanted, names: Namespace) -> str:
+def statements(module, wanted, names: Namespace, rename: dict | None = None) -> str:
     """Source of the top-level statements of ``module`` that bind a name in
     ``wanted`` (``NAME = ...``, ``A, B = ...``, ``NAME: T = ...``) or call a function named
     in it (``name()``), in file order, each with the comment lines right
     above it (a ``# ---`` divider excluded); every bound name is claimed in
     ``names`` (defined twice: :class:`GeneratedSourceError`). A wanted name
-    that no statement binds or calls is an internal error too."""
+    that no statement binds or calls is an internal error too. With
+    ``rename`` the names in it are replaced (:func:`renamed`), the bound
+    ones included."""
+    rename = rename or {}
     src = inspect.getsource(module)
     lines = src.splitlines()
     wanted = set(wanted)
@@ -86,10 +113,10 @@ def statements(module, wanted, names: Namespace) -> str:
             first -= 1
         for name in bound:
             if not isinstance(node, ast.Expr):
-                names.define(name)
-                names.copied.add(name)
+                names.define(rename.get(name, name))
+                names.copied.add(rename.get(name, name))
             found.add(name)
-        chunks.append("\n".join(lines[first:node.end_lineno]))
+        chunks.append(renamed("\n".join(lines[first:node.end_lineno]), rename))
     missing = wanted - found
     if missing:
         raise GeneratedSourceError(f"{module.__name__} has no top-level statement for {', '.join(sorted(missing))}")
