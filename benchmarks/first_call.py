@@ -13,6 +13,12 @@ truly cold.
     python benchmarks/first_call.py            # 1 cold + 3 warm processes
     python benchmarks/first_call.py --warm 5
     python benchmarks/first_call.py --baseline /path/to/other/checkout   # side by side
+    python benchmarks/first_call.py --new-network --baseline OLD   # each warm process a network never built
+
+``--new-network``: each warm process builds ``topk_loss(1000 + i, ...)``,
+a network the cache has not seen (the kernels it needs may be cached: on
+numba they depend on the relaxation alone), as a user who changes the
+number of classes or a compat user with a new n meets it.
 
 Prints per process: import, build, first call (wall and CPU seconds),
 second call and peak RSS; then the warm median and the cold/warm ratio, and the CPU model.
@@ -45,11 +51,12 @@ def child() -> None:
     from netgen import topk_loss
 
     t1 = time.perf_counter()
-    loss = topk_loss(1000, [0.5, 0.3, 0.2])
+    n = int(os.environ.get("NETGEN_FIRST_CALL_N", "1000"))
+    loss = topk_loss(n, [0.5, 0.3, 0.2])
     t2 = time.perf_counter()
     g = torch.Generator().manual_seed(0)
-    x = torch.randn(64, 1000, generator=g, requires_grad=True)
-    y = torch.randint(0, 1000, (64,), generator=g)
+    x = torch.randn(64, n, generator=g, requires_grad=True)
+    y = torch.randint(0, n, (64,), generator=g)
     c2 = time.process_time()
     loss(x, y).backward()
     t3 = time.perf_counter()
@@ -100,8 +107,8 @@ def floor_child(cache_dir: str) -> None:
 
 
 
-def run(cache_dir: str, which: str = "--child", tree: str | None = None) -> dict:
-    env = {**os.environ, "NETGEN_CACHE_DIR": cache_dir}
+def run(cache_dir: str, which: str = "--child", tree: str | None = None, n: int = 1000) -> dict:
+    env = {**os.environ, "NETGEN_CACHE_DIR": cache_dir, "NETGEN_FIRST_CALL_N": str(n)}
     if tree is not None:  # another netgen checkout (--baseline): its code runs in the child
         env["PYTHONPATH"] = os.pathsep.join([tree, env.get("PYTHONPATH", "")])
     env.pop("NETGEN_NUMBA_PARALLEL", None)  # the parallel kernels: the ones users get (and the cached ones)
@@ -120,6 +127,8 @@ def main() -> None:
     ap.add_argument("--baseline", metavar="TREE",
                     help="also run another netgen checkout (e.g. the main branch's worktree), interleaved with "
                          "this one, each with its own cache, and print both medians side by side")
+    ap.add_argument("--new-network", action="store_true",
+                    help="each warm process builds a network not built before (n = 1000 + i)")
     a = ap.parse_args()
     if a.child is not None:
         child()
@@ -128,7 +137,7 @@ def main() -> None:
         floor_child(a.floor)
         return
     if a.baseline:
-        side_by_side(a.baseline, a.warm)
+        side_by_side(a.baseline, a.warm, a.new_network)
         return
     from netgen.bench.networks import cpu_model
 
@@ -141,7 +150,7 @@ def main() -> None:
         run(d, "--floor")  # compiles and caches the probe
         floors = []
         for i in range(a.warm):  # interleaved: a warm netgen process, then a numba-floor process
-            rows.append((f"warm {i + 1}", run(d)))
+            rows.append((f"warm {i + 1}", run(d, n=1001 + i if a.new_network else 1000)))
             floors.append(run(d, "--floor"))
     print(f"{'process':8} {'import':>8} {'build':>8} {'1st call':>9} {'(CPU s)':>8} {'2nd call':>9} {'(CPU s)':>8} "
           f"{'peak RSS':>9}")
@@ -166,7 +175,7 @@ def main() -> None:
           f"{statistics.median(r['first_call_cpu_s'] for r in floors):.3f} s")
 
 
-def side_by_side(baseline: str, warm: int) -> None:
+def side_by_side(baseline: str, warm: int, new_network: bool = False) -> None:
     """Warm first calls of ``baseline`` and of this checkout, interleaved in
     fresh processes (each tree with its own cache, filled by one cold
     process first): medians and the ratio, wall and CPU."""
@@ -175,7 +184,8 @@ def side_by_side(baseline: str, warm: int) -> None:
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     trees = {"baseline": os.path.abspath(baseline), "this": here}
     print(f"CPU: {cpu_model()} ({os.cpu_count()} logical cores), load {os.getloadavg()[0]:.2f}; "
-          f"baseline {trees['baseline']}, this {here}")
+          f"baseline {trees['baseline']}, this {here}; "
+          + ("each warm process a new network (n = 1001, 1002, ...)" if new_network else "the same network"))
     with tempfile.TemporaryDirectory(prefix="netgen-cache-") as d:
         caches = {k: os.path.join(d, k) for k in trees}
         for k in trees:
@@ -183,7 +193,7 @@ def side_by_side(baseline: str, warm: int) -> None:
         rows = {k: [] for k in trees}
         for i in range(warm):
             for k in trees:
-                r = run(caches[k], tree=trees[k])
+                r = run(caches[k], tree=trees[k], n=1001 + i if new_network else 1000)
                 rows[k].append(r)
                 print(f"warm {i + 1} {k:8}: first call {r['first_call_s']:.3f} s wall, {r['first_call_cpu_s']:.3f} s CPU"
                       f" (load {os.getloadavg()[0]:.1f})", flush=True)

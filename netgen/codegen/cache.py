@@ -486,6 +486,19 @@ def remember_built(key: str, qualname: str) -> None:
         pass
 
 
+def cached_module(key: str, source, name: str) -> types.ModuleType:
+    """The generated module recorded under ``key`` (:func:`find_built`: no
+    source generated, the file checked against the hash in its name), or
+    ``source()`` generated and imported now (:func:`import_source`) and
+    recorded under ``key`` when it went to the cache."""
+    mod = find_built(key)
+    if mod is None:
+        mod = import_source(source(), name)
+        if not str(getattr(mod, "__file__", "<")).startswith("<"):  # in the cache, not in memory
+            remember_built(key, mod.__name__)
+    return mod
+
+
 def remember_path(qualname: str, path: Path) -> None:
     """Record that module ``qualname`` was imported from ``path`` (by
     :func:`netgen.load`), so the finder can import it in another process.
@@ -602,10 +615,6 @@ def build_layer(net, r, target: str = "torch"):
     from . import emit, get, module_name
 
     target = get(target).name
-    key = built_key(net, r, target)
-    mod = find_built(key)  # built before (this process or another): no emit, no source check
-    if mod is None:
-        mod = import_source(emit(target, net, r), module_name(net, r, target))
-        if not str(getattr(mod, "__file__", "<")).startswith("<"):  # in the cache, not in memory
-            remember_built(key, mod.__name__)
+    # built before (this process or another): no emit, no source check
+    mod = cached_module(built_key(net, r, target), lambda: emit(target, net, r), module_name(net, r, target))
     return mod.Layer()

@@ -13,14 +13,15 @@ no build step for a new (n, k).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import threading
 import types
 
-from .cache import build_layer, find_built, generator_tag, import_source, remember_built
+from .cache import build_layer, cached_module, generator_tag
 
-__all__ = ["kernel_module", "operator_layer"]
+__all__ = ["kernel_module", "layer_code", "operator_layer"]
 
 _KERNELS: dict = {}  # relaxation (steepness 1.0) -> its numba kernel module
 _LOCK = threading.Lock()
@@ -47,14 +48,27 @@ def kernel_module(r) -> types.ModuleType:
     with _LOCK:
         mod = _KERNELS.get(r)
         if mod is None:
-            key = _kernel_key(r)
-            mod = find_built(key)
-            if mod is None:
-                mod = import_source(kernel_source(r), f"numba_kernels_{r.distribution}")
-                if not str(getattr(mod, "__file__", "<")).startswith("<"):  # in the cache, not in memory
-                    remember_built(key, mod.__name__)
-            _KERNELS[r] = mod
+            mod = _KERNELS[r] = cached_module(_kernel_key(r), lambda: kernel_source(r),
+                                              f"numba_kernels_{r.distribution}")
     return mod
+
+
+@functools.lru_cache(maxsize=1)
+def layer_code() -> types.CodeType:
+    """The numba layer code (:func:`netgen.codegen.numba.shared.layer_source`)
+    compiled, once per process, its source from netgen's cache when an
+    earlier process generated it (generating it reads ~40 runtime
+    functions' source: ~80 ms, most of a warm first call; compiling it
+    ~7 ms): a module holding it as one literal
+    (:func:`~netgen.codegen.numba.shared.layer_holder`)."""
+    from .numba.shared import compile_layer, layer_holder, layer_source
+
+    key = hashlib.sha256(f"{generator_tag()}\0numba-layer-code".encode()).hexdigest()[:24]
+    holder = cached_module(key, lambda: layer_holder(layer_source()), "numba_layer_code")
+    source = getattr(holder, "SOURCE", None)
+    if not isinstance(source, str):  # pragma: no cover - a file that passed its hash check holds what netgen wrote
+        source = layer_source()
+    return compile_layer(source)
 
 
 def operator_layer(net, r, target: str):
@@ -65,5 +79,5 @@ def operator_layer(net, r, target: str):
         from .numba.shared import make_layer
 
         r = relaxation_of(net, r)
-        return make_layer(kernel_module(r), net, r)
+        return make_layer(kernel_module(r), net, r, layer_code())
     return build_layer(net, r, target)

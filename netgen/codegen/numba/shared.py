@@ -40,8 +40,8 @@ import numpy as np
 
 from ...network import Network
 
-__all__ = ["kernel_relaxation", "kernel_source", "layer_code", "layer_module_name", "layer_source", "make_layer",
-           "network_tables"]
+__all__ = ["kernel_relaxation", "kernel_source", "compile_layer", "layer_code", "layer_holder", "layer_module_name", "layer_source",
+           "make_layer", "network_tables"]
 
 #: the steepness the kernel module is keyed and generated with (the kernels read it at run time)
 _STEEPNESS = 1.0
@@ -107,10 +107,35 @@ def layer_source() -> str:
     return L.render()
 
 
+def layer_holder(source: str) -> str:
+    """A module that holds the layer code's ``source`` as one literal,
+    ``SOURCE``: what netgen's cache keeps of it (a module like any other:
+    hash-checked, built from a literal, compiled before it is written)."""
+    from ..lines import Lines
+    from ..literals import check_source, literal
+
+    L = Lines()
+    L(repr("netgen's numba operator layer code as one string: each network's module runs it "
+           "(netgen/codegen/numba/shared.py). Generated code: do not edit."))
+    L.blank()
+    L(f"SOURCE = {literal(source)}")
+    text = L.render()
+    check_source(text, "numba layer code holder")
+    return text
+
+
+def compile_layer(source: str) -> types.CodeType:
+    """The layer code ``source`` (:func:`layer_source`) compiled."""
+    return compile(source, "<netgen numba operator layer>", "exec", dont_inherit=True)
+
+
 @functools.lru_cache(maxsize=1)
 def layer_code() -> types.CodeType:
-    """:func:`layer_source` compiled (once per process)."""
-    return compile(layer_source(), "<netgen numba operator layer>", "exec", dont_inherit=True)
+    """:func:`layer_source` compiled (once per process; generating the
+    source reads ~40 runtime functions' source, ~80 ms:
+    :func:`netgen.codegen.operator_layers.layer_code` keeps it in netgen's
+    cache)."""
+    return compile_layer(layer_source())
 
 
 #: networks of at least this many comparators get lean tables (no P plan;
@@ -175,20 +200,20 @@ def _refuse_p(self, x, s):
                      "formed at this size; use values / back / fwd (the operators' lane sweeps)")
 
 
-def make_layer(kernels: types.ModuleType, net: Network, r):
+def make_layer(kernels: types.ModuleType, net: Network, r, code: types.CodeType | None = None):
     """A numba ``Layer()`` for ``net`` relaxed by ``r`` (a Relaxation), as
     ``build_layer(net, r, "numba")`` gives, on ``kernels``, the kernel
     module of ``r``'s relaxation (:func:`kernel_source`; kept in netgen's
-    cache by :func:`netgen.codegen.operator_layers.kernel_module`). The
-    engine plan is the target's (:func:`netgen.codegen.plan.choose` with the
-    numba budget)."""
+    cache by :func:`netgen.codegen.operator_layers.kernel_module`), running
+    ``code`` (default :func:`layer_code`). The engine plan is the target's
+    (:func:`netgen.codegen.plan.choose` with the numba budget)."""
     name = layer_module_name(kernels, net, r)
     mod = _LAYER_MODULES.get(name)
     if mod is None:
         with _LOCK:
             mod = _LAYER_MODULES.get(name)
             if mod is None:
-                mod = _LAYER_MODULES[name] = _layer_module(name, kernels, net, r)
+                mod = _LAYER_MODULES[name] = _layer_module(name, kernels, net, r, code or layer_code())
                 sys.modules[name] = mod
     return mod.Layer()
 
@@ -210,7 +235,7 @@ def layer_module_name(kernels: types.ModuleType, net: Network, r) -> str:
     return f"netgen_numba_layer_n{net.n}_k{net.k}_{h.hexdigest()[:12]}"
 
 
-def _layer_module(name: str, kernels: types.ModuleType, net: Network, r) -> types.ModuleType:
+def _layer_module(name: str, kernels: types.ModuleType, net: Network, r, code: types.CodeType) -> types.ModuleType:
     """The module :func:`make_layer` runs the layer code in (see there)."""
     from ..plan import choose
     from . import BUDGET
@@ -224,7 +249,7 @@ def _layer_module(name: str, kernels: types.ModuleType, net: Network, r) -> type
     # NETWORK: what the layer code reads of it (the outputs, for _LIVE); the tables hold the rest
     g.update(TARGET="numba", NETWORK={"n": net.n, "outputs": list(net.outputs)}, RELAXATION=r.to_dict(),
              _DIRECTION=plan.direction, _MODE=plan.mode, _GROUP=int(plan.group))
-    exec(layer_code(), g)
+    exec(code, g)
     if net.size >= LEAN_SIZE:  # no P plan in the tables: the P sweep is refused (a class of this module alone)
         mod.Layer.lean_size = net.size
         mod.Layer._forward = _refuse_p

@@ -137,6 +137,39 @@ def test_the_kernel_module_is_found_in_the_cache_and_checked(serial):
     assert path.read_bytes() == good and third._W == 16
 
 
+def test_the_layer_code_is_found_in_the_cache_and_checked(serial):
+    """The layer code's source (~80 ms to generate, most of a warm first
+    call) is kept in the cache: a later process compiles it without
+    generating it; a damaged file is not run: it is generated again."""
+    ol.layer_code.cache_clear()  # an earlier test's, from another cache
+    for name in [m for m in sys.modules if m.startswith("_netgen_numba_layer_code_")]:
+        del sys.modules[name]
+    code = ol.layer_code()
+    holders = list(serial.rglob("_netgen_numba_layer_code_*.py"))
+    assert len(holders) == 1
+    path = holders[0]
+
+    def new_process():
+        ol.layer_code.cache_clear()
+        sys.modules.pop(path.stem, None)
+
+    try:
+        new_process()
+        with mock.patch.object(shared, "layer_source", side_effect=AssertionError("generated again")):
+            again = ol.layer_code()
+        assert again.co_consts == code.co_consts  # the same source compiled
+        new_process()
+        good = path.read_bytes()
+        path.write_bytes(good.replace(b"def ", b"def _", 1))
+        calls = []
+        real = shared.layer_source
+        with mock.patch.object(shared, "layer_source", side_effect=lambda: calls.append(1) or real()):
+            ol.layer_code()  # the hash in its name does not match: generated again and rewritten
+        assert calls and path.read_bytes() == good
+    finally:
+        new_process()
+
+
 def _script(tmp_path, code):
     env = dict(os.environ, PYTHONPATH=str(ROOT), NETGEN_CACHE_DIR=str(tmp_path), NETGEN_NUMBA_PARALLEL="0")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path)
