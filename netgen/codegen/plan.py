@@ -37,7 +37,8 @@ from typing import TYPE_CHECKING, Callable
 if TYPE_CHECKING:  # pragma: no cover
     from ..network import Network
 
-__all__ = ["DIRECTIONS", "MODES", "FORWARD_MAX_RATIO", "Budget", "Plan", "check_overrides", "choose", "keeps_differences", "pairs"]
+__all__ = ["DIRECTIONS", "MODES", "FORWARD_MAX_RATIO", "Budget", "Plan", "check_overrides", "choose", "keeps_differences",
+           "pairs", "sweep_ranges"]
 
 DIRECTIONS = ("back", "forward")
 MODES = ("save", "recompute")
@@ -85,11 +86,29 @@ def keeps_differences(stored: int, k: int, n: int, budget: Budget) -> bool:
     return stored <= budget.save_per_kn * k * n or stored <= budget.save_floats
 
 
-def pairs(net: "Network", direction: str) -> int:
-    """The (comparator, lane) pairs of the P sweep in ``direction``."""
+#: the last (network, direction, ranges) computed, by identity (a network's
+#: content key hashes all its comparators: ~5 ms at n = 16,384)
+_RECENT: list = []
+
+
+def sweep_ranges(net: "Network", direction: str) -> tuple:
+    """(clo, chi, doff) of the P sweep in ``direction``
+    (:func:`netgen.codegen.runtime.tables.plan`), kept for the last two
+    (network, direction) pairs: :func:`choose` counts them, a layer built
+    right after uses them (the numba operator layers' tables)."""
     from .runtime.tables import plan  # imports torch: only when building
 
-    return int(plan(net.n, net.comparators, net.layer_offsets, net.outputs, direction)[2][-1])
+    for got, d, ranges in list(_RECENT):
+        if got is net and d == direction:
+            return ranges
+    ranges = plan(net.n, net.comparators, net.layer_offsets, list(net.outputs), direction)
+    _RECENT[:] = [(net, direction, ranges)] + _RECENT[:1]
+    return ranges
+
+
+def pairs(net: "Network", direction: str) -> int:
+    """The (comparator, lane) pairs of the P sweep in ``direction``."""
+    return int(sweep_ranges(net, direction)[2][-1])
 
 
 def check_overrides(direction: str | None, mode: str | None, group: int | None) -> None:

@@ -155,7 +155,7 @@ def network_tables(net: Network, direction: str) -> dict:
     none, and its layer refuses to form P (:func:`make_layer`)."""
     import torch
 
-    from ..runtime.tables import plan
+    from ..plan import sweep_ranges
 
     comps = net.comparators  # (size, 2) int32, read-only
     offs = np.ascontiguousarray(net.layer_offsets, dtype=np.int64)
@@ -165,7 +165,7 @@ def network_tables(net: Network, direction: str) -> dict:
         doff = np.zeros(1, dtype=np.int64)
         wa, wb = comps[:, 0], comps[:, 1]
     else:
-        clo, chi, doff = plan(net.n, comps, offs, list(net.outputs), direction)
+        clo, chi, doff = sweep_ranges(net, direction)
         wa, wb = np.ascontiguousarray(comps[:, 0]), np.ascontiguousarray(comps[:, 1])
     return {"_N": net.n, "_OUTPUTS": outputs, "_K": len(outputs), "_COMPS": comps, "_OFFSETS": offs,
             "_SIZE": len(comps), "_CLO": clo, "_CHI": chi, "_DOFF": doff, "_NNZ": int(doff[-1]), "_WA": wa,
