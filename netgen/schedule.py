@@ -104,13 +104,9 @@ def is_packed(n: int, comps, chunks: np.ndarray) -> bool:
     if not _use_numpy(chunks):
         return False
     comps = _flat(comps)
-    ready = np.zeros(n, dtype=np.int32)
-    for l, (lo, hi) in enumerate(zip(chunks[:-1], chunks[1:])):
-        a, b = comps[lo:hi, 0], comps[lo:hi, 1]
-        if hi == lo or (np.maximum(ready[a], ready[b]) != l).any():
+    for l, (c, level) in enumerate(_levels(n, _runs(comps, chunks))):
+        if len(c) == 0 or (level != l).any():
             return False
-        ready[a] = l + 1
-        ready[b] = l + 1
     return True
 
 
@@ -126,6 +122,8 @@ def pack_layers(n: int, make_layers: Callable[[], Iterable[np.ndarray]]) -> Pack
     result are empty (not kept)."""
     counts = np.zeros(1, dtype=np.int64)
     for c, level in _levels(n, make_layers()):
+        if len(c) == 0:
+            continue
         if int(level.max()) >= len(counts):
             counts = np.concatenate([counts, np.zeros(int(level.max()) + 1 - len(counts), np.int64)])
         counts += np.bincount(level, minlength=len(counts))
@@ -134,6 +132,8 @@ def pack_layers(n: int, make_layers: Callable[[], Iterable[np.ndarray]]) -> Pack
     out = np.empty((int(offsets[-1]), 2), dtype=np.int32)
     cursor = offsets[:-1].copy()
     for c, level in _levels(n, make_layers()):
+        if len(c) == 0:
+            continue
         lo, hi = int(level.min()), int(level.max())
         for l in (np.unique(level).tolist() if hi - lo > 8 else range(lo, hi + 1)):
             sel = c if lo == hi else c[level == l]
@@ -143,17 +143,22 @@ def pack_layers(n: int, make_layers: Callable[[], Iterable[np.ndarray]]) -> Pack
     return Packed(out, offsets, *empty)
 
 
-def _levels(n: int, layers: Iterable[np.ndarray]):
-    """(layer, ASAP level of each of its comparators) for each non-empty layer."""
-    ready = np.zeros(n, dtype=np.int32)
+def _levels(n: int, layers: Iterable[np.ndarray], dtype=np.int32):
+    """(layer, ASAP level of each of its comparators) for each layer (each
+    on pairwise distinct wires; empty ones too): one more than the latest
+    level already used on either wire, one numpy step per layer."""
+    ready = np.zeros(n, dtype=dtype)
     for c in layers:
-        if len(c) == 0:
-            continue
         a, b = c[:, 0], c[:, 1]
         level = np.maximum(ready[a], ready[b])
         ready[a] = level + 1
         ready[b] = level + 1
         yield c, level
+
+
+def _runs(comps: np.ndarray, chunks: np.ndarray):
+    """The runs ``comps[chunks[i]:chunks[i + 1]]``."""
+    return (comps[lo:hi] for lo, hi in zip(chunks[:-1], chunks[1:]))
 
 
 def _use_numpy(chunks) -> bool:
@@ -169,14 +174,9 @@ def asap_levels(n: int, comps, chunks: np.ndarray | None = None) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     if not _use_numpy(chunks):
         return _run(_asap_loop, comps, np.zeros(n, np.int64), np.zeros(len(comps), np.int64))
-    ready = np.zeros(n, dtype=np.int64)
     out = np.empty(len(comps), dtype=np.int64)
-    for lo, hi in zip(chunks[:-1], chunks[1:]):
-        a, b = comps[lo:hi, 0], comps[lo:hi, 1]
-        level = np.maximum(ready[a], ready[b])
-        out[lo:hi] = level
-        ready[a] = level + 1
-        ready[b] = level + 1
+    for lo, (_, level) in zip(chunks[:-1], _levels(n, _runs(comps, chunks), np.int64)):
+        out[lo:lo + len(level)] = level
     return out
 
 
