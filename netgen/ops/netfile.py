@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..io import atomic_write, record_units
 from ..network import MAX_COMPARATORS, MAX_WIRES, Network
 
 __all__ = ["FORMAT", "MAX_HEADER", "read", "write"]
@@ -46,8 +47,6 @@ _MEMBERS = {"header.npy", "comparators.npy", "layer_offsets.npy", "outputs.npy"}
 def write(path: str | Path, net: Network, status: str, proof: str) -> None:
     """Write ``net`` with its check's ``status`` and ``proof`` atomically
     (a temporary file beside ``path``, renamed into place)."""
-    from ..io import atomic_write
-
     header = json.dumps({"format": FORMAT, "n": net.n, "k": net.k, "size": net.size, "depth": net.depth,
                          "status": status, "proof": proof, "construction": net.construction}).encode()
     if len(header) > MAX_HEADER:
@@ -63,22 +62,34 @@ def write(path: str | Path, net: Network, status: str, proof: str) -> None:
     atomic_write(path, fill)
 
 
-def _member(z: zipfile.ZipFile, name: str, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
-    """Member ``name`` as an array of exactly ``dtype`` and ``shape``;
-    ValueError otherwise (before the data is allocated when the sizes
-    disagree)."""
+def _npy_header(f, name: str) -> tuple:
+    """(shape, fortran order, dtype) from the ``.npy`` header at ``f``
+    (numpy's readers: no pickles); ValueError for another format."""
+    version = np.lib.format.read_magic(f)
+    if version == (1, 0):
+        return np.lib.format.read_array_header_1_0(f)
+    if version == (2, 0):
+        return np.lib.format.read_array_header_2_0(f)
+    raise ValueError(f"{name}: .npy format {version}")
+
+
+def _member(z: zipfile.ZipFile, name: str, dtype: str, shape: tuple[int, ...] | None,
+            max_items: int = 0) -> np.ndarray:
+    """Member ``name`` as an array of exactly ``dtype`` and ``shape`` (None:
+    1-d of at most ``max_items`` items, as its header says); ValueError
+    otherwise, before the data is allocated when the sizes disagree."""
     info = z.getinfo(name)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-    if info.compress_type != zipfile.ZIP_STORED or not nbytes <= info.file_size <= nbytes + _NPY_SLACK:
-        raise ValueError(f"{name}: {info.file_size} bytes stored for {nbytes}")
+    if info.compress_type != zipfile.ZIP_STORED:
+        raise ValueError(f"{name}: compressed")
     with z.open(info) as f:
-        version = np.lib.format.read_magic(f)
-        if version == (1, 0):
-            got_shape, fortran, got_dtype = np.lib.format.read_array_header_1_0(f)
-        elif version == (2, 0):
-            got_shape, fortran, got_dtype = np.lib.format.read_array_header_2_0(f)
-        else:
-            raise ValueError(f"{name}: .npy format {version}")
+        got_shape, fortran, got_dtype = _npy_header(f, name)
+        if shape is None:
+            if len(got_shape) != 1 or not 0 <= got_shape[0] <= max_items:
+                raise ValueError(f"{name}: shape {got_shape}, expected at most {max_items} items")
+            shape = tuple(got_shape)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        if not nbytes <= info.file_size <= nbytes + _NPY_SLACK:
+            raise ValueError(f"{name}: {info.file_size} bytes stored for {nbytes}")
         if fortran or got_dtype != np.dtype(dtype) or tuple(got_shape) != tuple(shape):
             raise ValueError(f"{name}: {got_dtype} {got_shape}, expected {dtype} {shape}")
         out = np.empty(shape, dtype=dtype)
@@ -102,17 +113,16 @@ def read(path: str | Path, n: int, k: int, limit: int) -> tuple[Network, str, st
         with zipfile.ZipFile(path) as z:
             if set(z.namelist()) != _MEMBERS:
                 return None
-            hinfo = z.getinfo("header.npy")
-            if hinfo.file_size > MAX_HEADER + _NPY_SLACK:
-                return None
-            h = json.loads(_member(z, "header.npy", "|u1", (hinfo.file_size - _header_len(z),)).tobytes())
+            h = json.loads(_member(z, "header.npy", "|u1", None, MAX_HEADER).tobytes())
             if not isinstance(h, dict) or h.get("format") != FORMAT:
                 return None
             size, depth = h["size"], h["depth"]
             if not all(type(v) is int for v in (h["n"], h["k"], size, depth)) or (h["n"], h["k"]) != (n, k):
                 return None
-            if not (0 < n <= MAX_WIRES and 0 <= size <= MAX_COMPARATORS and size + n <= limit
-                    and 0 <= depth <= size and isinstance(h["construction"], dict)):
+            if not (0 < n <= MAX_WIRES and 0 <= size <= MAX_COMPARATORS and 0 <= depth <= size
+                    and isinstance(h["construction"], dict)):
+                return None
+            if size + n + record_units(h["construction"], str(path)) > limit:  # as io counts a network file's
                 return None
             comps = _member(z, "comparators.npy", "<i4", (size, 2))
             offs = _member(z, "layer_offsets.npy", "<i8", (depth + 1,))
@@ -122,17 +132,3 @@ def read(path: str | Path, n: int, k: int, limit: int) -> tuple[Network, str, st
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError, zipfile.BadZipFile,
             EOFError):
         return None
-
-
-def _header_len(z: zipfile.ZipFile) -> int:
-    """The length of the header member's own ``.npy`` header (its data is
-    the rest of the member)."""
-    with z.open("header.npy") as f:
-        version = np.lib.format.read_magic(f)
-        if version == (1, 0):
-            np.lib.format.read_array_header_1_0(f)
-        elif version == (2, 0):
-            np.lib.format.read_array_header_2_0(f)
-        else:
-            raise ValueError(f"header.npy: .npy format {version}")
-        return f.tell()

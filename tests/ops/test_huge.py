@@ -4,6 +4,7 @@ lean numba layers (no P plan, int32 wires, checkpointed sweeps) against
 the reference executor. n = 2^20 itself runs in benchmarks/operators.py
 (cases rank1M, sort1M)."""
 
+import functools
 import io
 import json
 import time
@@ -112,6 +113,13 @@ def test_netfile_damage_reads_as_none(tmp_path):
     assert damaged(**{"extra.npy": _npy(np.zeros(2))}) is None  # a member too many
     huge = dict(header, size=1 << 40)
     assert damaged(**{"header.npy": _npy(np.frombuffer(json.dumps(huge).encode(), np.uint8))}) is None
+    deep = dict(header, construction=functools.reduce(lambda d, _: {"x": d}, range(200), {}))
+    assert damaged(**{"header.npy": _npy(np.frombuffer(json.dumps(deep).encode(), np.uint8))}) is None  # too deep
+    record = dict(header, construction={"note": "x" * 60_000})  # counts against the budget, as in a JSON file
+    assert damaged(**{"header.npy": _npy(np.frombuffer(json.dumps(record).encode(), np.uint8))}) is not None
+    _rewrite(path, dict(good, **{"header.npy": _npy(np.frombuffer(json.dumps(record).encode(), np.uint8))}))
+    assert netfile.read(path, 64, 64, net.size + 64 + 10) is None
+    assert netfile.read(path, 64, 64, net.size + 64 + 10**5) is not None
     other = dict(header, format="netgen-network-npz/0")
     assert damaged(**{"header.npy": _npy(np.frombuffer(json.dumps(other).encode(), np.uint8))}) is None
     bad = comps.copy()
