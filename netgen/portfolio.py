@@ -32,7 +32,7 @@ from typing import Callable, Iterable
 
 from .compiled import Compiled, compile_network, record_proof
 from .construct import smallest_estimate
-from .construct._common import MAX_COMPARATORS, check_nk, comparator_limit
+from .construct._common import MAX_COMPARATORS, check_nk
 from .construct.best import N_MAX, check_objective, objective_key
 from .construct.registry import REGISTRY, Proposal
 from .network import Network, check_budget, check_max_size
@@ -96,8 +96,8 @@ def candidates(n: int, k: int, objective: str = DEFAULT_OBJECTIVE) -> list[Candi
     (:data:`netgen.construct.registry.REGISTRY`), most likely winners first
     (by stage, then registry order), those too large to build left out."""
     props = sorted((p for c in REGISTRY.values() for p in c.proposals(n, k, objective)), key=lambda p: p.stage)
-    return [Candidate(p, p.make) for p in props
-            if p.est_size <= comparator_limit() and p.est_size + n <= check_max_size(None)]
+    # the size budget in force bounds a candidate (comparator_limit() is at least that budget)
+    return [Candidate(p, p.make) for p in props if p.est_size + n <= check_max_size(None)]
 
 
 def sample_only(n: int, k: int) -> bool:

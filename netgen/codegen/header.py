@@ -100,6 +100,9 @@ def _py_literal(v: Any) -> str:
 
 
 def relaxation_literal(r) -> str:
-    d = r.to_dict()
-    return "RELAXATION = {" + ", ".join(f"{json.dumps(k)}: {v!r}" for k, v in d.items()) + "}"
+    """``RELAXATION = {...}``: the relaxation's dict as a literal (keys in
+    its order)."""
+    from .literals import literal
+
+    return f"RELAXATION = {literal(r.to_dict())}"
 

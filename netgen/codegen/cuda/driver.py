@@ -53,7 +53,7 @@ SM_SHARED = 228 * 1024
 MIN_DRIVER = 13000
 _CHECKED: list = []  # [True] once a CUDA device was found
 _SMS: dict = {}  # device index -> multiprocessors (_sm_count)
-#: the switch interval a simulator process runs with (see _install_syncwarp)
+#: the switch interval a simulator process runs with (see _prepare_simulator)
 SIM_SWITCH_INTERVAL = 1e-4
 
 
@@ -81,7 +81,7 @@ def _sim_syncwarp(self, mask=0xFFFFFFFF):
     bar.wait()
 
 
-def _install_syncwarp():
+def _prepare_simulator():
     """Give the simulator's ``cuda`` module :func:`_sim_syncwarp` where it
     lacks ``syncwarp``, and lower the interpreter's switch interval to
     :data:`SIM_SWITCH_INTERVAL` where it is still Python's default (no-op on
@@ -202,16 +202,16 @@ def _check_driver():
     except Exception:  # noqa: BLE001 - no binding to ask: numba-cuda will say what is missing
         return
     if int(err) == 0 and int(version) < MIN_DRIVER:
+        need, have = f"{MIN_DRIVER // 1000}.{MIN_DRIVER % 1000 // 10}", f"{version // 1000}.{version % 1000 // 10}"
         raise RuntimeError(
-            "this netgen module (target cuda) needs an NVIDIA driver for CUDA %d.%d or newer (R580+); this driver "
-            "supports CUDA %d.%d: update the driver, or build with --target torch"
-            % (MIN_DRIVER // 1000, MIN_DRIVER % 1000 // 10, version // 1000, version % 1000 // 10))
+            f"this netgen module (target cuda) needs an NVIDIA driver for CUDA {need} or newer (R580+); this driver "
+            f"supports CUDA {have}: update the driver, or build with --target torch")
 
 
-_install_syncwarp()
+_prepare_simulator()
 
 #: the module-level statements a generated module copies (after PARTS; in file order)
-STATE = ("SIMULATED", "LOG", "SM_SHARED", "MIN_DRIVER", "_CHECKED", "_SMS", "SIM_SWITCH_INTERVAL", "_install_syncwarp")
+STATE = ("SIMULATED", "LOG", "SM_SHARED", "MIN_DRIVER", "_CHECKED", "_SMS", "SIM_SWITCH_INTERVAL", "_prepare_simulator")
 #: the functions a generated module copies, in order
-PARTS = (LaunchConfigError, _sim_syncwarp, _install_syncwarp, _shared_limit, _dynamic_limit, _opt_in, _block,
+PARTS = (LaunchConfigError, _sim_syncwarp, _prepare_simulator, _shared_limit, _dynamic_limit, _opt_in, _block,
          _sm_count, _require_cuda, _check_driver)

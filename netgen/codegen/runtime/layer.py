@@ -41,12 +41,12 @@ class LayerBase(torch.nn.Module):
         self.steepness = steepness
 
     @staticmethod
-    def steepness_value(s, x=None):
+    def steepness_value(s):
         """The steepness rule: ``s`` as computed with, a float or a 0-d
         tensor (then a gradient can reach it). Must be a real number or a
         1-element tensor, finite and > 0 (ValueError); a tensor on a GPU, or
         any tensor under torch.compile, is not inspected (that would
-        synchronise). ``x``: the call's input (None when a value is set)."""
+        synchronise)."""
         if isinstance(s, torch.Tensor):
             if s.numel() != 1 or s.is_complex() or s.dtype == torch.bool:
                 raise ValueError(f"steepness must be a real number or a 1-element tensor, got shape "
@@ -81,7 +81,7 @@ class LayerBase(torch.nn.Module):
         refuse_transforms()
         check_input(x, self.n)
         s = self.steepness if steepness is None else steepness
-        return self.steepness_value(self._default_steepness() if s is None else s, x)
+        return self.steepness_value(self._default_steepness() if s is None else s)
 
     def forward(self, x, steepness=None):
         """x (..., n) -> soft values (..., k) (rank 0 = largest) and

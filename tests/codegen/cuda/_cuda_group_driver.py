@@ -54,7 +54,7 @@ def run_case(out_dir, kind, n, k, dist, direction, G, slots, threads, B, dtype):
     with open(path, "w") as f:
         f.write(emit("cuda", net, r, {"shared_limit": 48 * 1024, "threads": threads, "direction": direction}))
     m = load(path)
-    m._install_syncwarp()
+    m._prepare_simulator()
     fwd = direction == "forward"
     if not fwd:  # a module swept back holds no group kernels: the rank groups' kernels rendered here
         src = "\n\n".join(kern.render(ft, "shared", swap_code(r, 0, ft, steepness="s"), k, n, fwd)

@@ -211,10 +211,10 @@ def test_gradients_are_once_differentiable():
 
 def test_statements_copy_state_with_its_comments_and_claim_names():
     names = Namespace()
-    src = statements(cuda_driver, ("SM_SHARED", "_install_syncwarp", "_CHECKED"), names)
+    src = statements(cuda_driver, ("SM_SHARED", "_prepare_simulator", "_CHECKED"), names)
     assert src.startswith("#: shared memory per SM")
-    assert "SM_SHARED = 228" in src and "_CHECKED: list = []" in src and src.rstrip().endswith("_install_syncwarp()")
-    assert "SM_SHARED" in names and "_CHECKED" in names and "_install_syncwarp" not in names  # a call binds nothing
+    assert "SM_SHARED = 228" in src and "_CHECKED: list = []" in src and src.rstrip().endswith("_prepare_simulator()")
+    assert "SM_SHARED" in names and "_CHECKED" in names and "_prepare_simulator" not in names  # a call binds nothing
     with pytest.raises(GeneratedSourceError, match="twice"):
         statements(cuda_driver, ("SM_SHARED",), names)
     with pytest.raises(GeneratedSourceError, match="NO_SUCH"):
@@ -236,7 +236,7 @@ def test_generated_module_copies_the_runtime_once():
             assert defined.count(part.__name__) == 1, part.__name__
             assert textwrap.dedent(inspect.getsource(part)).strip() in src
         for name in getattr(module, "STATE", ()):
-            assert defined.count(name) == 1, name  # (_install_syncwarp: its def; the call binds nothing)
+            assert defined.count(name) == 1, name  # (_prepare_simulator: its def; the call binds nothing)
     assert "THREADS = 64" in src and "SHARED_LIMIT = 1234" in src and src.rstrip().endswith("_register()")
     with pytest.raises(GeneratedSourceError, match="'_launch' twice"):
         taken = Namespace()
