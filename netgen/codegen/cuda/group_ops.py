@@ -26,23 +26,24 @@ import torch
 
 from ..runtime.tables import _K, _N, _SIZE
 from .driver import SIMULATED, SM_SHARED, _sm_count
-from .launch import LANES, _LIMITS, _handle, _index, _launch, _tables, _variant
+from .launch import LANES, _index, _launch, _shared_room, _tables, _variant
 from .packing import _np_dtype
 
 # ---- what the emitter writes (stand-ins here, not copied into modules) ----
 #: the module globals the copied code reads and neither defines nor imports
-READS = ("KERNELS", "SHARED_LIMIT")
+READS = ("KERNELS",)
 KERNELS: dict = {}
-SHARED_LIMIT = 227 * 1024
 
 #: the most input columns one block sweeps
 GROUP_CAP = 32
 #: blocks of the backward's persistent grid under the simulator (fewer than the items: each block loops)
 SIM_SLOTS = 3
 _GEO: dict = {}  # (device, dtype, B) -> (G, groups, geo on the device): uploaded once
+#: entries of _GEO kept before it is cleared (a new batch size each call would grow it without end)
+GEO_MAX = 64
 
 #: the module-level statements a generated module copies
-STATE = ("GROUP_CAP", "SIM_SLOTS", "_GEO")
+STATE = ("GROUP_CAP", "SIM_SLOTS", "_GEO", "GEO_MAX")
 
 
 def _group_lanes(device, dt):
@@ -53,14 +54,7 @@ def _group_lanes(device, dt):
     it), the module has no group kernels, or not one row fits."""
     if (dt, "grp_fwd", "shared") not in KERNELS or _variant(device, dt, "fwd", LANES) == "shared":
         return 0
-    row = _N * dt.itemsize
-    if SIMULATED:
-        fit = SHARED_LIMIT // row
-    else:
-        index = _index(device)
-        _handle(index, dt, "grp_fwd", "shared")
-        _handle(index, dt, "grp_bwd", "shared")
-        fit = min(_LIMITS[(index, dt, "grp_fwd", "shared")][2], _LIMITS[(index, dt, "grp_bwd", "shared")][2]) // row
+    fit = _shared_room(device, dt, ("grp_fwd", "grp_bwd")) // (_N * dt.itemsize)
     return max(0, min(GROUP_CAP, LANES, fit))
 
 
@@ -75,6 +69,8 @@ def _geo(device, dt, B):
     key = (device, dt, B)
     got = _GEO.get(key)
     if got is None:
+        if len(_GEO) >= GEO_MAX:  # one entry per batch size seen: bounded
+            _GEO.clear()
         G = _group_lanes(device, dt)
         groups = -(-LANES // G)
         geo = torch.tensor([G, groups, B * groups], dtype=torch.int64).to(torch.uint32).to(device)

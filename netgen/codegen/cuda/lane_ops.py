@@ -28,16 +28,14 @@ import torch
 from ..runtime.common import refuse_second_order
 from ..runtime.tables import _K, _N, _SIZE
 from .batch import INDEX_LIMIT
-from .driver import SIMULATED
-from .launch import _LIMITS, _dummy, _handle, _index, _launch, _tables
+from .launch import _dummy, _launch, _shared_room, _tables
 from .packing import _np_dtype
 from .ops import _rows_forward
 
 # ---- what the emitter writes (stand-ins here, not copied into modules) ----
 #: the module globals the copied code reads and neither defines nor imports
-READS = ("KERNELS", "SHARED_LIMIT")
+READS = ("KERNELS",)
 KERNELS: dict = {}
-SHARED_LIMIT = 227 * 1024
 
 #: the most lanes the Layer sends through the lane kernels (more go to the torch sweeps)
 LANE_KERNEL_MAX = 64
@@ -73,13 +71,8 @@ def _lane_geo(device, dt, m, family):
         names = (family + "_fwd", family + "_bwd")
         if any((dt, name, "shared") not in KERNELS for name in names):
             fit = 1
-        elif SIMULATED:
-            fit = SHARED_LIMIT // row
         else:
-            index = _index(device)
-            for name in names:
-                _handle(index, dt, name, "shared")
-            fit = min(_LIMITS[(index, dt, name, "shared")][2] for name in names) // row
+            fit = _shared_room(device, dt, names) // row
         G = max(1, min(LANE_CAP, m, fit))
         groups = -(-m // G)
         geo = torch.tensor([G, groups, 0, m], dtype=torch.int64).to(torch.uint32).to(device)

@@ -97,19 +97,26 @@ def kernel_signatures():
     return [(kern.py_func.__name__, kern.py_func, _numba_types(dt)[name]) for (dt, name, _), kern in KERNELS.items()]
 
 
+def _shared_room(device, dt, names):
+    """Bytes of dynamic shared memory the shared variant of every kernel in
+    ``names`` may ask for on ``device``: the opt-in limit less each
+    kernel's own static shared memory (read from the loaded kernel), the
+    least of them; ``SHARED_LIMIT`` in the simulator."""
+    if SIMULATED:
+        return SHARED_LIMIT
+    index = _index(device)
+    for name in names:
+        _handle(index, dt, name, "shared")
+    return min(_LIMITS[(index, dt, name, "shared")][2] for name in names)
+
+
 def _variant(device, dt, name, rows):
     """"shared" where ``rows`` rows of n floats fit the dynamic shared
-    memory the kernel's shared variant may ask for on ``device`` (the
-    opt-in limit less the kernel's own static shared memory), else
-    "global"."""
+    memory the kernel's shared variant may ask for on ``device``
+    (:func:`_shared_room`), else "global"."""
     if (dt, name, "shared") not in KERNELS:
         return "global"
-    need = rows * _N * dt.itemsize
-    if SIMULATED:
-        return "shared" if need <= SHARED_LIMIT else "global"
-    index = _index(device)
-    _handle(index, dt, name, "shared")
-    return "shared" if need <= _LIMITS[(index, dt, name, "shared")][2] else "global"
+    return "shared" if rows * _N * dt.itemsize <= _shared_room(device, dt, (name,)) else "global"
 
 
 def _index(device):
@@ -288,4 +295,4 @@ def _tables(device):
 STATE = ("VIA_NUMBA", "TABLES", "LANES", "_PATH", "_HANDLES", "_CONFIGS", "_STREAMS", "_RECORDS",
          "RECORDS_MAX", "_DUMMIES", "_CORE", "_VARIANTS", "_LIMITS", "_TABLES")
 #: the functions a generated module copies, in order
-PARTS = (kernel_signatures, _variant, _index, _handle, _record, _launch, _core, _dummy, _tables)
+PARTS = (kernel_signatures, _shared_room, _variant, _index, _handle, _record, _launch, _core, _dummy, _tables)

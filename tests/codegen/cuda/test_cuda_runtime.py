@@ -109,6 +109,20 @@ def test_batch_plans_are_bounded(packing, monkeypatch):
     assert 1 <= len(cuda_batch._PLANS) <= 3
 
 
+def test_group_geometry_is_bounded(monkeypatch):
+    """The lane-group kernels' geometry, one entry per batch size, starts
+    over past GEO_MAX entries (a new B per call never grows it without end)."""
+    from netgen.codegen.cuda import group_ops
+
+    monkeypatch.setattr(group_ops, "GEO_MAX", 3)
+    monkeypatch.setattr(group_ops, "_GEO", {})
+    monkeypatch.setattr(group_ops, "_group_lanes", lambda device, dt: 4)
+    monkeypatch.setattr(group_ops, "LANES", 10)
+    got = [group_ops._geo(torch.device("cpu"), np.dtype(np.float32), B) for B in range(1, 9)]
+    assert [(G, groups, geo.tolist()) for G, groups, geo in got] == [(4, 3, [4, 3, 3 * B]) for B in range(1, 9)]
+    assert 1 <= len(group_ops._GEO) <= 3
+
+
 def test_unpack_refuses_words_that_do_not_fit_the_kernel(packing):
     args = example_args(KERNEL_ARGS["bwd_col"], torch.float32)
     f32 = np.dtype(np.float32)
