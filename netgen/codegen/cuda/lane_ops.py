@@ -47,15 +47,21 @@ _LANE_GEO: dict = {}  # (device, dtype, m, kernel family) -> (G, groups, geo on 
 STATE = ("LANE_KERNEL_MAX", "LANE_CAP", "_LANE_GEO")
 
 
+def _lane_rows(m):
+    """The most rows of ``m`` lanes one launch of the lane kernels takes:
+    their 32-bit indices must hold (rows m size, rows m n, rows m k <
+    INDEX_LIMIT); 0 where not one row fits."""
+    return (INDEX_LIMIT - 1) // (m * max(_SIZE, _N, _K, 1))
+
+
 def _lane_kernels_for(x, m):
     """Whether ``m`` lanes of the rows of x (..., n) run in the lane
-    kernels: the module holds them, 1 <= m <= LANE_KERNEL_MAX, the
-    kernels' 32-bit indices hold (B m size, B m n, B m k < INDEX_LIMIT) and
-    torch.compile is not tracing (the launches are opaque to it: the torch
-    sweeps trace)."""
+    kernels: the module holds them, 1 <= m <= LANE_KERNEL_MAX, one row's
+    indices fit 32 bits (a larger batch runs in launches of
+    :func:`_lane_rows` rows) and torch.compile is not tracing (the launches
+    are opaque to it: the torch sweeps trace)."""
     return ((_np_dtype(x), "wp_fwd", "global") in KERNELS and 1 <= m <= LANE_KERNEL_MAX
-            and not torch.compiler.is_compiling()
-            and x.numel() // max(_N, 1) * m * max(_SIZE, _N, _K, 1) < INDEX_LIMIT)
+            and not torch.compiler.is_compiling() and _lane_rows(m) > 0)
 
 
 def _lane_geo(device, dt, m, family):
@@ -130,9 +136,15 @@ class _LaneKernels(torch.autograd.Function):
 
 def _lane_kernels(x2, s, lanes, back):
     """W P (``back``) or P V of the rows x2 (B, n) in the lane kernels:
-    lanes (B, m, k) -> (B, m, n), or (B, n, d) -> (B, k, d)."""
-    return _LaneKernels.apply(x2, s, lanes.to(x2.dtype).contiguous(), back)
+    lanes (B, m, k) -> (B, m, n), or (B, n, d) -> (B, k, d); in launches of
+    at most :func:`_lane_rows` rows (their 32-bit indices), joined."""
+    lanes = lanes.to(x2.dtype).contiguous()
+    B = x2.shape[0]
+    step = _lane_rows(lanes.shape[1] if back else lanes.shape[2])
+    if B <= step:
+        return _LaneKernels.apply(x2, s, lanes, back)
+    return torch.cat([_LaneKernels.apply(x2[b:b + step], s, lanes[b:b + step], back) for b in range(0, B, step)])
 
 
 #: the functions a generated module copies, in order
-PARTS = (_lane_kernels_for, _lane_geo, _LaneKernels, _lane_kernels)
+PARTS = (_lane_rows, _lane_kernels_for, _lane_geo, _LaneKernels, _lane_kernels)

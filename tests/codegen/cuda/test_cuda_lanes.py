@@ -131,3 +131,54 @@ def test_gpu_lane_sweeps_equal_the_reference(tmp_path):
         torch.testing.assert_close(g.cpu(), g0, atol=1e-11, rtol=0)
     ranks = netgen.soft_rank(x.cuda(), target="cuda")
     torch.testing.assert_close(ranks.cpu(), netgen.soft_rank(x, target="reference"), atol=1e-10, rtol=0)
+
+
+LANE_CHUNKS = r'''
+import json, sys, torch
+from netgen.codegen import emit
+from netgen.codegen.cache import load
+from netgen.construct import build
+from netgen.relax import reference
+from netgen.relax.distributions import Relaxation
+net, r = build("oddeven", 7, 7), Relaxation("cauchy", 3.0)
+open(sys.argv[1], "w").write(emit("cuda", net, r, {"threads": 32}))
+m = load(sys.argv[1])
+gen = torch.Generator().manual_seed(0)
+x = torch.randn(5, 7, generator=gen, dtype=torch.float64)
+W = torch.randn(5, 2, 7, generator=gen, dtype=torch.float64)
+gR = torch.randn(5, 2, 7, generator=gen, dtype=torch.float64)
+def run(back):
+    xg, Wg = x.clone().requires_grad_(True), W.clone().requires_grad_(True)
+    R = back(xg, Wg)
+    return [R] + list(torch.autograd.grad((R * gR).sum(), (xg, Wg)))
+whole = run(lambda a, b: m.Layer().back(a, b))
+calls = []
+orig = m._launch
+def counted(name, like, blocks, args, rows, key=None):
+    calls.append(name)
+    return orig(name, like, blocks, args, rows, key)
+m._launch = counted
+m.INDEX_LIMIT = 2 * 2 * net.size + net.size  # two rows of 2 lanes per launch (2.5 rows)
+chunked = run(lambda a, b: m.Layer().back(a, b))
+want = run(lambda a, b: reference.back(net, a, b, r))
+err = max(float((a - b).abs().max()) for a, b in zip(chunked, want))
+same = all(bool(torch.equal(a, b)) for a, b in zip(chunked, whole))
+print(json.dumps({"calls": calls, "err": err, "same": same, "rows": m._lane_rows(2)}))
+'''
+
+
+@pytest.mark.slow
+def test_lane_kernels_launch_in_chunks_at_the_index_limit(tmp_path):
+    """The lane kernels index with 32 bits: a batch past INDEX_LIMIT // (m
+    max(size, n, k)) rows runs in launches of that many rows (it fell back to
+    the torch sweeps before). With the limit lowered to 2.5 rows of 2 lanes,
+    B = 5 runs the lane kernels in 3 launches each way and equals both the
+    reference and the unchunked run."""
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", NETGEN_CUDA_SELFCHECK="0")
+    proc = subprocess.run([sys.executable, "-c", LANE_CHUNKS, str(tmp_path / "m.py")], capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["rows"] == 2
+    assert out["calls"].count("wp_fwd") == 3 and out["calls"].count("wp_bwd") == 3, out["calls"]
+    assert out["err"] <= 1e-12 and out["same"]
