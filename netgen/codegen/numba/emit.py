@@ -94,10 +94,7 @@ def emit(net: Network, r, plan: Plan, options=None) -> str:
     L(repr(_doc(net, r, direction, mode, group)))
     L.blank()
     write_imports(L)
-    write_top(L, names, TARGET, net, r, (common.refuse_transforms, common.check_input, common.check_labels,
-                                           common.check_values, common._SecondOrder, common.refuse_second_order,
-                                           common.numba_disk_cache, common.compiler_disable),
-              direction)
+    write_top(L, names, TARGET, net, r, host_checks() + (common.numba_disk_cache,), direction)
     write_kernels(L, names, r)
     L("# The P engine (build-time choices, docs/targets.md): \"save\" keeps the")
     L("# sweep's differences for the backward, \"recompute\" re-runs each lane")
@@ -146,6 +143,16 @@ def is_kernel(obj) -> bool:
     if isinstance(obj, tuple):
         return bool(obj) and all(isinstance(o, Dispatcher) for o in obj)
     return isinstance(obj, Dispatcher) or getattr(obj, "__name__", "").endswith("_py")
+
+
+def host_checks() -> tuple:
+    """The shared checks (:mod:`netgen.codegen.runtime.common`) the host side
+    of every numba layer copies: a generated module's and the operators'
+    layer code (:func:`.shared.layer_source`)."""
+    from ..runtime import common
+
+    return (common.refuse_transforms, common.check_input, common.check_labels, common.check_values,
+            common._SecondOrder, common.refuse_second_order, common.compiler_disable)
 
 
 def mixed() -> tuple:

@@ -91,7 +91,7 @@ def layer_source() -> str:
     from ..lines import Lines
     from ..literals import Namespace
     from ..runtime import assemble, common, tables
-    from .emit import write_host, write_imports
+    from .emit import host_checks, write_host, write_imports
 
     names = Namespace()
     L = Lines()
@@ -99,9 +99,7 @@ def layer_source() -> str:
            "one network's tables and the kernels of its relaxation (netgen/codegen/numba/shared.py)."))
     L.blank()
     write_imports(L)
-    L(assemble((common.refuse_transforms, common.check_input, common.check_labels, common.check_values,
-                common._SecondOrder, common.refuse_second_order, common.hard_network, common.compiler_disable,
-                tables.plan), names))
+    L(assemble(host_checks() + (common.hard_network, tables.plan), names))
     L.blank(2)
     write_host(L, names)
     return L.render()
