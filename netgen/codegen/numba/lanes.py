@@ -11,7 +11,9 @@ thread choice of :mod:`.host`.
 Every kernel runs ``prange`` over blocks of ``_W`` batch rows (batch
 innermost, like the other kernels), so a comparator's update of one lane
 is one 16-row vector operation. Per block and lane the scratch is one
-``(n, _W)`` slice: O(n) per lane and row, never B x k x n.
+``(n, _W)`` slice: O(n) per lane and row, never B x k x n. A call of at
+most ``_LANES_NARROW`` rows runs wholly in the 1-row copies of the kernels
+(``_LANE_KERNELS_1``: :mod:`.narrow`), one row per block.
 
 * ``_lanes_fwd``: m lanes ``S`` (in wire space: ``(1 or B, m, n)``) swept
   with the values' probabilities ``ps`` (from ``_fwd_vals``), from the last
