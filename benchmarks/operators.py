@@ -8,6 +8,10 @@ Cases (float32, torch 1 thread, OMP_NUM_THREADS=1):
 * ``rank65536``: soft_rank, n = 65,536, B = 16, vs torchsort ``soft_rank`` (l2)
 * ``mask10450``: topk_mask, (k = 5, n = 10,450), B = 64, vs LapSum's CPU ``soft_topk``
 * ``sort1024``:  soft_sort values, n = 1,024, B = 64, vs torchsort ``soft_sort``
+* ``rank1024b1``, ``rank16384b1``, ``sort1024b1``, ``sort16384b1`` (not run
+  unless named): soft_rank and soft_sort at B = 1 (one row: the Spearman
+  loss of torchsort's README), n = 1,024 and 16,384: the 1-row copies of the
+  numba lane kernels (netgen/codegen/numba/narrow.py)
 * ``rank1M``, ``sort1M`` (not run unless named): soft_rank and soft_sort at
   n = 2^20, B = 1 (issue 31 item 5), with ``max_size=`` the network's
   estimate (the sorter has 100.7 million comparators); the first call
@@ -62,6 +66,10 @@ CASES = {  # name: (operator, n, k, B, baseline)
     "rank65536": ("soft_rank", 65536, None, 16, "torchsort"),
     "mask10450": ("topk_mask", 10450, 5, 64, "lapsum"),
     "sort1024": ("soft_sort", 1024, None, 64, "torchsort"),
+    "rank1024b1": ("soft_rank", 1024, None, 1, "torchsort"),
+    "rank16384b1": ("soft_rank", 16384, None, 1, "torchsort"),
+    "sort1024b1": ("soft_sort", 1024, None, 1, "torchsort"),
+    "sort16384b1": ("soft_sort", 16384, None, 1, "torchsort"),
     "rank1M": ("soft_rank", 1 << 20, None, 1, "torchsort"),
     "sort1M": ("soft_sort", 1 << 20, None, 1, "torchsort"),
 }

@@ -44,6 +44,7 @@ from ..header import FLOAT_TYPES, swap_code, write_top
 from ..lines import Lines
 from ..literals import Namespace, literal
 from ..plan import Plan
+from .narrow import is_kernel, mixed
 
 TARGET = "numba"
 
@@ -132,19 +133,6 @@ def write_imports(L) -> None:
     L.blank()
 
 
-def is_kernel(obj) -> bool:
-    """Whether a runtime part or state value is (made of) numba kernels: a
-    dispatcher, a ``*_py`` function compiled by ``_jit``, or a tuple of
-    dispatchers. They depend on the relaxation only (the network reaches
-    them as arrays), so the operators' kernel module holds them once
-    (:mod:`.shared`)."""
-    from numba.core.dispatcher import Dispatcher
-
-    if isinstance(obj, tuple):
-        return bool(obj) and all(isinstance(o, Dispatcher) for o in obj)
-    return isinstance(obj, Dispatcher) or getattr(obj, "__name__", "").endswith("_py")
-
-
 def host_checks() -> tuple:
     """The shared checks (:mod:`netgen.codegen.runtime.common`) the host side
     of every numba layer copies: a generated module's and the operators'
@@ -155,22 +143,12 @@ def host_checks() -> tuple:
             common._SecondOrder, common.refuse_second_order, common.compiler_disable)
 
 
-def mixed() -> tuple:
-    """The runtime files of the lane sweeps (kernels, host code or both),
-    split by :func:`is_kernel` between :func:`write_kernels` and
-    :func:`write_host` (each file's kernels, then its host functions and
-    state, in order)."""
-    from . import checkpoint, checkpoint_kernels, lanes
-
-    return (checkpoint_kernels, checkpoint, lanes)
-
-
 def write_kernels(L, names, r) -> None:
     """What depends on the relaxation ``r`` alone: ``_PARALLEL``, ``_CACHE``,
     ``_W``, ``_T``, the vector helpers, the rendered swap functions, the P
     engine, the kernels and the kernels of :func:`mixed` (the lane kernels;
     each compiled parallel and serial), then the 1-row copies of the
-    checkpointed kernels (:mod:`.narrow`). Reads ``numba_disk_cache``
+    saved-state and checkpointed lane kernels (:mod:`.narrow`). Reads ``numba_disk_cache``
     (:mod:`netgen.codegen.runtime.common`)."""
     from ..runtime import assemble, statements
     from . import engine as eng

@@ -11,7 +11,9 @@ thread choice of :mod:`.host`.
 Every kernel runs ``prange`` over blocks of ``_W`` batch rows (batch
 innermost, like the other kernels), so a comparator's update of one lane
 is one 16-row vector operation. Per block and lane the scratch is one
-``(n, _W)`` slice: O(n) per lane and row, never B x k x n.
+``(n, _W)`` slice: O(n) per lane and row, never B x k x n. A call of at
+most ``_LANES_NARROW`` rows runs wholly in the 1-row copies of the kernels
+(``_LANE_KERNELS_1``: :mod:`.narrow`), one row per block.
 
 * ``_lanes_fwd``: m lanes ``S`` (in wire space: ``(1 or B, m, n)``) swept
   with the values' probabilities ``ps`` (from ``_fwd_vals``), from the last
@@ -39,7 +41,7 @@ from ..runtime.tables import _K, _N, _OUTPUTS, _SIZE, _WA, _WB
 from .checkpoint import _LIVE, _ck_plan, ck_backward_numpy, ck_numpy
 from .engine import _vals_adjoint
 from .host import _give, _Saved, _take, _Threads
-from .kernels import _jit
+from .kernels import _fwd_vals, _fwd_vals_s, _jit
 from .vector import (_W, _ftz_off, _ftz_on, _load_block, _store_block, _vadjp, _vmix, _vmixd, _vmixdp, _vmixp,
                      _vpush, _vpush1, _vpush1p, _vq)
 
@@ -47,7 +49,8 @@ __all__ = ["PARTS", "STATE"]
 
 # ---- what the emitter writes (stand-ins here, not copied into modules) ----
 #: the module globals the copied code reads and neither defines nor imports
-READS = ("_PARALLEL", "_CACHE", "_swap")
+#: (the 1-row copies of the lane kernels: written by netgen/codegen/numba/narrow.py)
+READS = ("_PARALLEL", "_CACHE", "_swap", "_LANE_KERNELS_1", "_LANE_KERNELS_SERIAL_1")
 _PARALLEL = True
 _CACHE = False
 
@@ -239,32 +242,38 @@ def lanes_numpy(x, S, back, stp, keep, adj, sgrad, threads):
     if ckp is not None:  # large rows: checkpointed (netgen/codegen/numba/checkpoint.py)
         return ck_numpy(x, S, stp, ckp, keep, adj, sgrad, threads)
     stp = dt.type(stp)
-    nblk = (B + _W - 1) // _W
+    narrow = B <= _LANES_NARROW  # the whole call in the 1-row copies (narrow.py)
+    w = 1 if narrow else _W
+    nblk = (B + w - 1) // w
     adj = bool(adj or sgrad)
     keep = bool(keep or adj)
     values = np.empty((B, _K), dtype=dt)
     out = np.empty((B, m, _N), dtype=dt)
-    ps = _take((nblk, _SIZE, _W), dt)
+    ps = _take((nblk, _SIZE, w), dt)
     lean = not sgrad  # keep d alone (dL/ds takes _fwd_vals' dp d, dp, dps d, dps)
     # without adj / sgrad: one scratch slot per block, overwritten
-    ds = _take((nblk, _SIZE, _W), dt) if adj and lean else np.empty((nblk, 1, _W), dtype=dt)
-    sv = _take((nblk, _SIZE, 2, _W), dt) if sgrad else np.empty((nblk, 1, 2, _W), dtype=dt)
-    ss = _take((nblk, _SIZE, 2, _W), dt) if sgrad else np.empty((nblk, 1, 2, _W), dtype=dt)
+    ds = _take((nblk, _SIZE, w), dt) if adj and lean else np.empty((nblk, 1, w), dtype=dt)
+    sv = _take((nblk, _SIZE, 2, w), dt) if sgrad else np.empty((nblk, 1, 2, w), dtype=dt)
+    ss = _take((nblk, _SIZE, 2, w), dt) if sgrad else np.empty((nblk, 1, 2, w), dtype=dt)
     keep_D = adj and m > 0
-    D = _take((nblk, _SIZE * m, _W), dt) if keep_D else np.empty((nblk, 0, _W), dtype=dt)
+    D = _take((nblk, _SIZE * m, w), dt) if keep_D else np.empty((nblk, 0, w), dtype=dt)
     with _Threads(threads, B * _SIZE * (m + 1), ("lanes", dt)) as th:
-        kern = _LANE_KERNELS_SERIAL if th.serial else _LANE_KERNELS
+        if narrow:
+            kern = _LANE_KERNELS_SERIAL_1 if th.serial else _LANE_KERNELS_1
+        else:
+            kern = _LANE_KERNELS_SERIAL if th.serial else _LANE_KERNELS
         if lean:
             kern[0](x, stp, _WA, _WB, _OUTPUTS, values, ps, ds, adj)
         else:
-            th.kernels[0](x, stp, _WA, _WB, _OUTPUTS, values, ps, sv, ss, adj, sgrad)
+            kern[3](x, stp, _WA, _WB, _OUTPUTS, values, ps, sv, ss, adj, sgrad)
         if m > 0:
             kern[1](S, back, _WA, _WB, _LIVE, ps, D, keep_D, out)
     if not keep:
         _give(ps)
         return values, out, None
     arrays = (ps,) + ((ds,) if adj and lean else ()) + ((sv, ss) if sgrad else ()) + ((D,) if keep_D else ())
-    return values, out, _Saved(B, arrays, ck=False, dtype=dt, ps=ps, ds=ds, sv=sv, ss=ss, D=D, sgrad=sgrad, adj=adj, lean=lean, stp=stp)
+    return values, out, _Saved(B, arrays, ck=False, dtype=dt, ps=ps, ds=ds, sv=sv, ss=ss, D=D, sgrad=sgrad, adj=adj, lean=lean, stp=stp,
+                  narrow=narrow)
 
 
 def lanes_backward_numpy(saved, gv, G0, back, threads, dS=True):
@@ -286,11 +295,15 @@ def lanes_backward_numpy(saved, gv, G0, back, threads, dS=True):
     gS = np.empty((B, m, _N), dtype=dt)
     gx = np.empty((B, _N) if adj else (0, _N), dtype=dt)
     gsr = np.zeros(B if adj else 0, dtype=dt)
-    nblk = ps.shape[0]
+    nblk, _, w = ps.shape  # w: the forward's rows per block
     need = adj and (m > 0 or not saved.lean)  # dL/dp from lanes, or zeros for _vals_adjoint
-    gpp = _take((nblk, _SIZE, _W), dt) if need else np.empty((nblk, 0, _W), dtype=dt)
+    gpp = _take((nblk, _SIZE, w), dt) if need else np.empty((nblk, 0, w), dtype=dt)
     with _Threads(threads, B * _SIZE * (m + 1), ("lanes_bwd", dt)) as th:
-        (_LANE_KERNELS_SERIAL if th.serial else _LANE_KERNELS)[2](
+        if saved.narrow:
+            kern = _LANE_KERNELS_SERIAL_1 if th.serial else _LANE_KERNELS_1
+        else:
+            kern = _LANE_KERNELS_SERIAL if th.serial else _LANE_KERNELS
+        kern[2](
             gv, use_gv, G0, back, _WA, _WB, _OUTPUTS, _LIVE, ps, saved.sv, saved.ss, saved.sgrad, saved.ds, saved.stp,
             saved.lean, saved.D, adj, gpp, gS, gx, gsr)
     if need:
@@ -304,16 +317,29 @@ PARTS = (_lanes_vals_py, _vals_adjoint_d, _lanes_fwd_py, _lanes_bwd_py, lanes_nu
 
 # ------------------------------------------------------- copied by name (STATE)
 # Each lane kernel twice, like the kernels of netgen.codegen.numba.kernels:
-# parallel and a serial copy (suffix _s) for small calls.
+# parallel and a serial copy (suffix _s) for small calls; with the values
+# kernel that keeps what dL/ds needs (_fwd_vals).
 _lanes_vals = _jit(_lanes_vals_py, _PARALLEL)
 _lanes_fwd = _jit(_lanes_fwd_py, _PARALLEL)
 _lanes_bwd = _jit(_lanes_bwd_py, _PARALLEL)
 _lanes_vals_s = _jit(_lanes_vals_py, False, "_s")
 _lanes_fwd_s = _jit(_lanes_fwd_py, False, "_s")
 _lanes_bwd_s = _jit(_lanes_bwd_py, False, "_s")
-_LANE_KERNELS = (_lanes_vals, _lanes_fwd, _lanes_bwd)
-_LANE_KERNELS_SERIAL = (_lanes_vals_s, _lanes_fwd_s, _lanes_bwd_s)
+_LANE_KERNELS = (_lanes_vals, _lanes_fwd, _lanes_bwd, _fwd_vals)
+_LANE_KERNELS_SERIAL = (_lanes_vals_s, _lanes_fwd_s, _lanes_bwd_s, _fwd_vals_s)
+# A call of at most _LANES_NARROW rows runs wholly in the 1-row copies of the
+# lane kernels (narrow.py; one saved state per call). A 16-row block of one
+# row costs a full block, but the 1-row code is scalar: the swap's
+# arithmetic per comparator costs about half a 16-row vector update, so two
+# rows gain nothing (soft_rank fwd+bwd, float32, 1 thread, ms, 16-row
+# blocks / 1-row copies: n = 1,024 B = 1 0.89 / 0.60, B = 2 0.80 / 0.89;
+# n = 16,384 B = 1 22.0 / 10.8, B = 2 22.3 / 21.0; benchmarks/lanes_narrow.py).
+_LANES_NARROW = 1
+
+# the 16-row kernels run any rows: the stand-ins of their 1-row copies
+_LANE_KERNELS_1 = _LANE_KERNELS
+_LANE_KERNELS_SERIAL_1 = _LANE_KERNELS_SERIAL
 
 #: module-level state a generated module copies by name, after :data:`PARTS`
 STATE = ("_lanes_vals", "_lanes_fwd", "_lanes_bwd", "_lanes_vals_s", "_lanes_fwd_s", "_lanes_bwd_s",
-         "_LANE_KERNELS", "_LANE_KERNELS_SERIAL")
+         "_LANE_KERNELS", "_LANE_KERNELS_SERIAL", "_LANES_NARROW")
