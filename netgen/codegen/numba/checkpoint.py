@@ -101,6 +101,16 @@ def _ck_split(B):
     return B - tail if tail <= _CK_NARROW else B
 
 
+def _ck_calls(B, serial):
+    """(kernels, lo, hi): the rows lo..hi-1 each set of kernels runs, the
+    16-row kernels first, then their 1-row copies (:func:`_ck_split`);
+    empty ranges left out."""
+    bw = _ck_split(B)
+    wide = _CK_KERNELS_SERIAL if serial else _CK_KERNELS
+    one = _CK_KERNELS_SERIAL_1 if serial else _CK_KERNELS_1
+    return [(kernels, lo, hi) for kernels, lo, hi in ((wide, 0, bw), (one, bw, B)) if hi > lo]
+
+
 def _ck_rows(S, lo, hi):
     # rows lo..hi-1 of S, or S itself where one S serves every row
     return S if S.shape[0] == 1 else S[lo:hi]
@@ -118,13 +128,10 @@ def ck_numpy(x, S, stp, plan_, keep, adj, sgrad, threads):
     stp = dt.type(stp)
     values = np.empty((B, _K), dtype=dt)
     out = np.empty((B, m, _N), dtype=dt)
-    bw = _ck_split(B)
     with _Threads(threads, B * _SIZE * (m + 2), ("lanes_ck", dt)) as th:
-        for kernels, lo, hi in (((_CK_KERNELS_SERIAL if th.serial else _CK_KERNELS), 0, bw),
-                                ((_CK_KERNELS_SERIAL_1 if th.serial else _CK_KERNELS_1), bw, B)):
-            if hi > lo:
-                kernels[0](x[lo:hi], stp, _WA, _WB, _LIVE, _OUTPUTS, _ck_rows(S, lo, hi), nseg, seg,
-                           values[lo:hi], out[lo:hi])
+        for kernels, lo, hi in _ck_calls(B, th.serial):
+            kernels[0](x[lo:hi], stp, _WA, _WB, _LIVE, _OUTPUTS, _ck_rows(S, lo, hi), nseg, seg, values[lo:hi],
+                       out[lo:hi])
     if not keep:
         return values, out, None
     adj = bool(adj or sgrad)
@@ -145,20 +152,16 @@ def ck_backward_numpy(saved, gv, G0, threads, dS=True):
     gS = np.empty((B if dS else 0, m, _N), dtype=dt)
     gx = np.empty((B, _N) if adj else (0, _N), dtype=dt)
     gsr = np.zeros(B if adj else 0, dtype=dt)
-    bw = _ck_split(B)
     with _Threads(threads, B * _SIZE * (2 * m + 3), ("lanes_ck_bwd", dt)) as th:
-        for kernels, lo, hi in (((_CK_KERNELS_SERIAL if th.serial else _CK_KERNELS), 0, bw),
-                                ((_CK_KERNELS_SERIAL_1 if th.serial else _CK_KERNELS_1), bw, B)):
-            if hi > lo:
-                kernels[1](saved.x[lo:hi], saved.stp, _WA, _WB, _LIVE, _OUTPUTS, _ck_rows(saved.S, lo, hi),
-                           G0[lo:hi], gv[lo:hi], use_gv, saved.nseg, saved.seg, adj, saved.sgrad,
-                           gS[lo:hi], gx[lo:hi], gsr[lo:hi])
+        for kernels, lo, hi in _ck_calls(B, th.serial):
+            kernels[1](saved.x[lo:hi], saved.stp, _WA, _WB, _LIVE, _OUTPUTS, _ck_rows(saved.S, lo, hi), G0[lo:hi],
+                       gv[lo:hi], use_gv, saved.nseg, saved.seg, adj, saved.sgrad, gS[lo:hi], gx[lo:hi], gsr[lo:hi])
     gs = float(gsr.sum(dtype=np.float64)) if saved.sgrad and adj else 0.0
     return gS, (gx if adj else None), gs
 
 
 #: what a generated module copies from this file, in order
-PARTS = (live, _ck_plan, _ck_split, _ck_rows, ck_numpy, ck_backward_numpy)
+PARTS = (live, _ck_plan, _ck_split, _ck_calls, _ck_rows, ck_numpy, ck_backward_numpy)
 
 #: module-level state a generated module copies by name, after :data:`PARTS`
 STATE = ("_LIVE", "_CK_BYTES", "_CK_SEG", "_CK_NARROW")

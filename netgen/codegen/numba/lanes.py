@@ -229,6 +229,14 @@ def _lanes_bwd_py(gv, use_gv, G0, back, ca, cb, outs, live, ps, sv, ss, sgrad, d
         _ftz_off(mx)
 
 
+def _lane_set(narrow, serial):
+    """The lane kernels a call runs: the 1-row copies (``narrow``) or the
+    16-row kernels, each serial or parallel."""
+    if narrow:
+        return _LANE_KERNELS_SERIAL_1 if serial else _LANE_KERNELS_1
+    return _LANE_KERNELS_SERIAL if serial else _LANE_KERNELS
+
+
 def lanes_numpy(x, S, back, stp, keep, adj, sgrad, threads):
     """Values ``(B, k)`` and the lanes ``S`` (``(1 or B, m, n)``, wire space)
     swept (``back``: last comparator first) as ``(B, m, n)``, for a (B, n)
@@ -258,10 +266,7 @@ def lanes_numpy(x, S, back, stp, keep, adj, sgrad, threads):
     keep_D = adj and m > 0
     D = _take((nblk, _SIZE * m, w), dt) if keep_D else np.empty((nblk, 0, w), dtype=dt)
     with _Threads(threads, B * _SIZE * (m + 1), ("lanes", dt)) as th:
-        if narrow:
-            kern = _LANE_KERNELS_SERIAL_1 if th.serial else _LANE_KERNELS_1
-        else:
-            kern = _LANE_KERNELS_SERIAL if th.serial else _LANE_KERNELS
+        kern = _lane_set(narrow, th.serial)
         if lean:
             kern[0](x, stp, _WA, _WB, _OUTPUTS, values, ps, ds, adj)
         else:
@@ -299,11 +304,7 @@ def lanes_backward_numpy(saved, gv, G0, back, threads, dS=True):
     need = adj and (m > 0 or not saved.lean)  # dL/dp from lanes, or zeros for _vals_adjoint
     gpp = _take((nblk, _SIZE, w), dt) if need else np.empty((nblk, 0, w), dtype=dt)
     with _Threads(threads, B * _SIZE * (m + 1), ("lanes_bwd", dt)) as th:
-        if saved.narrow:
-            kern = _LANE_KERNELS_SERIAL_1 if th.serial else _LANE_KERNELS_1
-        else:
-            kern = _LANE_KERNELS_SERIAL if th.serial else _LANE_KERNELS
-        kern[2](
+        _lane_set(saved.narrow, th.serial)[2](
             gv, use_gv, G0, back, _WA, _WB, _OUTPUTS, _LIVE, ps, saved.sv, saved.ss, saved.sgrad, saved.ds, saved.stp,
             saved.lean, saved.D, adj, gpp, gS, gx, gsr)
     if need:
@@ -313,7 +314,7 @@ def lanes_backward_numpy(saved, gv, G0, back, threads, dS=True):
 
 
 #: what a generated module copies from this file, in order
-PARTS = (_lanes_vals_py, _vals_adjoint_d, _lanes_fwd_py, _lanes_bwd_py, lanes_numpy, lanes_backward_numpy)
+PARTS = (_lanes_vals_py, _vals_adjoint_d, _lanes_fwd_py, _lanes_bwd_py, _lane_set, lanes_numpy, lanes_backward_numpy)
 
 # ------------------------------------------------------- copied by name (STATE)
 # Each lane kernel twice, like the kernels of netgen.codegen.numba.kernels:
