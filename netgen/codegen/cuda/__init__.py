@@ -53,9 +53,11 @@ class CudaOptions(EmitOptions):
     * ``lane_groups``: whether the module holds the lane-group kernels
       (netgen/codegen/cuda/groups.py), which run the rows with P spread
       over blocks of G lanes where a row's P sweep does not fit one block:
-      None (default) in modules whose P sweep runs forward (the sorters),
-      True also in modules swept back (the rows' **rank groups**, for GPUs
-      with less shared memory than k n floats: A100, L4, T4), False never.
+      None (default) in modules whose P sweep runs forward (the sorters)
+      and in modules swept back whose k n floats (float64) pass 63 KiB
+      (the rows' **rank groups**, for GPUs with less shared memory than
+      k n floats: A100, L4, T4; :func:`.kernels.default_groups`), True
+      always, False never.
     """
 
     threads: int = THREADS

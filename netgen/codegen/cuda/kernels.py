@@ -118,8 +118,8 @@ from .groups import grp_bwd, grp_fwd, vals_bwd
 from .lane_bodies import pv_bwd, pv_fwd, wp_bwd, wp_fwd
 from ..lines import Lines, literal
 
-__all__ = ["Kernel", "KERNELS", "GROUP_KERNELS", "LANE_KERNELS", "KERNEL_ARGS", "GROUP_ARGS", "LANE_ARGS", "MIN_ROWS", "FASTMATH", "UNROLL_RANKS",
-           "VARIANTS", "emitted", "kernels_source"]
+__all__ = ["Kernel", "KERNELS", "GROUP_KERNELS", "LANE_KERNELS", "KERNEL_ARGS", "GROUP_ARGS", "LANE_ARGS", "MIN_ROWS",
+           "FASTMATH", "UNROLL_RANKS", "SMALLEST_SHARED", "VARIANTS", "default_groups", "emitted", "kernels_source"]
 
 #: argument kinds: "f1"/"f2" float arrays of that rank (the compute dtype),
 #: "w1" wire vector (uint16 or uint32, the module's ``WIRE_DTYPE``), "u1"
@@ -356,9 +356,28 @@ LANE_ARGS = {kern.name: kern.kinds for kern in LANE_KERNELS}
 MIN_ROWS = {kern.name: kern.rows for kern in KERNELS}
 
 
+#: the smallest dynamic shared memory a block of a supported GPU may opt in
+#: to (Turing, compute 7.5: 64 KiB), less 1 KiB for the kernels' own static
+#: shared memory: a module swept back whose rows' P state (k n floats, in
+#: float64) passes it holds the rank-group kernels by default
+#: (:func:`default_groups`)
+SMALLEST_SHARED = 63 * 1024
+
+
+def default_groups(n: int, k: int, fwd: bool) -> bool:
+    """Whether a module holds the lane-group kernels when its options do
+    not say: where its P sweep runs forward (the sorters: a row's n x n
+    floats fit no block), and where a swept-back module's k x n floats (in
+    float64) pass :data:`SMALLEST_SHARED`, so that a GPU with less shared
+    memory per block than the rows need (A100 at (5, 10450): 163 KB against
+    209 KB in float32; L4, RTX 4090, T4) runs the rows in rank groups that
+    fit instead of a global scratch row per block."""
+    return bool(fwd) or k * n * 8 > SMALLEST_SHARED
+
+
 def emitted(groups: bool, lanes: bool = True) -> tuple[Kernel, ...]:
     """The kernels a module holds: KERNELS, GROUP_KERNELS with ``groups``
-    (by default where its P sweep runs forward), and with ``lanes`` the
+    (by default :func:`default_groups`), and with ``lanes`` the
     LANE_KERNELS and ``vals_bwd`` (once)."""
     out = KERNELS + GROUP_KERNELS if groups else KERNELS
     if lanes:
@@ -372,20 +391,21 @@ def kernels_source(n: int, k: int, shared_limit: int, swaps: dict[str, str],
     (the ``KERNEL_ARGS`` assignment, the kernel functions, the ``KERNELS``
     table ``(dtype, name, variant) -> kernel``). ``swaps``: float type ->
     swap code; ``fwd``: the P sweep runs forward over the input columns;
-    ``groups``: the lane-group kernels too (None: where ``fwd``);
+    ``groups``: the lane-group kernels too (None: :func:`default_groups`);
     ``lanes``: the lane kernels of W P and P V (Round 8). A
     shared variant is emitted where the kernel's smallest wire-array use
     (``rows`` x n floats) fits ``shared_limit`` bytes."""
+    held = emitted(default_groups(n, k, fwd) if groups is None else groups, lanes)
     args = Lines()
     with args.indented():
-        for kern in emitted(fwd if groups is None else groups, lanes):
+        for kern in held:
             args(f"{literal(kern.name)}: {literal(kern.kinds)},")
     sources, table = [], Lines()
     with table.indented():
         for ft, swap in swaps.items():
             size = 4 if ft == "float32" else 8
             for variant in VARIANTS:
-                for kern in emitted(fwd if groups is None else groups, lanes):
+                for kern in held:
                     if variant == "shared" and kern.rows * n * size > shared_limit:
                         continue
                     sources.append(kern.render(ft, variant, swap, k, n, fwd))

@@ -82,7 +82,12 @@ def _kernel_names(source):
                                                      ("oddeven", 16, 16, {"direction": "forward",
                                                                           "lane_groups": False}, False),
                                                      ("splitter", 16, 5, {}, False),
-                                                     ("splitter", 16, 5, {"lane_groups": True}, True)])
+                                                     ("splitter", 16, 5, {"lane_groups": True}, True),
+                                                     # by default where k n float64 pass 63 KiB (rank
+                                                     # groups on GPUs with less shared memory: A100, T4)
+                                                     ("splitter", 1600, 5, {}, False),
+                                                     ("splitter", 1700, 5, {}, True),
+                                                     ("splitter", 1700, 5, {"lane_groups": False}, False)])
 def test_which_modules_hold_the_group_kernels(kind, n, k, options, groups):
     net = build(kind, n, k)
     src = TARGETS["cuda"].emit(net, default_relaxation(net), options)

@@ -23,7 +23,10 @@ import torch
 
 from netgen.codegen.cache import load
 
-KERNELS = {"_fwd", "_bwd", "_fwd_col", "_bwd_col", "_vals_bwd", "_wp_fwd", "_wp_bwd", "_pv_fwd", "_pv_bwd"}
+# with the rank-group kernels (_grp_*): k n floats at (5, 10450) pass the
+# shared memory of GPUs smaller than Hopper (kernels.default_groups)
+KERNELS = {"_fwd", "_bwd", "_fwd_col", "_bwd_col", "_vals_bwd", "_wp_fwd", "_wp_bwd", "_pv_fwd", "_pv_bwd", "_grp_fwd",
+           "_grp_bwd"}
 # at n = 10450 every kernel's smallest wire-array use (one or two rows of n
 # floats, at most 167 KB in float64) fits Hopper's 227 KB of dynamic shared
 # memory: both variants
@@ -80,10 +83,11 @@ def check_float_mode(name: str, ptx: str) -> None:
     """float32 kernels are compiled with fast math (approximate division,
     flush-to-zero), float64 kernels with IEEE division; the kernels that
     flag bad rows keep their comparisons against infinity (fast math must
-    not fold the isfinite tests away). The lane kernels (W P, P V) read p
-    and divide nowhere: their float32 arithmetic flushes to zero, their
-    float64 is exact (nothing approximate)."""
-    if name.startswith(("_wp_", "_pv_")):
+    not fold the isfinite tests away). The lane kernels (W P, P V) and the
+    lane-group kernels of P read p and divide nowhere: their float32
+    arithmetic flushes to zero, their float64 is exact (nothing
+    approximate)."""
+    if name.startswith(("_wp_", "_pv_", "_grp_")):
         assert not re.search(r"\bdiv\.\S*f(32|64)\b", ptx) and not re.search(r"\.approx\.", ptx), name
         assert bool(re.search(r"\.ftz\.f32", ptx)) == ("_f32_" in name), name
         return
