@@ -265,7 +265,7 @@ def test_quoted_outputs_match(page, tmp_path, env):
 
 
 def test_kernel_count_in_targets_md():
-    """docs/targets.md's count of the compile-checked CUDA kernels equals
+    """docs/targets-cuda.md's count of the compile-checked CUDA kernels equals
     what tests/codegen/cuda/test_cuda_ptx.py checks (kinds x 2 dtypes x variants)."""
     tree = ast.parse((ROOT / "tests" / "codegen" / "cuda" / "test_cuda_ptx.py").read_text())
     consts = {}
@@ -276,10 +276,10 @@ def test_kernel_count_in_targets_md():
             except ValueError:
                 pass
     count = len(consts["KERNELS"]) * 2 * len(consts.get("VARIANTS", ("",)))
-    text = (ROOT / "docs" / "targets.md").read_text()
+    text = (ROOT / "docs" / "targets-cuda.md").read_text()
     m = re.search(r"test_cuda_ptx\.py`: all (\d+) kernels", text)
-    assert m, "docs/targets.md no longer states how many kernels test_cuda_ptx.py compiles"
-    assert int(m.group(1)) == count, f"docs/targets.md says {m.group(1)} kernels, the test compiles {count}"
+    assert m, "docs/targets-cuda.md no longer states how many kernels test_cuda_ptx.py compiles"
+    assert int(m.group(1)) == count, f"docs/targets-cuda.md says {m.group(1)} kernels, the test compiles {count}"
 
 
 def test_no_design_md_outside_docs():
@@ -292,3 +292,40 @@ def test_no_design_md_outside_docs():
     if "DESIGN.md" in (ROOT / "README.md").read_text():
         hits.append("README.md")
     assert not hits, f"references to DESIGN.md (use docs/design.md): {hits}"
+
+
+def _anchors(text: str) -> set:
+    """The anchors GitHub gives a page's headings: lower case, punctuation
+    but ``-`` and ``_`` dropped, spaces to ``-``; a repeated heading gets
+    ``-1``, ``-2``, ... (headings inside code fences are not headings)."""
+    out, seen, fence = set(), {}, False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fence = not fence
+            continue
+        m = None if fence else re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if m:
+            slug = re.sub(r"[^\w\- ]", "", m.group(1).lower()).replace(" ", "-")
+            seen[slug] = seen.get(slug, -1) + 1
+            out.add(slug if seen[slug] == 0 else f"{slug}-{seen[slug]}")
+    return out
+
+
+def test_links_between_pages_resolve():
+    """Every relative link of README.md and docs/*.md names a file that
+    exists and, with ``#anchor``, a heading of that page (a page split or a
+    heading renamed must not leave links dangling)."""
+    bad = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = page.read_text()
+        for m in re.finditer(r"\]\(([^)\s]+)\)", text):
+            target = m.group(1)
+            if re.match(r"^[a-z]+:", target):  # http:, https:, mailto:
+                continue
+            path, _, anchor = target.partition("#")
+            f = page.parent / path if path else page
+            if not f.exists():
+                bad.append(f"{page.relative_to(ROOT)}: {target} (no such file)")
+            elif anchor and f.suffix == ".md" and anchor not in _anchors(f.read_text()):
+                bad.append(f"{page.relative_to(ROOT)}: {target} (no such heading)")
+    assert not bad, "dangling links:\n" + "\n".join(bad)

@@ -30,7 +30,7 @@ the results returned in the input dtype.
 wires, :data:`netgen.network.DEFAULT_MAX_SIZE`) opts in to larger
 networks: a network estimated past it is refused at once with a
 ValueError naming the estimate and the ``max_size=`` to pass (a sorter at
-n = 2^20 needs ``max_size=111_149_056``; docs/operators.md, "Scale").
+n = 2^20 needs ``max_size=111_149_056``; docs/operators-measured.md, "Scale").
 """
 
 from __future__ import annotations

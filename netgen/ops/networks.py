@@ -109,7 +109,7 @@ def _check_size(n: int, k: int, network: str, max_size, name: str) -> int:
         what = f"{name}: the" if name else "The"
         raise SizeLimitError(
             f"{what} {network!r} network for n = {n}, k = {k} would need ~{need:,} comparators and wires, more than "
-            f"max_size = {limit:,}; pass max_size={need} (or more) to build it (docs/operators.md, \"Scale\": "
+            f"max_size = {limit:,}; pass max_size={need} (or more) to build it (docs/operators-measured.md, \"Scale\": "
             f"time and memory at n = 2^20)")
     return limit
 

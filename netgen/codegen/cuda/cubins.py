@@ -7,7 +7,7 @@ capability :data:`PTX_CC` (NVVM, in the compile workers of
 ptxas for every arch of :data:`ARCHS` this ptxas knows, and installs the
 files in ``<stem>.cubins/`` beside the module (:func:`write_folder`,
 :func:`install`). A first call then loads the kernels through ``cuda.core``
-and compiles nothing; see docs/targets.md, "First call of a cuda layer".
+and compiles nothing; see docs/targets-cuda.md, "First call of a cuda layer".
 """
 
 from __future__ import annotations

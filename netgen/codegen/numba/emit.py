@@ -97,7 +97,7 @@ def emit(net: Network, r, plan: Plan, options=None) -> str:
     write_imports(L)
     write_top(L, names, TARGET, net, r, host_checks() + (common.numba_disk_cache,), direction)
     write_kernels(L, names, r)
-    L("# The P engine (build-time choices, docs/targets.md): \"save\" keeps the")
+    L("# The P engine (build-time choices, docs/targets-numba.md): \"save\" keeps the")
     L("# sweep's differences for the backward, \"recompute\" re-runs each lane")
     L("# group's sweep there; lanes (_DIRECTION: ranks or input columns) are")
     L("# processed in groups of _GROUP.")

@@ -1,5 +1,5 @@
 """The P engine of the generated numba module: the kernels that compute P
-and its adjoint, as real Python functions (docs/targets.md, "numba: the P
+and its adjoint, as real Python functions (docs/targets-numba.md, "numba: the P
 engine"). Copied into generated modules by source extraction
 (:data:`PARTS`); :mod:`.numba_kernels` compiles ``_fwd_P_py`` and
 ``_bwd_rows_py`` with the other kernels.
