@@ -23,7 +23,7 @@ B = 3), with the DEBUG phase lines of the netgen logger.
 The GPU-side phases (context creation, the driver's load of the cubins,
 the first launch) need a GPU: ``benchmarks/gpu_check.sh`` measures the
 whole first call there; the DEBUG lines of the ``netgen`` logger name each
-phase and its time (docs/cuda-kernels.md, "First call").
+phase and its time (docs/cuda-round6.md, "First call").
 """
 
 from __future__ import annotations

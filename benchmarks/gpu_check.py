@@ -275,7 +275,7 @@ def step_operators(topk, dev, reps, res):
             raise
         except Exception as e:  # noqa: BLE001
             res[key] = f"error: {type(e).__name__}: {str(e)[:70]}"
-    try:  # the lane kernels of soft_rank (docs/cuda-kernels.md, Round 8), their device time alone
+    try:  # the lane kernels of soft_rank (docs/cuda-rounds7-8.md, Round 8), their device time alone
         x = torch.randn(64, 4096, device=dev, requires_grad=True)
         w = torch.randn(64, 4096, device=dev)
         res["op_soft_rank_kern"] = kernel_ms(lambda: torch.autograd.grad((soft_rank(x) * w).sum(), x),

@@ -1,5 +1,5 @@
-"""ESTIMATES (no GPU): the lane-sweep kernels (docs/cuda-kernels.md, Round
-6) on an H100, with the recalibrated model's figures (research/gpu_model:
+"""ESTIMATES (no GPU): the lane-sweep kernels (docs/cuda-round6.md) on an
+H100, with the recalibrated model's figures (research/gpu_model:
 issue rate, c = 1.60, DRAM 3 TB/s, L2 4.4 TB/s, busiest SM, start and
 drain).
 

@@ -1,6 +1,6 @@
-"""A prototype of the lane-sweep kernel family (docs/cuda-kernels.md,
-Round 6): P applied to lanes without forming P, one thread block per (batch
-row, lane group), in numba-cuda. Not part of netgen; run in Numba's CUDA
+"""A prototype of the lane-sweep kernel family (docs/cuda-round6.md): P
+applied to lanes without forming P, one thread block per (batch row, lane
+group), in numba-cuda. Not part of netgen; run in Numba's CUDA
 simulator by research/lane_sweep/check.py and compiled for sm_90 by
 research/lane_sweep/ptx.py.
 

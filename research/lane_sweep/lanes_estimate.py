@@ -1,5 +1,5 @@
 """ESTIMATES (no GPU): netgen's ``soft_rank`` on an H100 through the lane
-kernels (docs/cuda-kernels.md, Round 8), beside an estimate of torchsort's
+kernels (docs/cuda-rounds7-8.md, Round 8), beside an estimate of torchsort's
 CUDA ``soft_rank`` at the same shape. Nothing here is a measurement.
 
     python research/lane_sweep/lanes_estimate.py [--ptx FILE.json] [--n 4096] [--B 64]

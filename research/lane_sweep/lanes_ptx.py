@@ -1,5 +1,5 @@
 """Compile netgen's lane kernels (W P and P V from given lanes:
-netgen/codegen/cuda/lane_bodies.py, docs/cuda-kernels.md Round 8) and
+netgen/codegen/cuda/lane_bodies.py, docs/cuda-rounds7-8.md, Round 8) and
 ``vals_bwd`` for sm_90 without a GPU, as rendered for a network:
 numba-cuda's ``compile_ptx``, ``ptxas -v`` (registers, spills),
 ``cuobjdump -sass`` (the lane loop's SASS per (comparator, lane) pair and

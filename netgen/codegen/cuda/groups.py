@@ -1,5 +1,5 @@
 """Lane-group kernels of the ``cuda`` target: P's sweep spread over blocks,
-G lanes per block (docs/cuda-kernels.md, Round 6 (c)+(d) and Round 7).
+G lanes per block (docs/cuda-round6.md (c)+(d), docs/cuda-rounds7-8.md Round 7).
 
 Today's ``fwd``/``bwd`` kernels run a row's whole P sweep (m lanes: k ranks
 going back, n input columns going forward) in one block, one thread per

@@ -241,7 +241,7 @@ def _per_output(L: Lines, c: Ctx, stmt: str) -> None:
 # The column kernels write their loops over wires and outputs with uint32
 # counters (count32, _per_output): a kernel's register count is its largest
 # anywhere, and NVVM's fourfold 64-bit copies of those loops, not the
-# comparator loop, set it (docs/cuda-kernels.md, Round 5).
+# comparator loop, set it (docs/cuda-rounds4-5.md, Round 5).
 def _fwd_col(L: Lines, c: Ctx) -> None:
     # d, du and p of comparator i of row b at the flat 32-bit index j = b
     # size + i of the launch's ds and 2 j, 2 j + 1 of its dus (1-D views;

@@ -1,5 +1,5 @@
 """Lane kernels of the ``cuda`` target: ``W P`` and ``P V`` without P
-(the Layer's ``back``/``fwd``, the operators of issue 31; docs/cuda-kernels.md,
+(the Layer's ``back``/``fwd``, the operators of issue 31; docs/cuda-rounds7-8.md,
 Round 8).
 
 The lane-group kernels' sweep (:func:`.groups._lane_sweep`) started from

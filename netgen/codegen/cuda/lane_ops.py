@@ -1,7 +1,7 @@
 """The launches of the lane kernels (:mod:`.lane_bodies`): ``W P`` (m lanes
 swept back) and ``P V`` (d lanes swept forward) for the Layer's
 ``back``/``fwd``, with their backward, as one ``autograd.Function``
-(docs/cuda-kernels.md, Round 8).
+(docs/cuda-rounds7-8.md, Round 8).
 
 * forward: ``fwd`` without P (values, d, p, bad; one block per row),
   then ``wp_fwd`` / ``pv_fwd`` on B x groups blocks of G lanes (G n floats

@@ -114,14 +114,14 @@ def layers(L: Lines, reverse: bool, loads=WIRES, prefetch: bool = False, ahead: 
     yield) reading them from registers; the loop then runs the rest (the
     second yield). A layer of one comparator per thread -- the narrow tail
     of a selection network -- then waits for no table load. Costs a
-    register per load. (docs/cuda-kernels.md, Round 4)
+    register per load. (docs/cuda-rounds4-5.md, Round 4)
 
     ``count32``: the layer loop is a ``while`` loop on a uint32 layer index
     instead of ``for li in range(U0, L, U1)``, whose 64-bit induction
     variables hold four registers across the comparator loop, and reads
     the layer count as uint32 (``L32``; the prologue's ``L`` is a uint64:
     a register pair across the forward's comparator loop) (the column
-    kernels; docs/cuda-kernels.md, Round 5)."""
+    kernels; docs/cuda-rounds4-5.md, Round 5)."""
     if prefetch and ahead != 2:  # pragma: no cover - a bug in a body writer
         raise ValueError("prefetch needs the next layer's bounds: ahead=2")
     U = {1: "U1", 2: "U2"}[ahead]
@@ -196,7 +196,7 @@ def strided(L: Lines, var: str, stop: str, count32: bool = False) -> Iterator[No
     ``for var in range(tx, stop, nt)``, or with ``count32`` a ``while`` loop
     on a uint32 ``var`` (NVVM unrolls the ``range`` loop fourfold with
     64-bit induction variables: in the column kernels those copies, not
-    the comparator loop, set the register count; docs/cuda-kernels.md,
+    the comparator loop, set the register count; docs/cuda-rounds4-5.md,
     Round 5)."""
     if not count32:
         with L.block(f"for {var} in range(tx, {stop}, nt):"):
@@ -285,7 +285,7 @@ def ranks(L: Lines, c: Ctx, acc: bool = False) -> Iterator[None]:
     unrolled copies are guarded rank by rank and the rank loop runs no
     iteration where lo >= hi. (Behind a ``lo < hi`` test the compiler sank
     the wires, p and D offset below it: two dependent rounds of L2 latency
-    per comparator; docs/cuda-kernels.md, Round 4.)"""
+    per comparator; docs/cuda-rounds4-5.md, Round 4.)"""
     L("a = wa_ * m", "c = wb_ * m")
     if acc:
         L("acc = ZERO")

@@ -1,5 +1,5 @@
 """The cuda Layer's lane sweeps ``back`` (W P) and ``fwd`` (P V) -- the
-lane kernels (lane_ops.py, docs/cuda-kernels.md Round 8), and the torch
+lane kernels (lane_ops.py, docs/cuda-rounds7-8.md, Round 8), and the torch
 sweeps past LANE_KERNEL_MAX lanes -- in Numba's CUDA simulator against the reference executor, float64: results and
 dL/dx, dL/ds, dL/dW (dL/dV) to 1e-12 at odd n, k = n, k = 1, a selection
 network, B = 0, 1, 3 and a 2-d batch, one W / V for all rows and one per

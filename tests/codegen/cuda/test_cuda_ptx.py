@@ -104,7 +104,7 @@ def check_column_registers(kernels) -> None:
     """The float32 shared-memory column kernels fit 32 registers: two blocks
     of 2 n floats share an SM at n = 10450, so 32 registers is what lets the
     launcher run them with 1024 threads (65,536 registers / 2 blocks / 1024;
-    docs/cuda-kernels.md, Round 5). ptxas chooses the count (no register
+    docs/cuda-rounds4-5.md, Round 5). ptxas chooses the count (no register
     bound is passed), so this guards against a change elsewhere in the
     kernel pushing it past 32."""
     for k in kernels:

@@ -148,7 +148,7 @@ def test_block_size(monkeypatch):
     assert L._block("shared", 100_000) == 1024  # two blocks per SM: 2048 / 2
     assert L._block("shared", 60_000) == 672  # three blocks per SM: 2048 // 3 = 682, in whole warps
     assert L._block("shared", 2_000) == 256  # many blocks per SM: THREADS
-    # a grid of no more blocks than SMs: each block has an SM to itself (issue 29, docs/cuda-kernels.md Round 8)
+    # a grid of no more blocks than SMs: each block has an SM to itself (issue 29, docs/cuda-rounds7-8.md, Round 8)
     assert L._block("shared", 2_000, blocks=64, sms=132) == 1024
     assert L._block("shared", 2_000, blocks=132, sms=132) == 1024
     assert L._block("shared", 2_000, regs=72, blocks=64, sms=132) == 896
