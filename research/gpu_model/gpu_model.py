@@ -2,7 +2,12 @@
 not measurements (no GPU needed; ``benchmarks/gpu_check.sh`` measures
 when one is there).
 
-    python research/gpu_model/gpu_model.py --B 64 500 4096 [--n 10450] [--k 5] [--old 3ad06ee|none] [--chain-c] [--json FILE]
+    python research/gpu_model/gpu_model.py --B 64 500 4096 [--n 10450] [--k 5] [--old 3ad06ee|none] [--chain-c]
+        [--c 1.60] [--json FILE]
+
+(``--c``: use that calibration instead of fitting c to this tree's kernels;
+the fit is only valid on the kernels that were measured, so a change to
+the kernels is estimated at the c fitted before it.)
 
 For the (k, n) splitter network (default relaxation, float32) it builds the
 module of this checkout and the module of commit ``--old`` (its
@@ -88,6 +93,10 @@ def main(argv=None) -> int:
     ap.add_argument("--B", type=int, nargs="+", default=[64, 500, 4096])
     ap.add_argument("--old", default="3ad06ee", help="commit of the kernels to compare with ('none': skip)")
     ap.add_argument("--chain-c", action="store_true", help="scale the SASS chain by the calibration c too")
+    ap.add_argument("--c", type=float, default=None,
+                    help="the calibration c to use instead of fitting it to this tree's kernels: the fit is valid "
+                         "only on the kernels that were measured, so estimate a change with the c fitted before "
+                         "it (1.60 for the kernels issue 29 measured)")
     ap.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "netgen_gpu_model"))
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
@@ -111,10 +120,15 @@ def main(argv=None) -> int:
     have_sass = all(v["sass"] for w in sx.values() for v in w.values())
     ks = {w: kernels(w, st, sx[w]) for w in res}
     measured_shape = (args.n, args.k) == (10450, 5)
+    given = args.c is not None
     if measured_shape:
         c, table = fit(ks["new"], args.chain_c)
+        if given:  # the table beside the measurements, at the given c
+            c = args.c
+            table = {(p, B): (path_ms(ks["new"], p, B, c, args.chain_c, True), ms)
+                     for p, row in MEASURED.items() for B, ms in row.items()}
     else:
-        c, table = None, {}
+        c, table = args.c, {}
     # the Rounds 1-5 calibration: e46262c's _fwd_vals structure (3ad06ee's kernels), modelled, against its measurement
     w, nm, Bc, ms = CALIBRATION
     c5 = calibrate(ks[w][nm], Bc, ms, args.chain_c) if w in ks else C_ROUND5
@@ -125,7 +139,8 @@ def main(argv=None) -> int:
           f"({st.scatter_sectors() * 32 / (4 * st.nnz):.1f}x D), H100 SXM ({SMS} SMs, {GHZ} GHz, issue {ISSUE} "
           f"warp-instr/cycle/SM, DRAM 3 TB/s, L2 4.4 TB/s (2.6 the range's second figure)); SASS from cuobjdump: "
           f"{'yes' if have_sass else 'NO (fixed counts used)'}; calibration c = {c:.2f} "
-          + ("(fitted to issue 29's H100 kernel times)" if measured_shape else "(the (5, 10450) fit's)")
+          + ("(given: --c)" if given else "(fitted to issue 29's H100 kernel times)" if measured_shape
+             else "(the (5, 10450) fit's)")
           + f", scaling issue{' and chain' if args.chain_c else '; chain from the SASS, not scaled'}")
     print(f"{'kernels':8s} {'kernel':9s} {'grid/row':>8s} {'thr':>4s} {'smem KB':>7s} {'regs':>4s} {'blk/SM':>6s} "
           f"{'SASS/comp':>11s} {'/pair':>5s} {'cyc/iter':>9s} {'cyc/narrow':>10s} {'DRAM KB/row':>11s} "

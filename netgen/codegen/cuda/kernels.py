@@ -96,7 +96,6 @@ from typing import Callable
 
 from .sweeps import (
     UNROLL_RANKS,
-    WARP,
     WIRES,
     Ctx,
     alloc,
@@ -105,12 +104,12 @@ from .sweeps import (
     layers,
     load_row,
     mix,
+    per_output,
     per_rank,
     prologue,
     rank_step,
     rank_tables,
     ranks,
-    strided,
     swap_at,
     sweep,
 )
@@ -180,13 +179,12 @@ class Kernel:
 def _fwd(L: Lines, c: Ctx) -> None:
     L("mn = m * n", "dsb = ds[b]", "psb = ps[b]", "Db = D[b if save_D else U0]")
     alloc(L, c)
-    load_row(L, c, col=False)
+    load_row(L, c, col=False, count32=True)
     for _ in layers(L, reverse=False, prefetch=True):
         swap_at(L, c)
         mix(L, "a", "c", "xa", "xc", diff="d")
         L("dsb[i] = d", "psb[i] = p")
-    with L.block("for r in range(tx, k, nt):"):
-        L("values[b, r] = NAN if isbad else sm[outs[r]]")
+    per_output(L, c, "values[b, r] = NAN if isbad else sm[outs[r]]")
     with L.block("if tx == U0:"):
         L("bad[b] = 1 if isbad else 0")
     with L.block("if do_P:"):
@@ -202,7 +200,7 @@ def _bwd(L: Lines, c: Ctx) -> None:
         with L.block("if recompute:"):
             sweep(L, c, "recompute")
         if c.fwd and c.k < c.lanes:
-            fill_rows(L, "j", "mn", "")  # wires that are no output get no dL/dP
+            fill_rows(L, "j", "mn", "", count32=True)  # wires that are no output get no dL/dP
         per_rank(L, c, "sm[e] = gP[b, j]")
         L("cuda.syncthreads()")
         # dL/dP pushed through the comparators the other way than the sweep
@@ -210,10 +208,9 @@ def _bwd(L: Lines, c: Ctx) -> None:
             with ranks(L, c, acc=True):
                 rank_step(L, c, ("ga", "gc"), True, lambda j, e: L(f"acc += dv * {e}"), gather="Db")
             L("gpb[i] = acc")
-    fill_rows(L, "w", "n", "")
+    fill_rows(L, "w", "n", "", count32=True)
     with L.block("if has_gv:"):
-        with L.block("for r in range(tx, k, nt):"):
-            L("sm[outs[r]] = gv[b, r]")
+        per_output(L, c, "sm[outs[r]] = gv[b, r]")
         L("cuda.syncthreads()")
     L("acc_s = ZERO")
     # d, p and dL/dp (zero without dL/dP: gp is then a 1 x 1 dummy) loaded by the layer loop
@@ -222,24 +219,11 @@ def _bwd(L: Lines, c: Ctx) -> None:
         swap_at(L, c, "d", "pv")
         L("ga = sm[a]", "gc = sm[c]", "dg = ga - gc", "gpi = dg * d + gq", "acc_s += gpi * dps", "gd = gpi * dp")
         mix(L, "a", "c", "ga", "gc", "gd", diff="dg")
-    grad_out(L)
-
-
-def _per_output(L: Lines, c: Ctx, stmt: str) -> None:
-    """``stmt`` for each output r < k, one per thread: where k <= 32 (a
-    block has at least a warp) under ``if tx < k`` with r = tx, else in a
-    strided loop (NVVM unrolls a ``range(tx, k, nt)`` loop fourfold with
-    64-bit indices: in bwd_col that copy set the kernel's register count)."""
-    if c.k <= WARP:
-        with L.block("if tx < k:"):
-            L("r = tx", stmt)
-    else:
-        with strided(L, "r", "k", True):
-            L(stmt)
+    grad_out(L, count32=True)
 
 
 # The column kernels write their loops over wires and outputs with uint32
-# counters (count32, _per_output): a kernel's register count is its largest
+# counters (count32, per_output): a kernel's register count is its largest
 # anywhere, and NVVM's fourfold 64-bit copies of those loops, not the
 # comparator loop, set it (docs/cuda-rounds4-5.md, Round 5).
 def _fwd_col(L: Lines, c: Ctx) -> None:
@@ -260,7 +244,7 @@ def _fwd_col(L: Lines, c: Ctx) -> None:
         mix(L, "n + a", "n + c", "ua", "uc", diff="du")
         with L.block("if save:"):
             L("j = np.uint32(bS + i)", "ds[j] = d", "j2 = j + j", "dus[j2] = du", "dus[j2 + U1] = p")
-    _per_output(L, c, "col[b, r] = NAN if isbad else sm[n + outs[r]]")
+    per_output(L, c, "col[b, r] = NAN if isbad else sm[n + outs[r]]")
     with L.block("if tx == U0:"):
         L("bad[b] = 1 if isbad else 0")
 
@@ -269,7 +253,7 @@ def _bwd_col(L: Lines, c: Ctx) -> None:
     L("bS = np.uint32(b * (np.uint32(wab.shape[0]) >> U1))")  # flat indices, as in _fwd_col
     alloc(L, c)
     fill_rows(L, "w", "n", "", "n + ", count32=True)
-    _per_output(L, c, "sm[n + outs[r]] = gcol[b, r]")
+    per_output(L, c, "sm[n + outs[r]] = gcol[b, r]")
     L("cuda.syncthreads()", "acc_s = ZERO")
     # one bound ahead: two would take bwd_col from 32 to 36 registers (800
     # threads instead of 1024)

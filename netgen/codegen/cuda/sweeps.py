@@ -342,14 +342,14 @@ def sweep(L: Lines, c: Ctx, save: str) -> None:
     the first (``R <- R M_l``; back), or started at the identity and swept
     from the first layer to the last (``A <- M_l A``; ``c.fwd``); saves D
     when ``save`` (a flag name: one layer loop each way, so the flag is
-    tested once, not per comparator)."""
-    fill_rows(L, "j", "mn", "")
+    tested once, not per comparator; the loops outside the layers count
+    on uint32, as :func:`strided`)."""
+    fill_rows(L, "j", "mn", "", count32=True)
     if c.fwd:
-        with L.block("for w in range(tx, n, nt):"):
+        with strided(L, "w", "n", True):
             L("sm[w * m + w] = ONE")
     else:
-        with L.block("for r in range(tx, k, nt):"):
-            L("sm[outs[r] * m + r] = ONE")
+        per_output(L, c, "sm[outs[r] * m + r] = ONE")
     L("cuda.syncthreads()")
     with L.block(f"if {save}:"):
         for _ in layers(L, reverse=not c.fwd, loads=rank_tables(True), prefetch=True):
@@ -359,6 +359,20 @@ def sweep(L: Lines, c: Ctx, save: str) -> None:
         for _ in layers(L, reverse=not c.fwd, loads=rank_tables(False), prefetch=True):
             with ranks(L, c):
                 rank_step(L, c, ("ra", "rc"), False, lambda j, e: None)
+
+
+def per_output(L: Lines, c: Ctx, stmt: str) -> None:
+    """``stmt`` for each output r < k, one per thread: where k <= 32 (a
+    block has at least a warp) under ``if tx < k`` with r = tx, else in a
+    strided loop on a uint32 counter (NVVM unrolls a ``range(tx, k, nt)``
+    loop fourfold with 64-bit indices: in bwd_col that copy set the
+    kernel's register count)."""
+    if c.k <= WARP:
+        with L.block("if tx < k:"):
+            L("r = tx", stmt)
+    else:
+        with strided(L, "r", "k", True):
+            L(stmt)
 
 
 def grad_out(L: Lines, count32: bool = False) -> None:
@@ -377,9 +391,12 @@ def per_rank(L: Lines, c: Ctx, src: str) -> None:
     sweep's wire-major state: ``w * m + r`` going back (P's row r is lane
     r), ``outs[r] * m + w`` going forward (P's row r is wire outs[r], its
     column w lane w). Threads stride over w: coalesced; no division of j
-    by n."""
-    with L.block("for r in range(U0, k, U1):"):
+    by n. Both loops count on uint32 (:func:`strided`): j and e are 32-bit
+    (the launcher keeps k n and m n below 2^32)."""
+    L("r = U0")
+    with L.block("while r < k:"):
         if c.fwd:
-            L("o = outs[r] * m")
-        with L.block("for w in range(tx, n, nt):"):
-            L("j = r * n + w", "e = o + w" if c.fwd else "e = w * m + r", src)
+            L("o = np.uint32(outs[r]) * m")
+        with strided(L, "w", "n", True):
+            L("j = np.uint32(r * n + w)", "e = np.uint32(o + w)" if c.fwd else "e = np.uint32(w * m + r)", src)
+        L("r = np.uint32(r + U1)")
