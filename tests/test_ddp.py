@@ -5,7 +5,6 @@ gradients at every step, and the replicas stay identical."""
 from __future__ import annotations
 
 import os
-import socket
 
 import pytest
 import torch
@@ -71,11 +70,12 @@ def train(model, batches, Qs, rank=None):
     return grads, [p.detach().clone() for p in model.parameters()]
 
 
-def _worker(rank: int, port: int, path: str, out_dir: str) -> None:
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
+def _worker(rank: int, store: str, path: str, out_dir: str) -> None:
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    # rendezvous through a file, not a TCP port picked in advance: another
+    # process (a parallel test worker) could take that port before rank 0
+    # binds it, and gloo then aborts the worker
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=WORLD)
     try:
         model = torch.nn.parallel.DistributedDataParallel(make_model(path))
         batches, Qs = data()
@@ -83,12 +83,6 @@ def _worker(rank: int, port: int, path: str, out_dir: str) -> None:
         torch.save({"grads": grads, "params": params}, os.path.join(out_dir, f"rank{rank}.pt"))
     finally:
         dist.destroy_process_group()
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +99,7 @@ def layer_path(tmp_path_factory):
 def test_ddp_gradients_equal_single_process(layer_path, tmp_path):
     import torch.multiprocessing as mp
 
-    mp.spawn(_worker, args=(_free_port(), layer_path, str(tmp_path)), nprocs=WORLD, join=True)
+    mp.spawn(_worker, args=(str(tmp_path / "rendezvous"), layer_path, str(tmp_path)), nprocs=WORLD, join=True)
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(WORLD)]
 
     batches, Qs = data()
