@@ -349,7 +349,8 @@ def sweep(L: Lines, c: Ctx, save: str) -> None:
         with strided(L, "w", "n", True):
             L("sm[w * m + w] = ONE")
     else:
-        per_output(L, c, "sm[outs[r] * m + r] = ONE")
+        with strided(L, "r", "k", True):
+            L("sm[outs[r] * m + r] = ONE")
     L("cuda.syncthreads()")
     with L.block(f"if {save}:"):
         for _ in layers(L, reverse=not c.fwd, loads=rank_tables(True), prefetch=True):
