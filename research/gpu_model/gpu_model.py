@@ -145,6 +145,10 @@ def main(argv=None) -> int:
     print(f"{'kernels':8s} {'kernel':9s} {'grid/row':>8s} {'thr':>4s} {'smem KB':>7s} {'regs':>4s} {'blk/SM':>6s} "
           f"{'SASS/comp':>11s} {'/pair':>5s} {'cyc/iter':>9s} {'cyc/narrow':>10s} {'DRAM KB/row':>11s} "
           f"{'L2 KB/row':>9s} " + " ".join(f"{'B=' + str(B) + ' ms':>14s}" for B in args.B))
+    for which in [w for w in ("old", "new") if w in sx]:
+        print(f"{which}: SASS per element of the loops outside the sweeps (cheapest loop per class): " + "; ".join(
+            f"{nm} " + ", ".join(f"{cl} {v:.1f}" for cl, v in sorted(sx[which][nm]["elements"].items()))
+            for nm in names[which]))
     rows, terms = [], []
     for which in [w for w in ("old", "new") if w in ks]:
         label = args.old if which == "old" else "new"
