@@ -392,8 +392,9 @@ def per_rank(L: Lines, c: Ctx, src: str) -> None:
     sweep's wire-major state: ``w * m + r`` going back (P's row r is lane
     r), ``outs[r] * m + w`` going forward (P's row r is wire outs[r], its
     column w lane w). Threads stride over w: coalesced; no division of j
-    by n. Both loops count on uint32 (:func:`strided`): j and e are 32-bit
-    (the launcher keeps k n and m n below 2^32)."""
+    by n. Both loops count on uint32 (:func:`strided`): j and e are 32-bit,
+    as the prologue's ``mn = m * n`` always was (a row's P state of m n
+    floats past 2^32 would not fit a device anyway)."""
     L("r = U0")
     with L.block("while r < k:"):
         if c.fwd:
