@@ -79,6 +79,12 @@ def emit(net: Network, r, plan: Plan, options) -> str:
     if plan.nnz >= 2**32 or net.size >= 2**32:
         raise ValueError(f"network too large for the cuda target: {plan.nnz} (comparator, lane) pairs "
                          "(32-bit offsets)")
+    lanes = net.n if direction == "forward" else net.k
+    if options.lane_groups is False and lanes * net.n >= 2**32:
+        # the rows kernels index a row's P state (lanes x n floats) with 32-bit counters; the lane
+        # groups split it (each block's state is G x n)
+        raise ValueError(f"lane_groups=False needs {lanes} x {net.n} < 2^32 (the rows kernels' 32-bit state index); "
+                         "leave lane_groups at None or True")
     from ..runtime import common
 
     kernel_args, kernels, table = kernels_source(

@@ -393,8 +393,9 @@ def per_rank(L: Lines, c: Ctx, src: str) -> None:
     r), ``outs[r] * m + w`` going forward (P's row r is wire outs[r], its
     column w lane w). Threads stride over w: coalesced; no division of j
     by n. Both loops count on uint32 (:func:`strided`): j and e are 32-bit,
-    as the prologue's ``mn = m * n`` always was (a row's P state of m n
-    floats past 2^32 would not fit a device anyway)."""
+    as the prologue's ``mn = m * n`` always was: where m n passes 2^32 the
+    rows with P run in lane groups (emit refuses ``lane_groups=False``
+    there)."""
     L("r = U0")
     with L.block("while r < k:"):
         if c.fwd:

@@ -152,3 +152,26 @@ def test_gpu_lane_groups_equal_the_reference(tmp_path, kind, n, k, options, dtyp
     for got, want, f in ((v, v0, 1), (P, P0, 1), (g, g0, 10)):
         torch.testing.assert_close(got.double().cpu(), want, atol=f * tol * max(1.0, float(want.abs().max())), rtol=0)
     assert any(name == "grp_fwd" for name, _ in mod._VARIANTS), mod._VARIANTS
+
+
+@pytest.mark.parametrize("direction,n,k,refused", [("forward", 65536, 65536, True), ("forward", 65535, 65535, False),
+                                                   ("back", 2**20, 2**12, True), ("back", 2**20, 2**11, False)])
+def test_lane_groups_false_refused_where_the_rows_state_passes_32_bits(direction, n, k, refused):
+    """The rows kernels index a row's P state (lanes x n floats: n lanes
+    going forward, k going back) with 32-bit counters; without the lane
+    groups a larger state would wrap, so emit refuses it (a stand-in
+    network: the check comes before anything else reads it)."""
+    from types import SimpleNamespace
+
+    from netgen.codegen.cuda import CudaOptions
+    from netgen.codegen.cuda.emit import emit
+
+    net = SimpleNamespace(n=n, k=k, size=1)
+    plan = SimpleNamespace(direction=direction, nnz=1)
+    if refused:
+        with pytest.raises(ValueError, match="lane_groups=False needs"):
+            emit(net, None, plan, CudaOptions(lane_groups=False))
+    else:  # passes the check, then fails on the stand-in (not a ValueError of this check)
+        with pytest.raises(Exception) as got:
+            emit(net, None, plan, CudaOptions(lane_groups=False))
+        assert "lane_groups=False needs" not in str(got.value)
