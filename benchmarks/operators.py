@@ -43,6 +43,11 @@ before it (Linux /proc; the working memory of one call).
     python benchmarks/operators.py --backend reference --cases rank1024 mask10450 sort1024
     python benchmarks/operators.py --backend numba --reps 11
     python benchmarks/operators.py --backend reference torch --cases rank1024   # side by side
+    python benchmarks/operators.py --backend numba numba-checkpointed --cases rank1024 --clock cpu --no-p-route
+
+``numba-checkpointed`` (soft_rank only): the numba target with its
+checkpointed lane sweeps forced, beside ``numba`` (the saved state below
+256 MiB): at n = 1,024 one meets torchsort's time, the other its memory.
 """
 
 from __future__ import annotations
@@ -87,6 +92,38 @@ def baselines_dir(arg: str | None) -> Path:
     return Path(env) / "site" if env else Path("/tmp/netgen-baselines/site")
 
 
+#: a --backend: soft_rank on the numba target with the checkpointed lane
+#: sweeps forced (what it runs past 256 MiB of saved state), beside ``numba``:
+#: time against memory at one size
+CHECKPOINTED = "numba-checkpointed"
+
+
+def checkpointed(n: int, k, ms: int, f):
+    """``f`` (a numba-target operator call) with the layer code's
+    ``_CK_BYTES`` at 0 during the call, restored after (``numba`` in the
+    same process keeps its own choice; the backward follows what the
+    forward saved)."""
+    from netgen import ops
+    from netgen.ops.backends import lanes_for
+    from netgen.relax.distributions import default_relaxation
+
+    names = {}
+
+    def call(t):
+        if not names:  # the layer code's globals, looked up once
+            net = ops.network_for(n, k or n, max_size=ms)
+            lanes = lanes_for(net, default_relaxation(net), "numba", "cpu")
+            names.update(g=type(lanes._for(t))._values.__globals__)
+        g = names["g"]
+        old, g["_CK_BYTES"] = g["_CK_BYTES"], 0
+        try:
+            return f(t)
+        finally:
+            g["_CK_BYTES"] = old
+
+    return call
+
+
 def methods(case: str, backends, baselines: Path, p_route: bool = True) -> dict:
     """name -> (step() running forward + backward, or a str: why skipped)."""
     op, n, k, B, base = CASES[case]
@@ -108,6 +145,11 @@ def methods(case: str, backends, baselines: Path, p_route: bool = True) -> dict:
     ms = max(DEFAULT_MAX_SIZE, estimate(n, k or n, "best"))  # the opt-in where the default budget is too small
 
     for backend in backends:  # (default arguments bind each backend to its own closure)
+        if backend == CHECKPOINTED:  # the numba target with its lane sweeps checkpointed, whatever the size
+            if op == "soft_rank":
+                out[f"netgen soft_rank ({backend})"] = fwd_bwd(checkpointed(
+                    n, k, ms, lambda t: ops.soft_rank(t, target="numba", max_size=ms)))
+            continue
         if op == "soft_rank":
             out[f"netgen soft_rank ({backend})"] = fwd_bwd(
                 lambda t, b=backend: ops.soft_rank(t, target=b, max_size=ms))

@@ -352,8 +352,13 @@ def fit(ks, chain_c=False, slow=False):
         a, b = hi - g * (hi - lo), lo + g * (hi - lo)
         lo, hi = (lo, b) if err(a) < err(b) else (a, hi)
     c = (lo + hi) / 2
-    return c, {(p, B): (path_ms(ks, p, B, c, chain_c, True, slow), ms)
-               for p, row in MEASURED.items() for B, ms in row.items()}
+    return c, beside_measured(ks, c, chain_c, slow)
+
+
+def beside_measured(ks, c, chain_c=False, slow=False):
+    """{(path, B): (model, measured)} for :data:`MEASURED` at calibration c."""
+    return {(p, B): (path_ms(ks, p, B, c, chain_c, True, slow), ms)
+            for p, row in MEASURED.items() for B, ms in row.items()}
 
 
 def calibrate(kern, B, ms, chain_c=False):

@@ -76,8 +76,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _gpu_cost import (CALIBRATION, FROM_DRAM, GHZ, ISSUE, MEASURED, PATHS, SMS, Structure, calibrate, estimate, fit,
-                       kernels, path_ms, total)
+from _gpu_cost import (CALIBRATION, FROM_DRAM, GHZ, ISSUE, PATHS, SMS, Structure, beside_measured, calibrate, estimate,
+                       fit, kernels, path_ms, total)
 from _gpu_sass import ROOT, build, kernel_sass, old_package
 
 #: issue 29's targets for the kernels (fwd + bwd, ms, at B = 64, 500, 4096)
@@ -121,12 +121,10 @@ def main(argv=None) -> int:
     ks = {w: kernels(w, st, sx[w]) for w in res}
     measured_shape = (args.n, args.k) == (10450, 5)
     given = args.c is not None
-    if measured_shape:
+    if measured_shape and given:  # the table beside the measurements, at the given c
+        c, table = args.c, beside_measured(ks["new"], args.c, args.chain_c)
+    elif measured_shape:
         c, table = fit(ks["new"], args.chain_c)
-        if given:  # the table beside the measurements, at the given c
-            c = args.c
-            table = {(p, B): (path_ms(ks["new"], p, B, c, args.chain_c, True), ms)
-                     for p, row in MEASURED.items() for B, ms in row.items()}
     else:
         c, table = args.c, {}
     # the Rounds 1-5 calibration: e46262c's _fwd_vals structure (3ad06ee's kernels), modelled, against its measurement

@@ -27,12 +27,11 @@ import digits_sorting as ds  # noqa: E402
 
 import netgen.relax.steepness as st  # noqa: E402
 
-ORIGINAL = st.AutoSteepness.forward
+ORIGINAL = st.AutoSteepness.forward  # wrapped once per seed, never a wrapper of a wrapper
 
 
 def deferring(frac: float, counter: dict):
     """``AutoSteepness.forward`` that skips uninformative training calls."""
-    original = ORIGINAL
 
     def forward(self, x, estimate, fallback):
         if self.training and int(self.calls) < self.calibrate:
@@ -41,7 +40,7 @@ def deferring(frac: float, counter: dict):
             if e.steepness is None or e.steepness >= fallback:
                 counter["deferred"] += 1
                 return fallback  # not counted: calibration waits
-        return original(self, x, estimate, fallback)
+        return ORIGINAL(self, x, estimate, fallback)
 
     return forward
 

@@ -277,8 +277,8 @@ def lanes_numpy(x, S, back, stp, keep, adj, sgrad, threads):
         _give(ps)
         return values, out, None
     arrays = (ps,) + ((ds,) if adj and lean else ()) + ((sv, ss) if sgrad else ()) + ((D,) if keep_D else ())
-    return values, out, _Saved(B, arrays, ck=False, dtype=dt, ps=ps, ds=ds, sv=sv, ss=ss, D=D, sgrad=sgrad, adj=adj, lean=lean, stp=stp,
-                  narrow=narrow)
+    return values, out, _Saved(B, arrays, ck=False, dtype=dt, ps=ps, ds=ds, sv=sv, ss=ss, D=D, sgrad=sgrad, adj=adj,
+                               lean=lean, stp=stp)
 
 
 def lanes_backward_numpy(saved, gv, G0, back, threads, dS=True):
@@ -300,11 +300,11 @@ def lanes_backward_numpy(saved, gv, G0, back, threads, dS=True):
     gS = np.empty((B, m, _N), dtype=dt)
     gx = np.empty((B, _N) if adj else (0, _N), dtype=dt)
     gsr = np.zeros(B if adj else 0, dtype=dt)
-    nblk, _, w = ps.shape  # w: the forward's rows per block
+    nblk, _, w = ps.shape  # w: the forward's rows per block (1: it ran in the 1-row copies)
     need = adj and (m > 0 or not saved.lean)  # dL/dp from lanes, or zeros for _vals_adjoint
     gpp = _take((nblk, _SIZE, w), dt) if need else np.empty((nblk, 0, w), dtype=dt)
     with _Threads(threads, B * _SIZE * (m + 1), ("lanes_bwd", dt)) as th:
-        _lane_set(saved.narrow, th.serial)[2](
+        _lane_set(w < _W, th.serial)[2](
             gv, use_gv, G0, back, _WA, _WB, _OUTPUTS, _LIVE, ps, saved.sv, saved.ss, saved.sgrad, saved.ds, saved.stp,
             saved.lean, saved.D, adj, gpp, gS, gx, gsr)
     if need:
