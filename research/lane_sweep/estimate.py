@@ -53,8 +53,10 @@ def planned(net, direction):
     return int(m.sum()), m
 
 
-def sweep_ms(net, B, lanes, G, pairs, per_pair, per_comp, threads=1024, dram=0.0, l2=0.0):
-    """One lane-sweep kernel: B x ceil(lanes / G) blocks of G lanes."""
+def sweep_ms(net, B, lanes, G, pairs, per_pair, per_comp, threads=1024, dram=0.0, l2=0.0, visits=None):
+    """One lane-sweep kernel: B x ceil(lanes / G) blocks of G lanes;
+    ``visits``: the comparators a block visits (default: all of them;
+    the lane-group kernels visit their group's spans only)."""
     groups = math.ceil(lanes / G)
     blocks = B * groups
     shared = G * net.n * 4
@@ -62,7 +64,7 @@ def sweep_ms(net, B, lanes, G, pairs, per_pair, per_comp, threads=1024, dram=0.0
     per_sm = math.ceil(blocks / SMS)
     waves = math.ceil(per_sm / occ)
     # warp-instructions of one block: every comparator visited once, its lanes' planned pairs
-    comps = net.size
+    comps = net.size if visits is None else visits
     warp = math.ceil(comps / 32) * per_comp + pairs / groups / 32 * per_pair
     issue = C * (per_sm / waves) * warp / ISSUE  # cycles per wave on the busiest SM
     widths = [e - s for s, e in zip(net.layer_offsets[:-1], net.layer_offsets[1:])]

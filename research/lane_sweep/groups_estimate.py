@@ -7,7 +7,9 @@ issue scale c = 1.60, busiest SM, the chain, DRAM / L2 bounds).
     python research/lane_sweep/groups_estimate.py [--ptx FILE.json]
 
 Per case: forward = the values sweep (today's ``fwd`` without P) + grp_fwd
-(B x groups blocks of G input columns); backward = grp_bwd on a persistent
+(B x groups blocks of G input columns, each visiting its group's spans of
+comparators only: ``netgen.codegen.runtime.tables.spans``; the figure
+visiting every comparator is printed beside it); backward = grp_bwd on a persistent
 grid of one block per resident slot (the group's sweep recomputed into the
 block's dense scratch D of G x size floats, then the adjoint sweep) +
 vals_bwd. G is the most columns (<= 32) whose G n float32 fit the opt-in
@@ -47,6 +49,7 @@ def main(argv=None) -> int:
         subprocess.run([sys.executable, str(HERE / "groups_ptx.py"), "--json", str(out)], check=True,
                        capture_output=True)
         res = json.loads(out.read_text())
+    from netgen.codegen.runtime.tables import plan, spans
     from netgen.construct import build
 
     f = res["grp_fwd float32"]["lane_loops"][0]
@@ -65,22 +68,34 @@ def main(argv=None) -> int:
             if G * 4 * n > OPT_IN:
                 continue
             groups = math.ceil(n / G)
+            clo, chi, _ = plan(n, net.comparators, net.layer_offsets, list(net.outputs), direction="forward")
+            sp = spans(clo, chi, net.layer_offsets, n, G)
+            seen = float((sp[..., 1] - sp[..., 0]).mean(axis=0).sum())  # comparators a block visits, on average
             # the values sweep (one block per row) and its adjoint (vals_bwd: the swap code's derivative)
             vals = sweep_ms(net, B, 1, 1, S, 0, 30, dram=4 * (n + 2 * S))
             vbwd = sweep_ms(net, B, 1, 1, S, 0, vb["per_comparator"], dram=4 * (n + 3 * S))
-            fwd = sweep_ms(net, B, n, G, pairs, f["per_lane"], f["per_comparator"], dram=P, l2=8 * S * groups)
             per_sm = max(1, SMEM_SM // (G * n * 4 + SMEM_RESERVED))
             slots = SMS * per_sm
-            rec = sweep_ms(net, B, n, G, pairs, save["per_lane"], save["per_comparator"], dram=4 * pairs,
-                           l2=8 * S * groups)
-            ad = sweep_ms(net, B, n, G, pairs, adj["per_lane"], adj["per_comparator"],
-                          dram=P + 4 * pairs + 4 * S * groups, l2=8 * S * groups)
+
+            def lanes(v):
+                """grp_fwd, the recompute and the adjoint, each block visiting v comparators per row."""
+                fwd = sweep_ms(net, B, n, G, pairs, f["per_lane"], f["per_comparator"], dram=P, l2=8 * v * groups,
+                               visits=v)
+                rec = sweep_ms(net, B, n, G, pairs, save["per_lane"], save["per_comparator"], dram=4 * pairs,
+                               l2=8 * v * groups, visits=v)
+                ad = sweep_ms(net, B, n, G, pairs, adj["per_lane"], adj["per_comparator"],
+                              dram=P + 4 * pairs + 4 * v * groups, l2=8 * v * groups, visits=v)
+                return fwd, rec, ad
+
+            fwd, rec, ad = lanes(seen)
+            every = vals + vbwd + sum(lanes(S))
             scratch = min(slots, B * groups) * G * S * 4
             extra = scratch + 3 * B * S * 4
             total = vals + fwd + rec + ad + vbwd
-            print(f"  sort n={n} B={B} G={G:2d} ({groups} groups per row, {per_sm} block(s) per SM): fwd "
-                  f"{vals + fwd:.2f} (values {vals:.2f}) + bwd {rec + ad + vbwd:.2f} (recompute {rec:.2f}, adjoint {ad:.2f}, "
-                  f"values' adjoint {vbwd:.2f}) = {total:.2f} ms (estimate; SoftSort {softsort}); "
+            print(f"  sort n={n} B={B} G={G:2d} ({groups} groups per row, {per_sm} block(s) per SM, {seen / S:.0%} of "
+                  f"the comparators visited per block): fwd {vals + fwd:.2f} (values {vals:.2f}) + bwd "
+                  f"{rec + ad + vbwd:.2f} (recompute {rec:.2f}, adjoint {ad:.2f}, values' adjoint {vbwd:.2f}) = "
+                  f"{total:.2f} ms (estimate; every comparator visited: {every:.2f}; SoftSort {softsort}); "
                   f"P {B * P / 1e6:.0f} MB, extra {extra / 1e6:.0f} MB ({extra / (B * P):.2f} x P)")
     return 0
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from ..runtime.tables import _K, _N, _SIZE
+from ..runtime.tables import _CHI, _CLO, _K, _N, _OFFSETS, _SIZE, spans
 from .driver import SIMULATED, SM_SHARED, _sm_count
 from .launch import LANES, _index, _launch, _shared_room, _tables, _variant
 from .packing import _np_dtype
@@ -39,11 +39,12 @@ GROUP_CAP = 32
 #: blocks of the backward's persistent grid under the simulator (fewer than the items: each block loops)
 SIM_SLOTS = 3
 _GEO: dict = {}  # (device, dtype, B) -> (G, groups, geo on the device): uploaded once
+_SPANS: dict = {}  # (device, G) -> the span table on the device (one G per device and dtype: bounded)
 #: entries of _GEO kept before it is cleared (a new batch size each call would grow it without end)
 GEO_MAX = 64
 
 #: the module-level statements a generated module copies
-STATE = ("GROUP_CAP", "SIM_SLOTS", "_GEO", "GEO_MAX")
+STATE = ("GROUP_CAP", "SIM_SLOTS", "_GEO", "_SPANS", "GEO_MAX")
 
 
 def _group_lanes(device, dt):
@@ -63,9 +64,21 @@ def _use_groups(device, dt):
     return _group_lanes(device, dt) > 0
 
 
+def _spans(device, G):
+    """The kernels' span table for groups of G lanes (:func:`spans`: per
+    group and layer the comparators that can touch the group), uint32 on
+    ``device``, computed and uploaded once per (device, G)."""
+    key = (device, G)
+    got = _SPANS.get(key)
+    if got is None:
+        table = spans(_CLO, _CHI, _OFFSETS, LANES, G).reshape(-1)
+        got = _SPANS[key] = torch.from_numpy(table).to(torch.uint32).to(device)
+    return got
+
+
 def _geo(device, dt, B):
-    """G, groups per row and the kernels' uint32 ``geo`` (G, groups, items),
-    uploaded once per (device, dtype, B)."""
+    """G, groups per row, the kernels' uint32 ``geo`` (G, groups, items)
+    and span table, uploaded once per (device, dtype, B)."""
     key = (device, dt, B)
     got = _GEO.get(key)
     if got is None:
@@ -74,7 +87,7 @@ def _geo(device, dt, B):
         G = _group_lanes(device, dt)
         groups = -(-LANES // G)
         geo = torch.tensor([G, groups, B * groups], dtype=torch.int64).to(torch.uint32).to(device)
-        got = _GEO[key] = (G, groups, geo)
+        got = _GEO[key] = (G, groups, geo, _spans(device, G))
     return got
 
 
@@ -104,9 +117,9 @@ def _groups_forward(x, s):
         return values, P, ds, ps, one, bad
     _launch("fwd", x, B, (x, s, t["wa"], t["wb"], t["offs"], t["clo"], t["chi"], t["doff"], t["outs"], values, ds,
                           ps, bad, one, one, False, False), 1)
-    G, groups, geo = _geo(x.device, dt, B)
+    G, groups, geo, spn = _geo(x.device, dt, B)
     _launch("grp_fwd", x, B * groups, (P.view(B, _K * _N), s, t["wa"], t["wb"], t["offs"], t["clo"], t["chi"],
-                                       t["outs"], ps, bad, geo), G)
+                                       t["outs"], ps, bad, geo, spn), G)
     return values, P, ds, ps, one, bad
 
 
@@ -123,15 +136,15 @@ def _groups_backward(gv, gP, s, ds, ps, bad, want_gs):
     has_gv = gv is not None
     gv = gv.to(ds.dtype).contiguous() if has_gv else ds.new_empty((1, 1))
     gp = torch.zeros((B, _SIZE), dtype=ds.dtype, device=ds.device)
-    G, groups, geo = _geo(ds.device, dt, B)
+    G, groups, geo, spn = _geo(ds.device, dt, B)
     grid = _group_grid(ds.device, dt, G, B * groups)
     D = ds.new_empty((grid * G * _SIZE,))
     _launch("grp_bwd", ds, grid, (gP.to(ds.dtype).reshape(B, _K * _N).contiguous(), s, t["wa"], t["wb"], t["offs"],
-                                  t["clo"], t["chi"], t["outs"], ps, D, gp, geo), G)
+                                  t["clo"], t["chi"], t["outs"], ps, D, gp, geo, spn), G)
     _launch("vals_bwd", ds, B, (s, t["wa"], t["wb"], t["offs"], t["outs"], gv, ds, ps, gp, bad, gx, gs, has_gv, True,
                                 want_gs), 1)
     return gx, gs
 
 
 #: the functions a generated module copies, in order
-PARTS = (_group_lanes, _use_groups, _geo, _group_grid, _groups_forward, _groups_backward)
+PARTS = (_group_lanes, _use_groups, _spans, _geo, _group_grid, _groups_forward, _groups_backward)

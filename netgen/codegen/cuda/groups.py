@@ -73,9 +73,14 @@ def _items(L: Lines, length: str) -> None:
 
 
 def _item(L: Lines) -> None:
-    """Row ``b`` and lanes ``g0``..``ge`` - 1 (``nl`` of them) of ``item``."""
+    """Row ``b``, lanes ``g0``..``ge`` - 1 (``nl`` of them) of ``item`` and
+    ``sb``, its group's base in the span table ``spn`` (groups x L x 2
+    uint32: per layer the [start, end) of the comparators that can touch
+    the group's lanes; the launcher derives it from the plan ranges)."""
     L("b = np.uint32(item // groups)",
-      "g0 = np.uint32(np.uint32(item - b * groups) * G)",
+      "gi = np.uint32(item - b * groups)",
+      "g0 = np.uint32(gi * G)",
+      "sb = np.uint32(gi * np.uint32(L + L))",
       "ge = np.uint32(g0 + G)",
       "ge = ge if ge < m else m",
       "nl = np.uint32(ge - g0)",
@@ -101,8 +106,12 @@ def _lane_sweep(L: Lines, reverse: bool, mode: str, planned: bool = True) -> Non
     from the block's base ``Dq`` (a row view would rebuild a 64-bit address
     per access). ``planned`` False: every comparator updates all the
     group's lanes (lanes given by the caller, not the identity: the lane
-    kernels of :mod:`.lane_bodies`), no plan range loaded."""
-    for _ in layers(L, reverse=reverse, loads=_LANE_LOADS if planned else _ALL_LOADS, count32=True):
+    kernels of :mod:`.lane_bodies`), no plan range loaded. Planned, the
+    threads visit only the group's span of each layer (``spn`` from ``sb``:
+    the comparators whose plan range meets the group's lanes lie in it; a
+    sorter's early layers touch a group with a few of theirs)."""
+    for _ in layers(L, reverse=reverse, loads=_LANE_LOADS if planned else _ALL_LOADS, count32=True,
+                    span="sb" if planned else None):
         if planned:
             L("qlo = np.uint32(lo - g0) if lo > g0 else U0",
               "qh = hi if hi < ge else ge",

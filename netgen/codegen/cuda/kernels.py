@@ -300,10 +300,10 @@ KERNELS = (
 #: forward (the sorters); geo = (G, groups per row, items)
 GROUP_KERNELS = (
     Kernel("grp_fwd", (("P", "f2"), ("sv", "f1"), *_NET, ("clo", "w1"), ("chi", "w1"), ("outs", "w1"),
-                       ("ps", "f2"), ("bad", "b1"), ("geo", "u1"), *_SCRATCH),
+                       ("ps", "f2"), ("bad", "b1"), ("geo", "u1"), ("spn", "u1"), *_SCRATCH),
            rows=1, length="P", body=grp_fwd),
     Kernel("grp_bwd", (("gP", "f2"), ("sv", "f1"), *_NET, ("clo", "w1"), ("chi", "w1"), ("outs", "w1"),
-                       ("ps", "f2"), ("D", "f1"), ("gp", "f2"), ("geo", "u1"), *_SCRATCH),
+                       ("ps", "f2"), ("D", "f1"), ("gp", "f2"), ("geo", "u1"), ("spn", "u1"), *_SCRATCH),
            rows=1, length="gP", body=grp_bwd),
     Kernel("vals_bwd", (("sv", "f1"), *_NET, ("outs", "w1"), ("gv", "f2"), ("ds", "f2"), ("ps", "f2"),
                         ("gp", "f2"), ("bad", "b1"), ("gx", "f2"), ("gs", "f1"), ("has_gv", "bool"),

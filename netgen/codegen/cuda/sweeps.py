@@ -88,7 +88,7 @@ def rank_tables(d_index: bool) -> tuple[tuple[str, str, str], ...]:
 
 
 def layers(L: Lines, reverse: bool, loads=WIRES, prefetch: bool = False, ahead: int = 2,
-           count32: bool = False) -> Iterator[None]:
+           count32: bool = False, span: str | None = None) -> Iterator[None]:
     """The layer loop around the comparator code (for comparator ``i``), a
     generator: ``for _ in layers(...)`` writes the comparator code once per
     copy it yields. Threads stride over a layer's comparators; a layer of <=
@@ -121,9 +121,20 @@ def layers(L: Lines, reverse: bool, loads=WIRES, prefetch: bool = False, ahead: 
     variables hold four registers across the comparator loop, and reads
     the layer count as uint32 (``L32``; the prologue's ``L`` is a uint64:
     a register pair across the forward's comparator loop) (the column
-    kernels; docs/cuda-rounds4-5.md, Round 5)."""
+    kernels; docs/cuda-rounds4-5.md, Round 5).
+
+    ``span`` (needs ``count32``, no ``prefetch``): the name of a uint32
+    base into the kernel's ``spn`` table of per-layer comparator spans
+    (``spn[base + 2 l]``, ``spn[base + 2 l + 1]``: this block's [start,
+    end) inside layer l); the threads stride over the span instead of the
+    whole layer (the lane groups: comparators outside a group's lanes are
+    not visited; docs/cuda-round9.md). The next layer's span is
+    loaded at the top of a layer, off the dependent path; the barriers
+    still follow the layers' own widths."""
     if prefetch and ahead != 2:  # pragma: no cover - a bug in a body writer
         raise ValueError("prefetch needs the next layer's bounds: ahead=2")
+    if span and (prefetch or not count32):  # pragma: no cover - a bug in a body writer
+        raise ValueError("a span loop has no prefetch and counts layers on uint32")
     U = {1: "U1", 2: "U2"}[ahead]
     new = "nb" if ahead == 1 else "nn"  # the bound loaded at the top of a layer
     past = ("ls" if reverse else "le") if ahead == 1 else "nb"  # its value where there is no such layer
@@ -140,6 +151,11 @@ def layers(L: Lines, reverse: bool, loads=WIRES, prefetch: bool = False, ahead: 
     NL = "L32" if count32 else "L"  # the layer count as the loop reads it
     if count32:  # the layer index a uint32 counter (reverse: lr = l + 1); L itself is 64-bit
         L(*(("lr = np.uint32(L)",) if reverse else ("L32 = np.uint32(L)", "l = U0")))
+    lo_, hi_ = ("sl", "sh") if span else ("ls", "le")  # the range the threads stride over
+    if span:  # the first layer's span
+        L(f"sj = np.uint32({span} + np.uint32({'L - U1' if reverse else 'U0'}) * U2)",
+          "sl = spn[sj] if L > U0 else U0",
+          "sh = spn[np.uint32(sj + U1)] if L > U0 else U0")
     with L.block(("while lr > U0:" if reverse else "while l < L32:") if count32 else "for li in range(U0, L, U1):"):
         if reverse:
             L("l = np.uint32(lr - U1)" if count32 else "l = np.uint32(L - U1 - li)",
@@ -148,11 +164,16 @@ def layers(L: Lines, reverse: bool, loads=WIRES, prefetch: bool = False, ahead: 
             if not count32:
                 L("l = np.uint32(li)")
             L(f"lf = np.uint32(l + U1 + {U})", f"{new} = offs[lf] if lf <= {NL} else {past}")
+        if span:  # the next layer's span, loaded a layer ahead
+            there = "l > U0" if reverse else f"np.uint32(l + U1) < {NL}"
+            L(f"sj = np.uint32({span} + np.uint32({'l - U1' if reverse else 'l + U1'}) * U2)",
+              f"nsl = spn[sj] if {there} else U0",
+              f"nsh = spn[np.uint32(sj + U1)] if {there} else U0")
         L("narrow = np.uint32(le - ls) <= WARP")
         with L.block("if narrow:"):
-            L("i0 = np.uint32(ls + tx) if tx < WARP else le", "di = WARP")
+            L(f"i0 = np.uint32({lo_} + tx) if tx < WARP else {hi_}", "di = WARP")
         with L.block("else:"):
-            L("i0 = np.uint32(ls + tx)", "di = nt")
+            L(f"i0 = np.uint32({lo_} + tx)", "di = nt")
         L("i = i0")
         if prefetch:
             # this layer's first comparator from registers
@@ -160,7 +181,7 @@ def layers(L: Lines, reverse: bool, loads=WIRES, prefetch: bool = False, ahead: 
                 L(*(f"{name} = pf_{name}" for name, _, _ in loads))
                 yield
                 L("i = np.uint32(i + di)")
-        with L.block("while i < le:"):
+        with L.block(f"while i < {hi_}:"):
             L(*(f"{name} = {load.format('i')}" for name, load, _ in loads))
             yield
             L("i = np.uint32(i + di)")
@@ -177,6 +198,8 @@ def layers(L: Lines, reverse: bool, loads=WIRES, prefetch: bool = False, ahead: 
             L("ls, le = (nb, ls)" if reverse else "ls, le = (le, nb)")
         else:
             L("ls, le, nb = (nb, ls, nn)" if reverse else "ls, le, nb = (le, nb, nn)")
+        if span:
+            L("sl, sh = (nsl, nsh)")
         if count32:
             L("lr = l" if reverse else "l = np.uint32(l + U1)")
 

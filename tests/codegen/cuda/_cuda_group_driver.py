@@ -44,6 +44,7 @@ CASES = [
     ("bitonic", 8, 8, "logistic", "forward", 3, 2, 32, 2, "float32"),  # float32, last group of 2
     ("splitter", 40, 5, "cauchy", "back", 2, 2, 32, 2, "float64"),  # rank groups: 2 + 2 + 1 of 5 ranks
     ("oddeven", 70, 70, "optimal", "forward", 16, 4, 32, 1, "float64"),  # layers of 35 > 32 threads
+    ("pairwise", 16, 16, "logistic", "forward", 4, 2, 32, 2, "float64"),  # early layers' wide wire pairs
 ]
 
 
@@ -84,9 +85,10 @@ def run_case(out_dir, kind, n, k, dist, direction, G, slots, threads, B, dtype):
     groups = -(-lanes // G)
     items = B * groups
     geo = np.array([G, groups, items], np.uint32)
+    spn = m.spans(m._CLO, m._CHI, m._OFFSETS, lanes, G).reshape(-1).astype(np.uint32)
     P = np.zeros((B, k * n), npt)
     m.__dict__[f"_grp_fwd_{f}_s"][items, threads, 0, G * n * isz](
-        P, sv, T["wa"], T["wb"], T["offs"], T["clo"], T["chi"], T["outs"], ps, bad, geo, one)
+        P, sv, T["wa"], T["wb"], T["offs"], T["clo"], T["chi"], T["outs"], ps, bad, geo, spn, one)
     gP = torch.randn(B, k, n, generator=gen, dtype=torch.float64)
     gv = torch.randn(B, k, generator=gen, dtype=torch.float64)
     grid = min(items, slots)
@@ -94,7 +96,7 @@ def run_case(out_dir, kind, n, k, dist, direction, G, slots, threads, B, dtype):
     gp = np.zeros((B, S), npt)
     m.__dict__[f"_grp_bwd_{f}_s"][grid, threads, 0, G * n * isz](
         gP.reshape(B, k * n).numpy().astype(npt), sv, T["wa"], T["wb"], T["offs"], T["clo"], T["chi"], T["outs"],
-        ps, D, gp, geo, one)
+        ps, D, gp, geo, spn, one)
     gx, gs = np.zeros((B, n), npt), np.zeros(B, npt)
     m.__dict__[f"_vals_bwd_{f}_s"][B, threads, 0, n * isz](
         sv, T["wa"], T["wb"], T["offs"], T["outs"], gv.numpy().astype(npt), ds, ps, gp, bad, gx, gs, True, True, True,

@@ -47,7 +47,7 @@ def sim():
 def test_group_kernels_equal_the_reference_in_the_simulator(sim):
     rows = sim["rows"]
     cases = {r["case"] for r in rows}
-    assert len(cases) == 7 and any("back" in c for c in cases) and sum(c.startswith("layer") for c in cases) == 3
+    assert len(cases) == 8 and any("back" in c for c in cases) and sum(c.startswith("layer") for c in cases) == 3
     assert {r["quantity"] for r in rows} == {"values", "P", "dL/dx", "dL/ds"}
     for r in rows:
         tol = TOL[r["case"].split()[-1]]

@@ -118,9 +118,13 @@ def test_group_geometry_is_bounded(monkeypatch):
     monkeypatch.setattr(group_ops, "_GEO", {})
     monkeypatch.setattr(group_ops, "_group_lanes", lambda device, dt: 4)
     monkeypatch.setattr(group_ops, "LANES", 10)
+    monkeypatch.setattr(group_ops, "_SPANS", {})
     got = [group_ops._geo(torch.device("cpu"), np.dtype(np.float32), B) for B in range(1, 9)]
-    assert [(G, groups, geo.tolist()) for G, groups, geo in got] == [(4, 3, [4, 3, 3 * B]) for B in range(1, 9)]
+    assert [(G, groups, geo.tolist()) for G, groups, geo, _ in got] == [(4, 3, [4, 3, 3 * B]) for B in range(1, 9)]
     assert 1 <= len(group_ops._GEO) <= 3
+    # the span table depends on G only: computed and uploaded once, (groups x layers x 2) uint32
+    assert len(group_ops._SPANS) == 1 and all(spn is got[0][3] for *_, spn in got)
+    assert got[0][3].dtype == torch.uint32 and got[0][3].numel() == 3 * (len(group_ops._OFFSETS) - 1) * 2
 
 
 def test_unpack_refuses_words_that_do_not_fit_the_kernel(packing):
