@@ -25,9 +25,10 @@ READS = ()
 # ---------------------------------------------------------------- state (copied)
 #: bytes of global scratch a launch may use before the batch is chunked
 WORKSPACE = int(os.environ.get("NETGEN_CUDA_WORKSPACE_MB", "2048")) * 2**20
-#: the column kernels index a launch's saved d (rows x size) and du, p
-#: (rows x 2 size) with a 32-bit flat index row * size + comparator: a
-#: launch takes at most INDEX_LIMIT // size rows (tests lower it)
+#: the rows and column kernels index a launch's saved d, p, dL/dp (rows x
+#: size), D (rows x nnz) and du, p (rows x 2 size) with a 32-bit flat index
+#: row * size + comparator: a launch takes at most INDEX_LIMIT // size
+#: rows (:func:`_most`; tests lower it)
 INDEX_LIMIT = 2**32
 _PLANS: dict = {}  # (kernel, device, dtype, B, rows, extra, most) -> the batch's chunks (_batch)
 
@@ -54,6 +55,17 @@ def _batch(name, like, B, rows, extra=0, most=0):
     return hit
 
 
+def _most(per_row):
+    """The most rows a launch may take so that its flat 32-bit indices
+    (rows x ``per_row`` entries) stay in range; a row that alone passes
+    them is refused (ValueError) rather than indexed wrong."""
+    most = INDEX_LIMIT // max(1, per_row)
+    if most < 1:
+        raise ValueError(f"netgen cuda: one row holds {per_row} saved entries, past the kernels' 32-bit indices "
+                         f"({INDEX_LIMIT}); this network is too large for the cuda target's rows with P")
+    return most
+
+
 def _chunks(B, per_row, most=0):
     """Row ranges of the batch whose global scratch (``per_row`` bytes a
     row; 0: none) fits WORKSPACE, of at most ``most`` rows (0: no limit);
@@ -67,4 +79,4 @@ def _chunks(B, per_row, most=0):
 #: the module-level statements a generated module copies (after PARTS; in file order)
 STATE = ("WORKSPACE", "INDEX_LIMIT", "_PLANS")
 #: the functions a generated module copies, in order
-PARTS = (_part, _batch, _chunks)
+PARTS = (_part, _batch, _most, _chunks)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import torch
 
 from ..runtime.tables import _CHI, _CLO, _K, _N, _OFFSETS, _SIZE, spans
+from .batch import _batch, _most, _part
 from .driver import SIMULATED, SM_SHARED, _sm_count
 from .launch import LANES, _index, _launch, _shared_room, _tables, _variant
 from .packing import _np_dtype
@@ -115,8 +116,10 @@ def _groups_forward(x, s):
     one = x.new_empty((1, 1))
     if B == 0:
         return values, P, ds, ps, one, bad
-    _launch("fwd", x, B, (x, s, t["wa"], t["wb"], t["offs"], t["clo"], t["chi"], t["doff"], t["outs"], values, ds,
-                          ps, bad, one, one, False, False), 1)
+    for b0, b1 in _batch("fwd", x, B, 1, 0, _most(_SIZE)):  # ds, ps indexed flat with 32 bits
+        _launch("fwd", x, b1 - b0, (_part(x, b0, b1), s, t["wa"], t["wb"], t["offs"], t["clo"], t["chi"], t["doff"],
+                                    t["outs"], _part(values, b0, b1), _part(ds, b0, b1).view(-1),
+                                    _part(ps, b0, b1).view(-1), _part(bad, b0, b1), one, one.view(-1), False, False), 1)
     G, groups, geo, spn = _geo(x.device, dt, B)
     _launch("grp_fwd", x, B * groups, (P.view(B, _K * _N), s, t["wa"], t["wb"], t["offs"], t["clo"], t["chi"],
                                        t["outs"], ps, bad, geo, spn), G)

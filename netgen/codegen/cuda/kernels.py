@@ -38,6 +38,11 @@ design, the choices and their estimates):
   (``gp[b, i]``: no B x nnz array of shares); then sweeps the values'
   adjoint back (g, n floats), adding dL/dp from the values, and sums
   dL/ds = sum_i dL/dp_i dp_i/ds over the row into ``gs[b]``.
+  Both take ds, ps, gp and D as 1-D views of a launch's rows, indexed
+  with 32-bit flat indices (``b size + i``, ``b nnz + doff[i]``: one
+  ``IMAD.WIDE.U32`` per address where row views cost a 64-bit row base;
+  the rank sweeps' SASS per comparator fwd 92 -> 83, bwd 102 -> 98, the
+  values sweep 63 -> 55, its adjoint 51 -> 45: docs/cuda-round9.md).
 * ``_fwd_col`` / ``_bwd_col``: the column P[:, y] (v and u, 2 n floats) and
   its adjoint, one block per row; the forward saves d (``ds``) and, in
   ``dus`` (B x 2 size), each comparator's u difference and p side by side
@@ -176,14 +181,25 @@ class Kernel:
 
 
 # ------------------------------------------------------------------ bodies
+def _flat(L: Lines, has_D: str) -> None:
+    """The rows kernels index ds, ps, gp (size per row) and D (nnz per row)
+    flat with 32-bit indices: row b's at ``bS`` = b size and ``bD`` = b nnz
+    (0 where the flag ``has_D`` says D is a dummy) in 1-D views of the
+    launch's rows (the launcher keeps rows x max(size, nnz) < 2^32 per
+    launch: INDEX_LIMIT). Row views cost a 64-bit row base per access
+    (docs/cuda-round9.md)."""
+    L("mn = m * n", "S = np.uint32(wa.shape[0])", "bS = np.uint32(b * S)",
+      f"bD = np.uint32(b * doff[S]) if {has_D} else U0")
+
+
 def _fwd(L: Lines, c: Ctx) -> None:
-    L("mn = m * n", "dsb = ds[b]", "psb = ps[b]", "Db = D[b if save_D else U0]")
+    _flat(L, "save_D")
     alloc(L, c)
     load_row(L, c, col=False, count32=True)
     for _ in layers(L, reverse=False, prefetch=True):
         swap_at(L, c)
         mix(L, "a", "c", "xa", "xc", diff="d")
-        L("dsb[i] = d", "psb[i] = p")
+        L("ji = np.uint32(bS + i)", "ds[ji] = d", "ps[ji] = p")
     per_output(L, c, "values[b, r] = NAN if isbad else sm[outs[r]]")
     with L.block("if tx == U0:"):
         L("bad[b] = 1 if isbad else 0")
@@ -194,7 +210,7 @@ def _fwd(L: Lines, c: Ctx) -> None:
 
 
 def _bwd(L: Lines, c: Ctx) -> None:
-    L("mn = m * n", "dsb = ds[b]", "psb = ps[b]", "Db = D[b if has_gP else U0]", "gpb = gp[b if has_gP else U0]")
+    _flat(L, "has_gP")
     alloc(L, c)
     with L.block("if has_gP:"):
         with L.block("if recompute:"):
@@ -206,15 +222,16 @@ def _bwd(L: Lines, c: Ctx) -> None:
         # dL/dP pushed through the comparators the other way than the sweep
         for _ in layers(L, reverse=c.fwd, loads=rank_tables(True), prefetch=True):
             with ranks(L, c, acc=True):
-                rank_step(L, c, ("ga", "gc"), True, lambda j, e: L(f"acc += dv * {e}"), gather="Db")
-            L("gpb[i] = acc")
+                rank_step(L, c, ("ga", "gc"), True, lambda j, e: L(f"acc += dv * {e}"), gather="D")
+            L("gp[np.uint32(bS + i)] = acc")
     fill_rows(L, "w", "n", "", count32=True)
     with L.block("if has_gv:"):
         per_output(L, c, "sm[outs[r]] = gv[b, r]")
         L("cuda.syncthreads()")
     L("acc_s = ZERO")
     # d, p and dL/dp (zero without dL/dP: gp is then a 1 x 1 dummy) loaded by the layer loop
-    saved = (("d", "dsb[{}]", "ZERO"), ("pv", "psb[{}]", "ZERO"), ("gq", "(gpb[{}] if has_gP else ZERO)", "ZERO"))
+    saved = (("d", "ds[np.uint32(bS + {})]", "ZERO"), ("pv", "ps[np.uint32(bS + {})]", "ZERO"),
+             ("gq", "(gp[np.uint32(bS + {})] if has_gP else ZERO)", "ZERO"))
     for _ in layers(L, reverse=True, loads=WIRES + saved, prefetch=True):
         swap_at(L, c, "d", "pv")
         L("ga = sm[a]", "gc = sm[c]", "dg = ga - gc", "gpi = dg * d + gq", "acc_s += gpi * dps", "gd = gpi * dp")
@@ -280,11 +297,11 @@ _SCRATCH = (("scratch", "f2"),)
 
 #: the kernels of a generated module, in the order they are emitted
 KERNELS = (
-    Kernel("fwd", (("x", "f2"), ("sv", "f1"), *_NET, *_PLAN, ("values", "f2"), ("ds", "f2"), ("ps", "f2"),
-                   ("bad", "b1"), ("P", "f2"), ("D", "f2"), ("do_P", "bool"), ("save_D", "bool"), *_SCRATCH),
+    Kernel("fwd", (("x", "f2"), ("sv", "f1"), *_NET, *_PLAN, ("values", "f2"), ("ds", "f1"), ("ps", "f1"),
+                   ("bad", "b1"), ("P", "f2"), ("D", "f1"), ("do_P", "bool"), ("save_D", "bool"), *_SCRATCH),
            rows=1, length="x", body=_fwd),
-    Kernel("bwd", (("sv", "f1"), *_NET, *_PLAN, ("gv", "f2"), ("gP", "f2"), ("ds", "f2"), ("ps", "f2"),
-                   ("D", "f2"), ("gp", "f2"), ("bad", "b1"), ("gx", "f2"), ("gs", "f1"), ("has_gv", "bool"),
+    Kernel("bwd", (("sv", "f1"), *_NET, *_PLAN, ("gv", "f2"), ("gP", "f2"), ("ds", "f1"), ("ps", "f1"),
+                   ("D", "f1"), ("gp", "f1"), ("bad", "b1"), ("gx", "f2"), ("gs", "f1"), ("has_gv", "bool"),
                    ("has_gP", "bool"), ("recompute", "bool"), ("want_gs", "bool"), *_SCRATCH),
            rows=1, length="gx", body=_bwd),
     Kernel("fwd_col", (("x", "f2"), ("y", "i1"), ("sv", "f1"), *_COL_NET, ("outs", "w1"), ("col", "f2"), ("ds", "f1"),

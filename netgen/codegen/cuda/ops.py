@@ -24,7 +24,7 @@ import torch
 from ..runtime.common import refuse_second_order
 from ..runtime.tables import _K, _N, _NNZ, _SIZE
 from .group_ops import _groups_backward, _groups_forward, _use_groups
-from .batch import INDEX_LIMIT, _batch, _part
+from .batch import _batch, _most, _part
 from .driver import LOG
 from .launch import LANES, _dummy, _launch, _tables
 from .packing import _np_dtype
@@ -56,11 +56,13 @@ def _rows_forward(x: torch.Tensor, s: torch.Tensor, want_P: bool,
     bad = x.new_empty((B,), dtype=torch.int32)
     rows = LANES if want_P else 1
     P2 = P.view(B, _K * _N) if want_P else _dummy(x, 2)
-    for b0, b1 in _batch("fwd", x, B, rows):
+    # the kernel indexes a launch's ds, ps and D flat, with 32 bits (_most)
+    for b0, b1 in _batch("fwd", x, B, rows, 0, _most(max(_SIZE, _NNZ if keep_D else 0))):
         _launch("fwd", x, b1 - b0, (_part(x, b0, b1), s, t["wa"], t["wb"], t["offs"], t["clo"], t["chi"], t["doff"],
-                                    t["outs"], _part(values, b0, b1), _part(ds, b0, b1), _part(ps, b0, b1),
-                                    _part(bad, b0, b1), _part(P2, b0, b1) if want_P else P2,
-                                    _part(D, b0, b1) if keep_D else D, want_P, keep_D), rows, (want_P, keep_D))
+                                    t["outs"], _part(values, b0, b1), _part(ds, b0, b1).view(-1),
+                                    _part(ps, b0, b1).view(-1), _part(bad, b0, b1), _part(P2, b0, b1) if want_P else P2,
+                                    _part(D, b0, b1).view(-1) if keep_D else _dummy(x, 1), want_P, keep_D), rows,
+                (want_P, keep_D))
     return values, P, ds, ps, D, bad
 
 
@@ -84,13 +86,16 @@ def _rows_backward(gv: torch.Tensor | None, gP: torch.Tensor | None, s: torch.Te
         gp = ds.new_empty((B, _SIZE))
     else:
         gP2 = gp = _dummy(ds, 2)
-    chunks = _batch("bwd", ds, B, rows, _NNZ * ds.element_size() if recompute else 0)
-    Dr = ds.new_empty((chunks[0][1] - chunks[0][0], max(_NNZ, 1))) if recompute and B else None
+    # ds, ps, D and gp indexed flat with 32 bits, as in the forward
+    chunks = _batch("bwd", ds, B, rows, _NNZ * ds.element_size() if recompute else 0,
+                    _most(max(_SIZE, _NNZ if has_gP else 0)))
+    Dr = ds.new_empty(((chunks[0][1] - chunks[0][0]) * max(_NNZ, 1),)) if recompute and B else None
     for b0, b1 in chunks:
-        Dc = Dr[: b1 - b0] if recompute else (_part(D, b0, b1) if has_gP else D)
+        Dc = (Dr[: (b1 - b0) * max(_NNZ, 1)] if recompute else _part(D, b0, b1).view(-1)) if has_gP else _dummy(ds, 1)
         _launch("bwd", ds, b1 - b0, (s, t["wa"], t["wb"], t["offs"], t["clo"], t["chi"], t["doff"], t["outs"],
                                      _part(gv, b0, b1) if has_gv else gv, _part(gP2, b0, b1) if has_gP else gP2,
-                                     _part(ds, b0, b1), _part(ps, b0, b1), Dc, _part(gp, b0, b1) if has_gP else gp,
+                                     _part(ds, b0, b1).view(-1), _part(ps, b0, b1).view(-1), Dc,
+                                     _part(gp, b0, b1).view(-1) if has_gP else _dummy(ds, 1),
                                      _part(bad, b0, b1), _part(gx, b0, b1), _part(gs, b0, b1) if want_gs else gs,
                                      has_gv, has_gP, recompute, want_gs), rows, (has_gv, has_gP, recompute, want_gs))
     return gx, gs
@@ -110,7 +115,7 @@ def _column_forward(x: torch.Tensor, y: torch.Tensor, s: torch.Tensor,
     dus = x.new_empty((B, 2 * _SIZE)) if save else _dummy(x, 2)
     bad = x.new_empty((B,), dtype=torch.int32)
     # the kernel indexes a launch's ds and dus flat, with 32 bits (INDEX_LIMIT)
-    for b0, b1 in _batch("fwd_col", x, B, 2, 0, INDEX_LIMIT // max(1, _SIZE)):
+    for b0, b1 in _batch("fwd_col", x, B, 2, 0, _most(_SIZE)):
         _launch("fwd_col", x, b1 - b0, (_part(x, b0, b1), _part(y, b0, b1), s, t["wab"], t["offs"], t["outs"],
                                         _part(col, b0, b1), (_part(ds, b0, b1) if save else ds).view(-1),
                                         (_part(dus, b0, b1) if save else dus).view(-1), _part(bad, b0, b1), save),
@@ -125,7 +130,7 @@ def _column_backward(gcol: torch.Tensor, s: torch.Tensor, ds: torch.Tensor, dus:
     gx = ds.new_empty((B, _N))
     gcol = _operand(gcol, ds, (B, _K))
     gs = ds.new_zeros((B,)) if want_gs else _dummy(ds, 1)
-    for b0, b1 in _batch("bwd_col", ds, B, 2, 0, INDEX_LIMIT // max(1, _SIZE)):
+    for b0, b1 in _batch("bwd_col", ds, B, 2, 0, _most(_SIZE)):
         _launch("bwd_col", ds, b1 - b0, (s, t["wab"], t["offs"], t["outs"], _part(gcol, b0, b1),
                                          _part(ds, b0, b1).view(-1), _part(dus, b0, b1).view(-1), _part(bad, b0, b1),
                                          _part(gx, b0, b1), _part(gs, b0, b1) if want_gs else gs, want_gs), 2,

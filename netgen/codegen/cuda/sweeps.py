@@ -80,11 +80,13 @@ WIRES = (("a", "wa[{}]", "U0"), ("c", "wb[{}]", "U0"))
 def rank_tables(d_index: bool) -> tuple[tuple[str, str, str], ...]:
     """What a rank sweep loads per comparator (for :func:`layers`; plain
     loads, so that a prefetch waits for nothing): its plan range, its wires
-    (``wa_``, ``wb_``), p and, where D is indexed, its first D index
-    ``j``."""
+    (``wa_``, ``wb_``), p (``ps`` flat: row b's at ``bS``) and, where D is
+    indexed, its first D index ``j`` (flat: row b's D at ``bD``; 32-bit
+    indices, one ``IMAD.WIDE.U32`` per address where row views cost a
+    64-bit row base)."""
     out = (("lo", "clo[{}]", "U0"), ("hi", "chi[{}]", "U0"), ("wa_", "wa[{}]", "U0"), ("wb_", "wb[{}]", "U0"),
-           ("p", "psb[{}]", "ZERO"))
-    return out + ((("j", "doff[{}]", "U0"),) if d_index else ())
+           ("p", "ps[np.uint32(bS + {})]", "ZERO"))
+    return out + ((("j", "np.uint32(bD + doff[{}])", "U0"),) if d_index else ())
 
 
 def layers(L: Lines, reverse: bool, loads=WIRES, prefetch: bool = False, ahead: int = 2,
@@ -378,7 +380,7 @@ def sweep(L: Lines, c: Ctx, save: str) -> None:
     with L.block(f"if {save}:"):
         for _ in layers(L, reverse=not c.fwd, loads=rank_tables(True), prefetch=True):
             with ranks(L, c):
-                rank_step(L, c, ("ra", "rc"), True, lambda j, e: L(f"Db[{j}] = dv"))
+                rank_step(L, c, ("ra", "rc"), True, lambda j, e: L(f"D[{j}] = dv"))
     with L.block("else:"):
         for _ in layers(L, reverse=not c.fwd, loads=rank_tables(False), prefetch=True):
             with ranks(L, c):

@@ -410,6 +410,70 @@ def test_column_launches_in_chunks_at_the_index_limit(tmp_path, shared_limit, ne
     assert out["err"] <= 1e-12 and out["same"]
 
 
+ROWS_CHUNKS = r'''
+import json, sys
+import torch
+from netgen.codegen import emit
+from netgen.codegen.cache import load
+from netgen.construct import build
+from netgen.relax import reference
+from netgen.relax.distributions import Relaxation
+net, r = build("splitter", 21, 4), Relaxation("cauchy", 5.0)
+open(sys.argv[1], "w").write(emit("cuda", net, r, {"threads": 32, "shared_limit": int(sys.argv[2])}))
+m = load(sys.argv[1])
+gen = torch.Generator().manual_seed(1)
+x = torch.randn(5, 21, generator=gen, dtype=torch.float64)
+gv, gP = torch.randn(5, 4, generator=gen, dtype=torch.float64), torch.randn(5, 4, 21, generator=gen, dtype=torch.float64)
+def run(layer, xs):
+    xg = xs.clone().requires_grad_(True)
+    v, P = layer(xg)
+    (g,) = torch.autograd.grad((v * gv).sum() + (P * gP).sum(), xg)
+    return v, P, g
+whole = run(m.Layer(), x)
+calls = []
+orig = m._launch
+def counted(name, like, blocks, args, rows, key=None):
+    calls.append([name, blocks])
+    return orig(name, like, blocks, args, rows, key)
+m._launch = counted
+per = max(net.size, int(m._NNZ))
+m.INDEX_LIMIT = 2 * per + per // 2  # two rows of D (or d, p) per launch
+chunked = run(m.Layer(), x)
+ref = run(lambda xs: reference.forward(net, xs, r), x)
+err = max(float((a - b).abs().max()) for a, b in zip(chunked, ref))
+same = all(bool(torch.equal(a, b)) for a, b in zip(chunked, whole))
+m.INDEX_LIMIT = per - 1  # one row alone passes the kernels' 32-bit indices: refused
+try:
+    run(m.Layer(), x)
+    refused = ""
+except ValueError as e:
+    refused = str(e)
+print(json.dumps({"calls": calls, "err": err, "same": same, "refused": refused, "save": bool(m.SAVE_D),
+                  "variant": m._VARIANTS[("fwd", 4)]}))
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shared_limit", [48 * 1024, 0])
+def test_rows_launch_in_chunks_at_the_index_limit(tmp_path, shared_limit):
+    """The rows kernels index a launch's d, p, dL/dp (size per row) and D
+    (nnz per row) with 32-bit flat indices: the launcher takes at most
+    INDEX_LIMIT // max(size, nnz) rows per launch. With the limit lowered
+    to 2.5 rows, B = 5 runs values and P in launches of 2, 2 and 1 rows
+    each way, shared and global variants, equal to the reference (values,
+    P and dL/dx) and to the unchunked run; a limit under one row is
+    refused with a ValueError, not indexed wrong."""
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", NETGEN_CUDA_SELFCHECK="0")
+    proc = subprocess.run([sys.executable, "-c", ROWS_CHUNKS, str(tmp_path / "m.py"), str(shared_limit)],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["variant"] == ("shared" if shared_limit else "global") and out["save"]
+    assert out["calls"] == [["fwd", 2], ["fwd", 2], ["fwd", 1], ["bwd", 2], ["bwd", 2], ["bwd", 1]]
+    assert out["err"] <= 1e-12 and out["same"]
+    assert "32-bit indices" in out["refused"]
+
+
 @pytest.mark.slow
 def test_runs_in_the_simulator_without_netgen(tmp_path):
     """The generated module carries its whole runtime (launcher, ops,
