@@ -55,11 +55,17 @@ class Structure:
 
         self.n, self.k, self.size, self.threads = net.n, net.k, net.size, threads
         self.offs = np.asarray(net.layer_offsets)
+        from netgen.codegen.cuda.layout import d_slots, d_stride
+
         clo, chi, doff = plan(net.n, net.comparators, net.layer_offsets, list(net.outputs))
         self.m = np.maximum(chi - clo, 0)
         self.clo, self.chi = clo, chi
         self.nnz = int(doff[-1])
-        self.doff = np.asarray(doff[:-1], dtype=np.int64)
+        # where the kernels keep D (the module's layout, netgen/codegen/cuda/layout.py): lane r of
+        # comparator i at dix[i] + r stride
+        self.dstride = d_stride(clo, chi, net.layer_offsets)
+        dix = d_slots(clo, chi, net.layer_offsets, self.dstride)
+        self.dix, self.dlen = dix[:-1], int(dix[-1])
         self.widths = np.diff(self.offs)
 
     def groups(self):
@@ -71,17 +77,18 @@ class Structure:
     def scatter_sectors(self):
         """32-byte sectors the rank sweeps' D accesses touch per row: per
         warp of 32 consecutive comparators and per rank r (one store, or
-        load, instruction per rank), the distinct sectors of ``doff[i] + r -
-        clo[i]`` over the lanes whose plan range holds r. (nnz floats fill
-        nnz / 8 sectors; issue 29 counted 60,400 requests per row at
-        (5, 10450): 4.2x.)"""
+        load, instruction per rank), the distinct sectors of ``dix[i] + r
+        stride`` (the module's D layout) over the lanes whose plan range
+        holds r. (nnz floats fill nnz / 8 sectors; with the plan's CSR
+        issue 29 counted 60,400 requests per row at (5, 10450): 4.2x; the
+        warp windows: one line per instruction.)"""
         if getattr(self, "_sectors", None) is None:
             tot = 0
             for _, ix in self.groups():
                 for r in range(self.k):
                     on = (self.clo[ix] <= r) & (r < self.chi[ix])
                     if on.any():
-                        tot += len(np.unique((self.doff[ix][on] + r - self.clo[ix][on]) * 4 // 32))
+                        tot += len(np.unique((self.dix[ix][on] + r * self.dstride) * 4 // 32))
             self._sectors = tot
         return self._sectors
 
@@ -232,14 +239,14 @@ def kernels(which, st, sx, isz=4):
              scatter=st.scatter_sectors(),
              chain_fixed=lambda t: st.chain(narrow_warp=True, threads=t) + st.chain(
                  pair_ranks=True, narrow_warp=True, threads=t, rounds=bs["rounds"]),
-             dram=isz * (n + 2 * S + k * n + nnz + k), l2=(4 + 12 + isz) * S + isz * S)
+             dram=isz * (n + 2 * S + k * n + st.dlen + k), l2=(4 + 12 + isz) * S + isz * S)
         kern("bwd", [(g, {"pairs": True}), (gv, {})], k * n * isz, ppc=g["pair"],
              outside=[("fill", k * n, 0), ("load", k * n, isz * k * n), ("fill", n, 0), ("store", n, isz * n)],
              scatter=st.scatter_sectors(),
              chain_fixed=lambda t: st.chain(pair_ranks=True, narrow_warp=True, threads=t, rounds=g["rounds"])
              + st.chain(narrow_warp=True, threads=t),
              # d and p read twice (p by the G sweep and the values' adjoint), dL/dp written and read
-             dram=isz * (k * n + 3 * S + nnz + S + n), l2=(12 + isz) * S + (4 + 3 * isz) * S)
+             dram=isz * (k * n + 3 * S + st.dlen + S + n), l2=(12 + isz) * S + (4 + 3 * isz) * S)
         for name in ("fwd_col", "bwd_col"):
             c = _phase(sx[name], "plain", -1, stores=name == "fwd_col")
             kern(name, [(c, {})], 2 * n * isz, ppc=None,

@@ -134,7 +134,7 @@ def main(argv=None) -> int:
         c = 1.60  # the (5, 10450) fit's value, for another shape
     print(f"ESTIMATES (model, not measurements): {net!r}, {r.distribution} (ART {r.art_lambda}), float32, "
           f"nnz = {st.nnz} ({st.nnz / (st.k * st.n):.2f} k n), D scatter {st.scatter_sectors()} sectors per row "
-          f"({st.scatter_sectors() * 32 / (4 * st.nnz):.1f}x D), H100 SXM ({SMS} SMs, {GHZ} GHz, issue {ISSUE} "
+          f"({st.scatter_sectors() * 32 / (4 * st.dlen):.1f}x D, its layout: stride {st.dstride}), H100 SXM ({SMS} SMs, {GHZ} GHz, issue {ISSUE} "
           f"warp-instr/cycle/SM, DRAM 3 TB/s, L2 4.4 TB/s (2.6 the range's second figure)); SASS from cuobjdump: "
           f"{'yes' if have_sass else 'NO (fixed counts used)'}; calibration c = {c:.2f} "
           + ("(given: --c)" if given else "(fitted to issue 29's H100 kernel times)" if measured_shape
@@ -225,7 +225,7 @@ def main(argv=None) -> int:
             dram = sum(ks[which][nm]["dram"] for nm in kern_names)
             print(f"  {path:6s} {label:8s} " + "  ".join(cells) + f"   DRAM {dram / 1e6:.2f} MB/row (estimate)")
         print(f"  {path:6s} target   " + "  ".join(f"B={B}: {TARGETS[path].get(B, '-')}" for B in args.B))
-    kept = 4 * (2 * st.size + (st.nnz if st.nnz <= 4 * st.k * st.n else 0)) + 4
+    kept = 4 * (2 * st.size + (st.dlen if st.nnz <= 4 * st.k * st.n else 0)) + 4
     print(f"\nkept for the rows backward per row (float32): {kept / 1e6:.2f} MB (d, p, D; dL/dp of "
           f"{4 * st.size / 1e6:.2f} MB in the backward)")
     if args.json:

@@ -8,7 +8,7 @@ issue scale c = 1.60, busiest SM, the chain, DRAM / L2 bounds).
 
 Per case: forward = the values sweep (today's ``fwd`` without P) + grp_fwd
 (B x groups blocks of G input columns, each visiting its group's spans of
-comparators only: ``netgen.codegen.runtime.tables.spans``; the figure
+comparators only: ``netgen.codegen.cuda.layout.spans``; the figure
 visiting every comparator is printed beside it); backward = grp_bwd on a persistent
 grid of one block per resident slot (the group's sweep recomputed into the
 block's dense scratch D of G x size floats, then the adjoint sweep) +
@@ -49,7 +49,8 @@ def main(argv=None) -> int:
         subprocess.run([sys.executable, str(HERE / "groups_ptx.py"), "--json", str(out)], check=True,
                        capture_output=True)
         res = json.loads(out.read_text())
-    from netgen.codegen.runtime.tables import plan, spans
+    from netgen.codegen.cuda.layout import spans
+    from netgen.codegen.runtime.tables import plan
     from netgen.construct import build
 
     f = res["grp_fwd float32"]["lane_loops"][0]

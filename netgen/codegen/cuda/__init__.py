@@ -57,13 +57,20 @@ class CudaOptions(EmitOptions):
       and in modules swept back whose k n floats (float64) pass 63 KiB
       (the rows' **rank groups**, for GPUs with less shared memory than
       k n floats: A100, L4, T4; :func:`.kernels.default_groups`), True
-      always, False never.
+      always, False never;
+    * ``d_layout``: where the rows kernels keep the sweep's differences D
+      (:func:`.layout.d_slots`): "windows" (a warp's comparators keep a
+      lane as 32 consecutive floats: coalesced), "csr" (a comparator's
+      lanes side by side, the plan's nnz floats), or None (default):
+      windows where they cost at most 1.1 x the CSR's floats
+      (:func:`.layout.d_stride`: the top-k layers), else the CSR.
     """
 
     threads: int = THREADS
     big_threads: int = BIG_THREADS
     shared_limit: int = SHARED_LIMIT
     lane_groups: bool | None = None
+    d_layout: str | None = None
 
     def __post_init__(self):
         super().__post_init__()
@@ -76,6 +83,8 @@ class CudaOptions(EmitOptions):
             raise ValueError(f"shared_limit must be an integer >= 0, got {v!r}")
         if not (self.lane_groups is None or isinstance(self.lane_groups, bool)):
             raise ValueError(f"lane_groups must be None, True or False, got {self.lane_groups!r}")
+        if self.d_layout not in (None, "windows", "csr"):
+            raise ValueError(f"d_layout must be None, 'windows' or 'csr', got {self.d_layout!r}")
 
 
 # What the rows path keeps for its backward besides d and p (B x size each):

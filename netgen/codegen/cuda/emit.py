@@ -85,11 +85,16 @@ def emit(net: Network, r, plan: Plan, options) -> str:
         # groups split it (each block's state is G x n)
         raise ValueError(f"lane_groups=False needs {lanes} x {net.n} < 2^32 (the rows kernels' 32-bit state index); "
                          "leave lane_groups at None or True")
+    from ..plan import sweep_ranges
     from ..runtime import common
+    from .layout import WARP, d_stride
 
+    clo, chi, _ = sweep_ranges(net, direction)
+    # where the rows kernels keep D (layout.d_slots): a literal of the kernels and the module
+    stride = {"windows": WARP, "csr": 1}.get(options.d_layout) or d_stride(clo, chi, net.layer_offsets)
     kernel_args, kernels, table = kernels_source(
         net.n, net.k, options.shared_limit, {ft: swap_code(r, 0, ft, steepness="s") for ft in FLOAT_TYPES},
-        direction == "forward", options.lane_groups)
+        direction == "forward", options.lane_groups, dstride=stride)
     names = Namespace()
     L = Lines()
     L(repr(_doc(net, r)))
@@ -117,7 +122,7 @@ def emit(net: Network, r, plan: Plan, options) -> str:
     L(table)
     L.blank(2)
     constants = {"THREADS": int(options.threads), "BIG_THREADS": int(options.big_threads),
-                 "SHARED_LIMIT": int(options.shared_limit), "SAVE_D": plan.mode == "save"}
+                 "SHARED_LIMIT": int(options.shared_limit), "SAVE_D": plan.mode == "save", "D_STRIDE": stride}
     constants["OPS_NAMESPACE"] = _ops_namespace(net, r, kernels, direction, constants)
     L(_lanes_source(r, names))
     L.blank(2)
@@ -169,8 +174,10 @@ _CONSTANT_DOCS = {
     "BIG_THREADS": "the most threads per block of a launch whose shared memory leaves few blocks per SM "
                    "(see _block), capped by the kernel's limit",
     "SHARED_LIMIT": "dynamic shared memory a block may ask for (bytes; also capped by the device)",
-    "SAVE_D": "the forward keeps D (B x nnz) for the backward (the plan's mode save), else the backward "
+    "SAVE_D": "the forward keeps D (B x _DLEN) for the backward (the plan's mode save), else the backward "
               "recomputes the P sweep",
+    "D_STRIDE": "where the rows kernels keep D: lane l of comparator i at dix[i] + l D_STRIDE (32: a warp's "
+                "comparators keep a lane as 32 consecutive floats; 1: the plan's CSR)",
     "OPS_NAMESPACE": "the torch.library namespace of this module's ops",
 }
 
@@ -180,9 +187,9 @@ def _runtime_parts():
     functions): the launcher, the ahead-of-time kernel loader, the ops, the
     Layer base, the layer."""
     from ..runtime import layer as base
-    from . import batch, cubin, driver, group_ops, lane_ops, launch, layer, ops, packing
+    from . import batch, cubin, driver, group_ops, lane_ops, launch, layer, layout, ops, packing
 
-    return ((driver, driver.STATE, driver.PARTS), (packing, packing.STATE, packing.PARTS),
+    return ((layout, layout.STATE, layout.PARTS), (driver, driver.STATE, driver.PARTS), (packing, packing.STATE, packing.PARTS),
             (launch, launch.STATE, launch.PARTS), (batch, batch.STATE, batch.PARTS), (cubin, cubin.STATE, cubin.PARTS),
             (group_ops, group_ops.STATE, group_ops.PARTS), (ops, (), ops.PARTS),
             (lane_ops, lane_ops.STATE, lane_ops.PARTS), (base, (), base.PARTS), (layer, layer.STATE, layer.PARTS))

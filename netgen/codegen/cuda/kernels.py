@@ -28,7 +28,7 @@ design, the choices and their estimates):
   over the n input columns, for sorters; ``Ctx.fwd``): its state is m x n
   floats, wire-major (``R[w * m + r]``), each comparator's wires and p read
   once and applied to the lanes ``clo[i] <= r < chi[i]`` of the build-time
-  plan; saves ``D[b, doff[i] + r - clo[i]] = R[r, a] - R[r, c]`` when
+  plan; saves ``D[b, dix[i] + r DS] = R[r, a] - R[r, c]`` when
   ``save_D``; writes P once, coalesced. ``do_P`` false is the values-only
   path (``Layer.values``).
 * ``_bwd`` (one block per row): when dL/dP is given, optionally recomputes
@@ -39,7 +39,7 @@ design, the choices and their estimates):
   adjoint back (g, n floats), adding dL/dp from the values, and sums
   dL/ds = sum_i dL/dp_i dp_i/ds over the row into ``gs[b]``.
   Both take ds, ps, gp and D as 1-D views of a launch's rows, indexed
-  with 32-bit flat indices (``b size + i``, ``b nnz + doff[i]``: one
+  with 32-bit flat indices (``b size + i``, ``b dix[S] + dix[i]``: one
   ``IMAD.WIDE.U32`` per address where row views cost a 64-bit row base;
   the rank sweeps' SASS per comparator fwd 92 -> 83, bwd 102 -> 98, the
   values sweep 63 -> 55, its adjoint 51 -> 45: docs/cuda-round9.md).
@@ -162,13 +162,16 @@ class Kernel:
     def function_name(self, ft: str, variant: str) -> str:
         return f"_{self.name}_f{32 if ft == 'float32' else 64}_{variant[0]}"
 
-    def render(self, ft: str, variant: str, swap: str, k: int, n: int = 0, fwd: bool = False) -> str:
+    def render(self, ft: str, variant: str, swap: str, k: int, n: int = 0, fwd: bool = False,
+               dstride: int = 1) -> str:
         """The kernel function's source (decorator included) for float type
         ``ft``, ``variant`` ("shared" or "global") and a network of ``k``
         outputs of ``n`` wires whose P sweep runs forward over the input
         columns (``fwd``) or back over the ranks; ``swap``: the swap code
         (:func:`netgen.codegen.swap_code.swap_code` with ``steepness="s"``,
-        indent 0)."""
+        indent 0); ``dstride``: where the rows kernels keep D
+        (:func:`.layout.d_slots`: lane l of comparator i at ``dix[i] + l
+        dstride``)."""
         if ft not in FASTMATH or variant not in VARIANTS or int(k) < 1 or (fwd and int(n) < 1):
             raise ValueError(f"unknown float type or variant {ft!r} {variant!r}")
         lanes = int(n) if fwd else int(k)
@@ -176,24 +179,26 @@ class Kernel:
         L("@cuda.jit(fastmath=True)" if FASTMATH[ft] else "@cuda.jit")
         with L.block(f"def {self.function_name(ft, variant)}({', '.join(a for a, _ in self.args)}):"):
             prologue(L, ft, self.length, k, lanes)
-            self.body(L, Ctx(ft, variant, swap, k, bool(fwd), lanes))
+            self.body(L, Ctx(ft, variant, swap, k, bool(fwd), lanes, int(dstride)))
         return L.render()
 
 
 # ------------------------------------------------------------------ bodies
-def _flat(L: Lines, has_D: str) -> None:
-    """The rows kernels index ds, ps, gp (size per row) and D (nnz per row)
-    flat with 32-bit indices: row b's at ``bS`` = b size and ``bD`` = b nnz
-    (0 where the flag ``has_D`` says D is a dummy) in 1-D views of the
-    launch's rows (the launcher keeps rows x max(size, nnz) < 2^32 per
-    launch: INDEX_LIMIT). Row views cost a 64-bit row base per access
-    (docs/cuda-round9.md)."""
+def _flat(L: Lines, c: Ctx, has_D: str) -> None:
+    """The rows kernels index ds, ps, gp (size per row) and D (``dix[S]``
+    per row) flat with 32-bit indices: row b's at ``bS`` = b size and
+    ``bD`` = b dix[S] (0 where the flag ``has_D`` says D is a dummy) in 1-D
+    views of the launch's rows (the launcher keeps rows x max(size, D's
+    row) < 2^32 per launch: INDEX_LIMIT). Row views cost a 64-bit row base
+    per access (docs/cuda-round9.md). ``DS``: D's lane stride
+    (:func:`.layout.d_slots`; a constant: the unrolled ranks' offsets
+    ``r DS`` are immediates)."""
     L("mn = m * n", "S = np.uint32(wa.shape[0])", "bS = np.uint32(b * S)",
-      f"bD = np.uint32(b * doff[S]) if {has_D} else U0")
+      f"bD = np.uint32(b * dix[S]) if {has_D} else U0", f"DS = np.uint32({literal(c.dstride)})")
 
 
 def _fwd(L: Lines, c: Ctx) -> None:
-    _flat(L, "save_D")
+    _flat(L, c, "save_D")
     alloc(L, c)
     load_row(L, c, col=False, count32=True)
     for _ in layers(L, reverse=False, prefetch=True):
@@ -210,7 +215,7 @@ def _fwd(L: Lines, c: Ctx) -> None:
 
 
 def _bwd(L: Lines, c: Ctx) -> None:
-    _flat(L, "has_gP")
+    _flat(L, c, "has_gP")
     alloc(L, c)
     with L.block("if has_gP:"):
         with L.block("if recompute:"):
@@ -292,7 +297,7 @@ def _bwd_col(L: Lines, c: Ctx) -> None:
 _WAB = (("a", "wab[{0} + {0}]", "U0"), ("c", "wab[{0} + {0} + U1]", "U0"))
 _NET = (("wa", "w1"), ("wb", "w1"), ("offs", "u1"))
 _COL_NET = (("wab", "w1"), ("offs", "u1"))
-_PLAN = (("clo", "w1"), ("chi", "w1"), ("doff", "u1"), ("outs", "w1"))
+_PLAN = (("clo", "w1"), ("chi", "w1"), ("dix", "u1"), ("outs", "w1"))
 _SCRATCH = (("scratch", "f2"),)
 
 #: the kernels of a generated module, in the order they are emitted
@@ -387,13 +392,15 @@ def emitted(groups: bool, lanes: bool = True) -> tuple[Kernel, ...]:
 
 
 def kernels_source(n: int, k: int, shared_limit: int, swaps: dict[str, str],
-                   fwd: bool = False, groups: bool | None = None, lanes: bool = True) -> tuple[str, str, str]:
+                   fwd: bool = False, groups: bool | None = None, lanes: bool = True,
+                   dstride: int = 1) -> tuple[str, str, str]:
     """What a generated module holds about its kernels, from the objects:
     (the ``KERNEL_ARGS`` assignment, the kernel functions, the ``KERNELS``
     table ``(dtype, name, variant) -> kernel``). ``swaps``: float type ->
     swap code; ``fwd``: the P sweep runs forward over the input columns;
     ``groups``: the lane-group kernels too (None: :func:`default_groups`);
-    ``lanes``: the lane kernels of W P and P V (Round 8). A
+    ``lanes``: the lane kernels of W P and P V (Round 8); ``dstride``:
+    the rows kernels' D layout (:func:`.layout.d_slots`). A
     shared variant is emitted where the kernel's smallest wire-array use
     (``rows`` x n floats) fits ``shared_limit`` bytes."""
     held = emitted(default_groups(n, k, fwd) if groups is None else groups, lanes)
@@ -409,7 +416,7 @@ def kernels_source(n: int, k: int, shared_limit: int, swaps: dict[str, str],
                 for kern in held:
                     if variant == "shared" and kern.rows * n * size > shared_limit:
                         continue
-                    sources.append(kern.render(ft, variant, swap, k, n, fwd))
+                    sources.append(kern.render(ft, variant, swap, k, n, fwd, dstride))
                     table(f"(np.dtype(np.{ft}), {literal(kern.name)}, {literal(variant)}): "
                           f"{kern.function_name(ft, variant)},")
     return ("KERNEL_ARGS = {\n" + args.render() + "}", "\n\n".join(s.rstrip() for s in sources),

@@ -38,14 +38,15 @@ import time
 import numpy as np
 import torch
 
-from ..runtime.tables import _CHI, _CLO, _COMPS, _DOFF, _K, _N, _OFFSETS, _OUTPUTS
+from ..runtime.tables import _CHI, _CLO, _COMPS, _K, _N, _OFFSETS, _OUTPUTS
 from .cubin import cubin_kernel, cubin_save
 from .driver import LOG, SIMULATED, _block, _dynamic_limit, _opt_in, _shared_limit, _sm_count
+from .layout import d_slots
 from .packing import WIRE_DTYPE, _abi, _fill, _np_dtype, _numba_types, _shape_key, _sim_unpack, _slots
 
 # ---- what the emitter writes (stand-ins here, not copied into modules) ----
 #: the module globals the copied code reads and neither defines nor imports
-READS = ("cuda", "_numba", "_DIRECTION", "SHARED_LIMIT", "KERNELS")
+READS = ("cuda", "_numba", "_DIRECTION", "SHARED_LIMIT", "KERNELS", "D_STRIDE")
 cuda = None  # the generated module: numba.cuda once _numba() imported it (netgen.codegen.cuda.deferred)
 
 
@@ -54,6 +55,7 @@ def _numba():  # the generated module's (netgen.codegen.cuda.deferred): imports 
 _DIRECTION = "back"
 SHARED_LIMIT = 227 * 1024
 KERNELS: dict = {}
+D_STRIDE = 1  # the emitter's: where the rows kernels keep D (layout.d_slots)
 
 
 # ---------------------------------------------------------------- state (copied)
@@ -68,8 +70,11 @@ TABLES = {
     "outs": _OUTPUTS.astype(WIRE_DTYPE),
     "clo": _CLO.astype(WIRE_DTYPE),
     "chi": _CHI.astype(WIRE_DTYPE),
-    "doff": _DOFF.astype(np.uint32),
+    # comparator i's D entry of lane l at dix[i] + l D_STRIDE; dix[size]: D's floats per row
+    "dix": d_slots(_CLO, _CHI, _OFFSETS, D_STRIDE).astype(np.uint32),
 }
+#: floats per row of the rows kernels' D (layout.d_slots)
+_DLEN = int(TABLES["dix"][-1])
 #: lanes of the P sweep per wire (rows of n floats of a row's sweep state):
 #: k ranks going back, n input columns going forward
 LANES = _N if _DIRECTION == "forward" else _K
@@ -292,7 +297,7 @@ def _tables(device):
 
 
 #: the module-level statements a generated module copies (after PARTS; in file order)
-STATE = ("VIA_NUMBA", "TABLES", "LANES", "_PATH", "_HANDLES", "_CONFIGS", "_STREAMS", "_RECORDS",
+STATE = ("VIA_NUMBA", "TABLES", "_DLEN", "LANES", "_PATH", "_HANDLES", "_CONFIGS", "_STREAMS", "_RECORDS",
          "RECORDS_MAX", "_DUMMIES", "_CORE", "_VARIANTS", "_LIMITS", "_TABLES")
 #: the functions a generated module copies, in order
 PARTS = (kernel_signatures, _shared_room, _variant, _index, _handle, _record, _launch, _core, _dummy, _tables)

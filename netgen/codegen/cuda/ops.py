@@ -22,11 +22,11 @@ import time
 import torch
 
 from ..runtime.common import refuse_second_order
-from ..runtime.tables import _K, _N, _NNZ, _SIZE
+from ..runtime.tables import _K, _N, _SIZE
 from .group_ops import _groups_backward, _groups_forward, _use_groups
 from .batch import _batch, _most, _part
 from .driver import LOG
-from .launch import LANES, _dummy, _launch, _tables
+from .launch import _DLEN, LANES, _dummy, _launch, _tables
 from .packing import _np_dtype
 
 # ---- what the emitter writes (stand-ins here, not copied into modules) ----
@@ -52,13 +52,13 @@ def _rows_forward(x: torch.Tensor, s: torch.Tensor, want_P: bool,
     values, ds, ps = x.new_empty((B, _K)), x.new_empty((B, _SIZE)), x.new_empty((B, _SIZE))
     P = x.new_empty((B, _K, _N) if want_P else (0,))
     keep_D = want_P and save and SAVE_D
-    D = x.new_empty((B, max(_NNZ, 1))) if keep_D else _dummy(x, 2)
+    D = x.new_empty((B, max(_DLEN, 1))) if keep_D else _dummy(x, 2)
     bad = x.new_empty((B,), dtype=torch.int32)
     rows = LANES if want_P else 1
     P2 = P.view(B, _K * _N) if want_P else _dummy(x, 2)
     # the kernel indexes a launch's ds, ps and D flat, with 32 bits (_most)
-    for b0, b1 in _batch("fwd", x, B, rows, 0, _most(max(_SIZE, _NNZ if keep_D else 0))):
-        _launch("fwd", x, b1 - b0, (_part(x, b0, b1), s, t["wa"], t["wb"], t["offs"], t["clo"], t["chi"], t["doff"],
+    for b0, b1 in _batch("fwd", x, B, rows, 0, _most(max(_SIZE, _DLEN if keep_D else 0))):
+        _launch("fwd", x, b1 - b0, (_part(x, b0, b1), s, t["wa"], t["wb"], t["offs"], t["clo"], t["chi"], t["dix"],
                                     t["outs"], _part(values, b0, b1), _part(ds, b0, b1).view(-1),
                                     _part(ps, b0, b1).view(-1), _part(bad, b0, b1), _part(P2, b0, b1) if want_P else P2,
                                     _part(D, b0, b1).view(-1) if keep_D else _dummy(x, 1), want_P, keep_D), rows,
@@ -87,12 +87,12 @@ def _rows_backward(gv: torch.Tensor | None, gP: torch.Tensor | None, s: torch.Te
     else:
         gP2 = gp = _dummy(ds, 2)
     # ds, ps, D and gp indexed flat with 32 bits, as in the forward
-    chunks = _batch("bwd", ds, B, rows, _NNZ * ds.element_size() if recompute else 0,
-                    _most(max(_SIZE, _NNZ if has_gP else 0)))
-    Dr = ds.new_empty(((chunks[0][1] - chunks[0][0]) * max(_NNZ, 1),)) if recompute and B else None
+    chunks = _batch("bwd", ds, B, rows, _DLEN * ds.element_size() if recompute else 0,
+                    _most(max(_SIZE, _DLEN if has_gP else 0)))
+    Dr = ds.new_empty(((chunks[0][1] - chunks[0][0]) * max(_DLEN, 1),)) if recompute and B else None
     for b0, b1 in chunks:
-        Dc = (Dr[: (b1 - b0) * max(_NNZ, 1)] if recompute else _part(D, b0, b1).view(-1)) if has_gP else _dummy(ds, 1)
-        _launch("bwd", ds, b1 - b0, (s, t["wa"], t["wb"], t["offs"], t["clo"], t["chi"], t["doff"], t["outs"],
+        Dc = (Dr[: (b1 - b0) * max(_DLEN, 1)] if recompute else _part(D, b0, b1).view(-1)) if has_gP else _dummy(ds, 1)
+        _launch("bwd", ds, b1 - b0, (s, t["wa"], t["wb"], t["offs"], t["clo"], t["chi"], t["dix"], t["outs"],
                                      _part(gv, b0, b1) if has_gv else gv, _part(gP2, b0, b1) if has_gP else gP2,
                                      _part(ds, b0, b1).view(-1), _part(ps, b0, b1).view(-1), Dc,
                                      _part(gp, b0, b1).view(-1) if has_gP else _dummy(ds, 1),
@@ -149,7 +149,7 @@ def _rows_fake(x, s, want_P, save):
     B = x.shape[0]
     return (x.new_empty((B, _K)), x.new_empty((B, _K, _N) if want_P else (0,)), x.new_empty((B, _SIZE)),
             x.new_empty((B, _SIZE)),
-            x.new_empty((B, max(_NNZ, 1)) if want_P and save and SAVE_D and not _use_groups(x.device, _np_dtype(x))
+            x.new_empty((B, max(_DLEN, 1)) if want_P and save and SAVE_D and not _use_groups(x.device, _np_dtype(x))
                         else (1, 1)),
             x.new_empty((B,), dtype=torch.int32))
 

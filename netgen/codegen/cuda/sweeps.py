@@ -35,6 +35,7 @@ class Ctx:
     k: int
     fwd: bool = False
     lanes: int = 0
+    dstride: int = 1
 
     def __post_init__(self) -> None:
         if not self.lanes:
@@ -86,7 +87,7 @@ def rank_tables(d_index: bool) -> tuple[tuple[str, str, str], ...]:
     64-bit row base)."""
     out = (("lo", "clo[{}]", "U0"), ("hi", "chi[{}]", "U0"), ("wa_", "wa[{}]", "U0"), ("wb_", "wb[{}]", "U0"),
            ("p", "ps[np.uint32(bS + {})]", "ZERO"))
-    return out + ((("j", "np.uint32(bD + doff[{}])", "U0"),) if d_index else ())
+    return out + ((("j", "np.uint32(bD + dix[{}])", "U0"),) if d_index else ())
 
 
 def layers(L: Lines, reverse: bool, loads=WIRES, prefetch: bool = False, ahead: int = 2,
@@ -342,14 +343,16 @@ def rank_step(L: Lines, c: Ctx, names: tuple[str, str], d_index: bool, body: Cal
             # the gathered entries likewise, each only where the rank is
             # planned (outside lo..hi-1 the D index is another comparator's)
             for r in range(c.lanes):
-                L(f"r = np.uint32({r})", f"e{r} = {gather}[j + r - lo] if lo <= r and r < hi else ZERO")
+                L(f"r = np.uint32({r})", f"e{r} = {gather}[j + r * DS] if lo <= r and r < hi else ZERO")
         for r in range(c.lanes):
             L(f"r = np.uint32({r})")
             with L.block("if lo <= r and r < hi:"):
                 L(f"dv = {va}{r} - {vc}{r}")
-                body("j + r - lo", f"e{r}")
+                body("j + r * DS", f"e{r}")
                 mix(L, "a + r", "c + r", f"{va}{r}", f"{vc}{r}", diff="dv")
         return
+    if d_index:  # the D index of lane lo, then one stride per lane
+        L("j = np.uint32(j + lo * DS)")
     with L.block("while ia < ie:"):
         L(f"{va} = sm[ia]", f"{vc} = sm[ic]", f"dv = {va} - {vc}")
         if gather:
@@ -358,7 +361,7 @@ def rank_step(L: Lines, c: Ctx, names: tuple[str, str], d_index: bool, body: Cal
         mix(L, "ia", "ic", va, vc, diff="dv")
         L("ia += U1", "ic += U1")
         if d_index:
-            L("j += U1")
+            L("j = np.uint32(j + DS)")
 
 
 def sweep(L: Lines, c: Ctx, save: str) -> None:

@@ -94,47 +94,6 @@ def plan(n, comparators, layer_offsets, outputs, direction="back"):
     return clo, chi, doff
 
 
-def spans(clo, chi, layer_offsets, m, G):
-    """Per lane group and layer, the comparators that can touch the group:
-    (ceil(m / G), layers, 2) int64 [start, end) indices, a superset of the
-    comparators of the layer whose plan range ``clo[i] <= l < chi[i]``
-    meets the group's lanes ``g G <= l < (g + 1) G`` (an empty span is
-    ``start = end``). The lane-group kernels visit only these: a sorter's
-    early layers touch a group of 32 input columns with a few of their
-    comparators (odd-even, n = 1024: 41% of the visits).
-
-    The group range of comparator i is [glo, ghi] = [clo // G, (chi - 1)
-    // G]. The first comparator covering group g is at least the first
-    with ghi >= g and at least the first with glo <= g (both are prefix or
-    suffix minima, O(layer + groups)); likewise the last. Exact where the
-    ranges grow with the index within a layer (the sorters, the splitter
-    networks), a superset always."""
-    clo = np.asarray(clo, dtype=np.int64)
-    chi = np.asarray(chi, dtype=np.int64)
-    offs = np.asarray(layer_offsets, dtype=np.int64)
-    groups = -(-int(m) // int(G))
-    out = np.empty((groups, len(offs) - 1, 2), dtype=np.int64)
-    big = np.iinfo(np.int64).max
-    for l in range(len(offs) - 1):
-        s, e = int(offs[l]), int(offs[l + 1])
-        live = chi[s:e] > clo[s:e]
-        i = np.arange(s, e, dtype=np.int64)[live]
-        glo = clo[s:e][live] // G
-        ghi = np.minimum((chi[s:e][live] - 1) // G, groups - 1)
-        first_hi, first_lo = np.full(groups, big), np.full(groups, big)
-        last_hi, last_lo = np.full(groups, -1), np.full(groups, -1)
-        np.minimum.at(first_hi, ghi, i)
-        np.minimum.at(first_lo, glo, i)
-        np.maximum.at(last_hi, ghi, i)
-        np.maximum.at(last_lo, glo, i)
-        start = np.maximum(np.minimum.accumulate(first_hi[::-1])[::-1], np.minimum.accumulate(first_lo))
-        end = np.minimum(np.maximum.accumulate(last_hi[::-1])[::-1], np.maximum.accumulate(last_lo)) + 1
-        empty = end <= start
-        out[:, l, 0] = np.where(empty, s, start)
-        out[:, l, 1] = np.where(empty, s, end)
-    return out
-
-
 def _network_tables():
     layers = NETWORK["layers"]
     sizes = [len(layer) for layer in layers]
@@ -160,6 +119,6 @@ _B = torch.from_numpy(_WB)
 _OUTS = torch.from_numpy(_OUTPUTS)
 
 #: what a generated module copies
-PARTS = (plan, spans, _network_tables)
+PARTS = (plan, _network_tables)
 STATE = ("_N", "_OUTPUTS", "_K", "_COMPS", "_OFFSETS", "_SIZE", "_CLO", "_CHI", "_DOFF", "_NNZ", "_WA", "_WB", "_A",
          "_B", "_OUTS")

@@ -35,6 +35,7 @@ from netgen.codegen import write_module
 from netgen.codegen.runtime.tables import plan
 from netgen.codegen import TARGETS
 from netgen.codegen.cache import load
+from netgen.codegen.cuda.layout import d_slots
 from netgen.construct import build
 from netgen.relax.distributions import Relaxation, default_relaxation
 
@@ -236,15 +237,18 @@ def test_splitter_10450_tables_against_plan(tmp_path):
     clo, chi, doff = plan(net.n, net.comparators, net.layer_offsets, list(net.outputs))
     T = m.TABLES
     assert T["wa"].dtype == T["wb"].dtype == T["outs"].dtype == T["clo"].dtype == np.uint16
-    assert T["offs"].dtype == T["doff"].dtype == np.uint32
+    assert T["offs"].dtype == T["dix"].dtype == np.uint32
     assert np.array_equal(T["wa"], net.comparators[:, 0]) and np.array_equal(T["wb"], net.comparators[:, 1])
     # the column kernels' interleaved copy: wab[2 i], wab[2 i + 1]
     assert T["wab"].dtype == np.uint16 and np.array_equal(T["wab"], np.asarray(net.comparators).reshape(-1))
     assert np.array_equal(T["offs"], net.layer_offsets) and list(T["outs"]) == list(net.outputs)
-    assert np.array_equal(T["clo"], clo) and np.array_equal(T["chi"], chi) and np.array_equal(T["doff"], doff)
+    assert np.array_equal(T["clo"], clo) and np.array_equal(T["chi"], chi)
     nnz = int(doff[-1])
     assert m._NNZ == nnz and m.SAVE_D and nnz <= 4 * net.k * net.n
-    kept = 4 * (net.size + nnz) + 4  # d, D, bad per row (float32)
+    # D in warp windows (coalesced), at about the CSR's size: layout.d_slots, tests/codegen/cuda/test_cuda_layout.py
+    assert m.D_STRIDE == 32 and np.array_equal(T["dix"], d_slots(clo, chi, net.layer_offsets, 32))
+    assert nnz <= m._DLEN == int(T["dix"][-1]) <= 1.03 * nnz
+    kept = 4 * (2 * net.size + m._DLEN) + 4  # d, p, D, bad per row (float32)
     assert kept <= 1.5e6, kept
     assert net.k * net.n * 4 <= m.SHARED_LIMIT  # the rows with P: all k ranks of a row in one block
     narrow = int((np.diff(net.layer_offsets) <= 32).sum())
@@ -419,7 +423,8 @@ from netgen.construct import build
 from netgen.relax import reference
 from netgen.relax.distributions import Relaxation
 net, r = build("splitter", 21, 4), Relaxation("cauchy", 5.0)
-open(sys.argv[1], "w").write(emit("cuda", net, r, {"threads": 32, "shared_limit": int(sys.argv[2])}))
+opts = json.loads(sys.argv[3])
+open(sys.argv[1], "w").write(emit("cuda", net, r, {"threads": 32, "shared_limit": int(sys.argv[2]), **opts}))
 m = load(sys.argv[1])
 gen = torch.Generator().manual_seed(1)
 x = torch.randn(5, 21, generator=gen, dtype=torch.float64)
@@ -436,9 +441,10 @@ def counted(name, like, blocks, args, rows, key=None):
     calls.append([name, blocks])
     return orig(name, like, blocks, args, rows, key)
 m._launch = counted
-per = max(net.size, int(m._NNZ))
+per = max(net.size, int(m._DLEN))
 m.INDEX_LIMIT = 2 * per + per // 2  # two rows of D (or d, p) per launch
 chunked = run(m.Layer(), x)
+got = list(calls)  # the chunked run's launches (the refused run below launches a forward first)
 ref = run(lambda xs: reference.forward(net, xs, r), x)
 err = max(float((a - b).abs().max()) for a, b in zip(chunked, ref))
 same = all(bool(torch.equal(a, b)) for a, b in zip(chunked, whole))
@@ -448,28 +454,33 @@ try:
     refused = ""
 except ValueError as e:
     refused = str(e)
-print(json.dumps({"calls": calls, "err": err, "same": same, "refused": refused, "save": bool(m.SAVE_D),
-                  "variant": m._VARIANTS[("fwd", 4)]}))
+print(json.dumps({"calls": got, "err": err, "same": same, "refused": refused, "save": bool(m.SAVE_D),
+                  "stride": m.D_STRIDE, "variant": m._VARIANTS[("fwd", 4)]}))
 '''
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("shared_limit", [48 * 1024, 0])
-def test_rows_launch_in_chunks_at_the_index_limit(tmp_path, shared_limit):
+@pytest.mark.parametrize("shared_limit, opts", [(48 * 1024, {}), (0, {}), (48 * 1024, {"d_layout": "windows"}),
+                                                (0, {"d_layout": "windows", "mode": "recompute"})])
+def test_rows_launch_in_chunks_at_the_index_limit(tmp_path, shared_limit, opts):
     """The rows kernels index a launch's d, p, dL/dp (size per row) and D
     (nnz per row) with 32-bit flat indices: the launcher takes at most
     INDEX_LIMIT // max(size, nnz) rows per launch. With the limit lowered
     to 2.5 rows, B = 5 runs values and P in launches of 2, 2 and 1 rows
-    each way, shared and global variants, equal to the reference (values,
+    each way (a forward that keeps no D: one), shared and global variants, equal to the reference (values,
     P and dL/dx) and to the unchunked run; a limit under one row is
-    refused with a ValueError, not indexed wrong."""
+    refused with a ValueError, not indexed wrong. D in either layout
+    (layout.d_slots: the CSR, or warp windows), kept or recomputed."""
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", NETGEN_CUDA_SELFCHECK="0")
-    proc = subprocess.run([sys.executable, "-c", ROWS_CHUNKS, str(tmp_path / "m.py"), str(shared_limit)],
+    proc = subprocess.run([sys.executable, "-c", ROWS_CHUNKS, str(tmp_path / "m.py"), str(shared_limit), json.dumps(opts)],
                           capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["variant"] == ("shared" if shared_limit else "global") and out["save"]
-    assert out["calls"] == [["fwd", 2], ["fwd", 2], ["fwd", 1], ["bwd", 2], ["bwd", 2], ["bwd", 1]]
+    assert out["variant"] == ("shared" if shared_limit else "global")
+    assert out["save"] == (opts.get("mode") != "recompute") and out["stride"] == (32 if opts else 1)
+    # recomputing, the forward keeps no D: its launches are bounded by d and p only (size < 2.5 rows of D)
+    fwd = [["fwd", 5]] if opts.get("mode") == "recompute" else [["fwd", 2], ["fwd", 2], ["fwd", 1]]
+    assert out["calls"] == fwd + [["bwd", 2], ["bwd", 2], ["bwd", 1]]
     assert out["err"] <= 1e-12 and out["same"]
     assert "32-bit indices" in out["refused"]
 

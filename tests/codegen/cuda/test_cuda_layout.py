@@ -1,11 +1,19 @@
-"""The span table of the lane-group kernels (netgen/codegen/runtime/tables.py
-``spans``): per lane group and layer, a [start, end) of comparator indices
+"""Table layouts of the cuda kernels (netgen/codegen/cuda/layout.py).
+
+The span table of the lane-group kernels (``spans``): per lane group and
+layer, a [start, end) of comparator indices
 that holds every comparator whose plan range meets the group's lanes. A
 span that misses one would leave a lane un-updated (a wrong P on a GPU);
 one that is the whole layer would cost the visits the table is there to
 save. Checked here on random networks (any comparator order, both sweep
 directions, any group size) and, for the sorters, against the exact spans
-and the fraction of visits they leave."""
+and the fraction of visits they leave.
+
+Where the rows kernels keep D (``d_slots``): every planned (comparator,
+lane) pair gets its own slot inside the row, in both layouts; in the
+windowed one a warp's 32 comparators keep each lane as 32 consecutive
+floats (one 128-byte line per store), at about the CSR's size for the
+(5, 10450) splitter network."""
 
 from __future__ import annotations
 
@@ -13,7 +21,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from netgen.codegen.runtime.tables import plan, spans
+from netgen.codegen.cuda.layout import WARP, d_slots, d_stride, spans
+from netgen.codegen.runtime.tables import plan
 from netgen.construct import build
 
 
@@ -82,3 +91,45 @@ def test_sorter_spans_are_exact_and_skip_most_visits():
                 assert (start, end) == want if want is not None else start == end, (n, g, l)
         visits = (got[..., 1] - got[..., 0]).sum() / (net.size * got.shape[0])
         assert 0.2 < visits <= most, (n, visits)
+
+
+def _planned(clo, chi):
+    """(comparator, lane) of every planned pair."""
+    return [(i, l) for i in range(len(clo)) for l in range(int(clo[i]), int(chi[i]))]
+
+
+@settings(max_examples=200, deadline=None)
+@given(networks(), st.sampled_from(["back", "forward"]), st.sampled_from([1, WARP]))
+def test_d_slots_give_every_planned_pair_its_own_slot(net, direction, stride):
+    n, layers, outputs = net
+    comps = [c for layer in layers for c in layer]
+    offs = np.concatenate([[0], np.cumsum([len(layer) for layer in layers])]).astype(np.int64)
+    clo, chi, doff = plan(n, comps, offs, outputs, direction=direction)
+    dix = d_slots(clo, chi, offs, stride)
+    assert dix.shape == (len(comps) + 1,) and dix.dtype == np.int64
+    slots = [int(dix[i]) + l * stride for i, l in _planned(clo, chi)]
+    assert len(set(slots)) == len(slots) == int(doff[-1])  # one slot per pair, none shared
+    assert all(0 <= s < dix[-1] for s in slots)
+    if stride == 1:  # the CSR: the plan's nnz floats, padded so that no dix is negative
+        assert dix[-1] <= int(doff[-1]) + max([int(c) for c in clo] + [0])
+    else:  # a warp's comparators (from the layer's start) keep a lane as consecutive floats
+        for s, e in zip(offs[:-1], offs[1:]):
+            for c0 in range(s, e, WARP):
+                for l in range(n):
+                    got = [int(dix[i]) + l * stride - (i - c0) for i in range(c0, min(e, c0 + WARP))
+                           if clo[i] <= l < chi[i]]
+                    assert len(set(got)) <= 1, (c0, l, got)
+
+
+def test_the_top5_layer_keeps_d_in_windows_at_the_csr_size():
+    from netgen.compiler import compile_network
+
+    net = compile_network(build("splitter", 10450, 5)).network
+    offs = np.asarray(net.layer_offsets)
+    clo, chi, doff = plan(net.n, net.comparators, offs, list(net.outputs))
+    assert d_stride(clo, chi, offs) == WARP
+    assert d_slots(clo, chi, offs, WARP)[-1] <= 1.03 * int(doff[-1])
+    # a sorter's chunks mix small and large lane ranges: the CSR there
+    sorter = build("oddeven", 64, 64)
+    c2, h2, _ = plan(64, sorter.comparators, sorter.layer_offsets, list(sorter.outputs), direction="forward")
+    assert d_stride(c2, h2, sorter.layer_offsets) == 1
