@@ -3,8 +3,8 @@
 # cubins built beforehand (nothing compiles on the GPU machine); each step time-boxed; ends with a table of
 # every figure of issue 29 (and a line per operator of issue 31) beside its target, and runs every GPU test.
 #
-#   bash benchmarks/gpu_check.sh --prepare   # on a CPU machine with ptxas: modules + cubins into $GPU_MODULES
-#   bash benchmarks/gpu_check.sh             # on the GPU machine (carry $GPU_MODULES); logs under $OUT
+#   bash benchmarks/gpu_check.sh --prepare   # on a CPU machine with ptxas: modules + cubins, $GPU_MODULES.tgz
+#   bash benchmarks/gpu_check.sh             # on the GPU machine (carry $GPU_MODULES.tgz); logs under $OUT
 #   bash benchmarks/gpu_check.sh --dry-run   # anywhere: the plan and the table's rows and targets, no GPU used
 #
 # Run from the repository root; PYTHONPATH=. where netgen is not installed. Keep the table's format stable:
@@ -17,9 +17,18 @@ mods="${GPU_MODULES:-gpu-modules}"
 mkdir -p "$out"
 
 if [ "${1:-}" = "--prepare" ]; then
-  # netgen's build step compiles PTX and cubins for sm_80..sm_120 (ptxas: the nvidia-cuda-nvcc wheel) for 10
-  # modules: ~40 CPU s each on 2 idle cores, 85-250 s each measured on a shared 2-core machine
-  exec python3 benchmarks/gpu_check.py --prepare --modules "$mods"
+  # netgen's build step compiles PTX (compute 7.5) and cubins (ptxas: the nvidia-cuda-nvcc wheel) for 10
+  # modules: 4.5 minutes on a shared 2-core machine. Cubins for sm_90 only (the H100 / H200 lent here;
+  # NETGEN_CUDA_ARCHS=sm_80,... for another card, the PTX serves the rest): the folder must fit the device
+  # tool's 64 MiB carry (all six archs made it 111 MB)
+  export NETGEN_CUDA_ARCHS="${NETGEN_CUDA_ARCHS:-sm_90}"
+  python3 benchmarks/gpu_check.py --prepare --modules "$mods" || exit $?
+  # carried as one archive (the PTX text is 70% of the folder and compresses ~10x: 55 MiB -> 6 MiB)
+  tar -czf "$mods.tgz" -C "$mods" . || exit $?
+  size=$(du -sm "$mods.tgz" | cut -f1)
+  echo "gpu_check.sh: carry $mods.tgz (${size} MiB; cubins for $NETGEN_CUDA_ARCHS, PTX for the rest)"
+  [ "$size" -le 48 ] || { echo "gpu_check.sh: $mods.tgz is near the 64 MiB carry: build fewer archs" >&2; exit 2; }
+  exit 0
 fi
 if [ "${1:-}" = "--dry-run" ]; then
   exec python3 benchmarks/gpu_check.py --dry-run --modules "$mods" --tests-summary "$out/gpu_tests.txt" \
@@ -29,7 +38,8 @@ fi
 start=$SECONDS
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 | tee "$out/gpu.txt"
 python3 -c "import torch, numpy, numba, numba_cuda; print('torch', torch.__version__, 'numpy', numpy.__version__, 'numba', numba.__version__, 'numba-cuda', numba_cuda.__version__)" 2>&1 | tee -a "$out/gpu.txt"
-[ -f "$mods/topk5.py" ] || echo "gpu_check.sh: no prebuilt modules in $mods (run --prepare on a CPU machine and carry the folder)" | tee -a "$out/gpu.txt"
+[ -f "$mods/topk5.py" ] || [ ! -f "$mods.tgz" ] || { mkdir -p "$mods" && tar -xzf "$mods.tgz" -C "$mods"; }
+[ -f "$mods/topk5.py" ] || echo "gpu_check.sh: no prebuilt modules in $mods (run --prepare on a CPU machine and carry $mods.tgz)" | tee -a "$out/gpu.txt"
 # every GPU test (marked gpu), their modules from $mods/tests (built by --prepare: no ptxas here)
 NETGEN_GPU_MODULES="$mods/tests" timeout 100 python3 -m pytest -m gpu -q -p no:cacheprovider \
   tests/codegen/cuda/test_gpu.py tests/codegen/torch/test_torch_target.py 2>&1 | tee "$out/gpu_tests.txt"
