@@ -25,15 +25,28 @@ def st():
 
 def test_scatter_sectors_by_brute_force(st):
     """Sectors of the D scatter: per warp of 32 comparators and rank, the
-    distinct 32-byte sectors of the lanes' D indices, counted lane by lane."""
+    distinct 32-byte sectors of the lanes' D indices (the module's layout:
+    dix[i] + r stride), counted lane by lane."""
     want = 0
     for _, ix in st.groups():
         for r in range(st.k):
-            sectors = {int(st.doff[i] + r - st.clo[i]) * 4 // 32 for i in ix if st.clo[i] <= r < st.chi[i]}
+            sectors = {int(st.dix[i] + r * st.dstride) * 4 // 32 for i in ix if st.clo[i] <= r < st.chi[i]}
             want += len(sectors)
     got = st.scatter_sectors()
     assert got == want
     assert got >= math.ceil(st.nnz * 4 / 32)  # at least D's own sectors
+
+
+def test_warp_windows_touch_about_d_own_sectors():
+    """The (5, 10450) layer keeps D in warp windows: a warp's store of a
+    lane is its comparators' consecutive floats, so D's stores touch about
+    D's own sectors (with the CSR: 60,393 per row, 4.2x)."""
+    from netgen.compiler import compile_network
+    from netgen.construct import build
+
+    big = Structure(compile_network(build("splitter", 10450, 5)).network)
+    assert big.dstride == 32 and big.dlen <= 1.03 * big.nnz
+    assert big.scatter_sectors() <= 1.05 * math.ceil(big.dlen * 4 / 32)
 
 
 def _kern(blocks=1, layers=((1000.0, 10.0),), outside=()):
