@@ -26,9 +26,9 @@ READS = ()
 #: bytes of global scratch a launch may use before the batch is chunked
 WORKSPACE = int(os.environ.get("NETGEN_CUDA_WORKSPACE_MB", "2048")) * 2**20
 #: the rows and column kernels index a launch's saved d, p, dL/dp (rows x
-#: size), D (rows x nnz) and du, p (rows x 2 size) with a 32-bit flat index
-#: row * size + comparator: a launch takes at most INDEX_LIMIT // size
-#: rows (:func:`_most`; tests lower it)
+#: size), D (rows x D's row, ``_DLEN``) and du, p (rows x 2 size) with
+#: 32-bit flat indices (row * size + comparator): a launch takes at most
+#: INDEX_LIMIT // (the longest row) rows (:func:`_most`; tests lower it)
 INDEX_LIMIT = 2**32
 _PLANS: dict = {}  # (kernel, device, dtype, B, rows, extra, most) -> the batch's chunks (_batch)
 

@@ -40,7 +40,7 @@ KERNELS: dict = {}
 GROUP_CAP = 32
 #: blocks of the backward's persistent grid under the simulator (fewer than the items: each block loops)
 SIM_SLOTS = 3
-_GEO: dict = {}  # (device, dtype, B) -> (G, groups, geo on the device): uploaded once
+_GEO: dict = {}  # (device, dtype, B) -> (G, groups, geo and the span table on the device): uploaded once
 _SPANS: dict = {}  # (device, G) -> the span table on the device (one G per device and dtype: bounded)
 #: entries of _GEO kept before it is cleared (a new batch size each call would grow it without end)
 GEO_MAX = 64

@@ -2,7 +2,8 @@
 (:func:`netgen.codegen.runtime.tables.plan`: each comparator's lanes
 ``clo[i] <= l < chi[i]``): where a lane-group block's comparators are
 (:func:`spans`) and where the rows kernels keep the sweep's differences D
-(:func:`d_slots`). Real code, copied into generated cuda modules by
+(:func:`d_slots`; :func:`d_stride` picks its layout at emit time). The
+table functions are real code, copied into generated cuda modules by
 source extraction (:data:`PARTS`); docs/cuda-round9.md.
 """
 
@@ -74,8 +75,8 @@ def d_slots(clo, chi, layer_offsets, stride):
     128-byte line per instruction, where the CSR spread a warp's store over
     ~4 lines (issue 29: 60,400 L2 requests per row at (5, 10450), 4.2x
     D's size). It costs the windows' empty entries (1.02 nnz at (5, 10450)).
-    A superset-free bijection either way: distinct (i, l) get distinct
-    slots (tests/codegen/cuda/test_cuda_layout.py)."""
+    Either way distinct planned (i, l) get distinct slots inside the row
+    (tests/codegen/cuda/test_cuda_layout.py)."""
     clo = np.asarray(clo, dtype=np.int64)
     chi = np.asarray(chi, dtype=np.int64)
     offs = np.asarray(layer_offsets, dtype=np.int64)
@@ -113,6 +114,7 @@ def d_stride(clo, chi, layer_offsets):
     return WARP if d_slots(clo, chi, layer_offsets, WARP)[-1] <= WINDOW_MAX * max(1, csr) else 1
 
 
-#: what a generated module copies
-PARTS = (spans, d_slots, d_stride)
-STATE = ("WARP", "WINDOW_MAX")
+#: what a generated module copies (its launcher computes the tables; the
+#: emitter picks the stride, written as the module's D_STRIDE)
+PARTS = (spans, d_slots)
+STATE = ()
