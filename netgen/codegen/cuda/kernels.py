@@ -99,27 +99,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from .sweeps import (
-    UNROLL_RANKS,
-    WIRES,
-    Ctx,
-    alloc,
-    fill_rows,
-    grad_out,
-    layers,
-    load_row,
-    mix,
-    per_output,
-    per_rank,
-    prologue,
-    rank_step,
-    rank_tables,
-    ranks,
-    swap_at,
-    sweep,
-)
 from .groups import grp_bwd, grp_fwd, vals_bwd
 from .lane_bodies import pv_bwd, pv_fwd, wp_bwd, wp_fwd
+from .row_bodies import bwd, bwd_col, fwd, fwd_col
+from .sweeps import UNROLL_RANKS, Ctx, prologue
 from ..lines import Lines, literal
 
 __all__ = ["Kernel", "KERNELS", "GROUP_KERNELS", "LANE_KERNELS", "KERNEL_ARGS", "GROUP_ARGS", "LANE_ARGS", "MIN_ROWS",
@@ -183,118 +166,7 @@ class Kernel:
         return L.render()
 
 
-# ------------------------------------------------------------------ bodies
-def _flat(L: Lines, c: Ctx, has_D: str) -> None:
-    """The rows kernels index ds, ps, gp (size per row) and D (``dix[S]``
-    per row) flat with 32-bit indices: row b's at ``bS`` = b size and
-    ``bD`` = b dix[S] (0 where the flag ``has_D`` says D is a dummy) in 1-D
-    views of the launch's rows (the launcher keeps rows x max(size, D's
-    row) < 2^32 per launch: INDEX_LIMIT). Row views cost a 64-bit row base
-    per access (docs/cuda-round9.md). ``DS``: D's lane stride
-    (:func:`.layout.d_slots`; a constant: the unrolled ranks' offsets
-    ``r DS`` are immediates)."""
-    L("mn = m * n", "S = np.uint32(wa.shape[0])", "bS = np.uint32(b * S)",
-      f"bD = np.uint32(b * dix[S]) if {has_D} else U0", f"DS = np.uint32({literal(c.dstride)})")
-
-
-def _fwd(L: Lines, c: Ctx) -> None:
-    _flat(L, c, "save_D")
-    alloc(L, c)
-    load_row(L, c, col=False, count32=True)
-    for _ in layers(L, reverse=False, prefetch=True):
-        swap_at(L, c)
-        mix(L, "a", "c", "xa", "xc", diff="d")
-        L("ji = np.uint32(bS + i)", "ds[ji] = d", "ps[ji] = p")
-    per_output(L, c, "values[b, r] = NAN if isbad else sm[outs[r]]")
-    with L.block("if tx == U0:"):
-        L("bad[b] = 1 if isbad else 0")
-    with L.block("if do_P:"):
-        L("cuda.syncthreads()")
-        sweep(L, c, "save_D")
-        per_rank(L, c, "P[b, j] = NAN if isbad else sm[e]")
-
-
-def _bwd(L: Lines, c: Ctx) -> None:
-    _flat(L, c, "has_gP")
-    alloc(L, c)
-    with L.block("if has_gP:"):
-        with L.block("if recompute:"):
-            sweep(L, c, "recompute")
-        if c.fwd and c.k < c.lanes:
-            fill_rows(L, "j", "mn", "", count32=True)  # wires that are no output get no dL/dP
-        per_rank(L, c, "sm[e] = gP[b, j]")
-        L("cuda.syncthreads()")
-        # dL/dP pushed through the comparators the other way than the sweep
-        for _ in layers(L, reverse=c.fwd, loads=rank_tables(True), prefetch=True):
-            with ranks(L, c, acc=True):
-                rank_step(L, c, ("ga", "gc"), True, lambda j, e: L(f"acc += dv * {e}"), gather="D")
-            L("gp[np.uint32(bS + i)] = acc")
-    fill_rows(L, "w", "n", "", count32=True)
-    with L.block("if has_gv:"):
-        per_output(L, c, "sm[outs[r]] = gv[b, r]")
-        L("cuda.syncthreads()")
-    L("acc_s = ZERO")
-    # d, p and dL/dp (zero without dL/dP: gp is then a 1 x 1 dummy) loaded by the layer loop
-    saved = (("d", "ds[np.uint32(bS + {})]", "ZERO"), ("pv", "ps[np.uint32(bS + {})]", "ZERO"),
-             ("gq", "(gp[np.uint32(bS + {})] if has_gP else ZERO)", "ZERO"))
-    for _ in layers(L, reverse=True, loads=WIRES + saved, prefetch=True):
-        swap_at(L, c, "d", "pv")
-        L("ga = sm[a]", "gc = sm[c]", "dg = ga - gc", "gpi = dg * d + gq", "acc_s += gpi * dps", "gd = gpi * dp")
-        mix(L, "a", "c", "ga", "gc", "gd", diff="dg")
-    grad_out(L, count32=True)
-
-
-# The column kernels write their loops over wires and outputs with uint32
-# counters (count32, per_output): a kernel's register count is its largest
-# anywhere, and NVVM's fourfold 64-bit copies of those loops, not the
-# comparator loop, set it (docs/cuda-rounds4-5.md, Round 5).
-def _fwd_col(L: Lines, c: Ctx) -> None:
-    # d, du and p of comparator i of row b at the flat 32-bit index j = b
-    # size + i of the launch's ds and 2 j, 2 j + 1 of its dus (1-D views;
-    # the launcher keeps rows x size < 2^32 per launch: INDEX_LIMIT): one
-    # 32-bit add per comparator, where row views cost 64-bit row bases
-    L("yb = y[b]", "bS = np.uint32(b * (np.uint32(wab.shape[0]) >> U1)) if save else U0")
-    alloc(L, c)
-    load_row(L, c, col=True, count32=True)
-    with L.block("if tx == U0 and not isbad:"):
-        L("sm[n + np.uint32(yb)] = ONE")
-    L("cuda.syncthreads()")
-    for _ in layers(L, reverse=False, loads=_WAB, count32=True):
-        swap_at(L, c)
-        mix(L, "a", "c", "xa", "xc", diff="d")
-        L("ua = sm[n + a]", "uc = sm[n + c]", "du = ua - uc")
-        mix(L, "n + a", "n + c", "ua", "uc", diff="du")
-        with L.block("if save:"):
-            L("j = np.uint32(bS + i)", "ds[j] = d", "j2 = j + j", "dus[j2] = du", "dus[j2 + U1] = p")
-    per_output(L, c, "col[b, r] = NAN if isbad else sm[n + outs[r]]")
-    with L.block("if tx == U0:"):
-        L("bad[b] = 1 if isbad else 0")
-
-
-def _bwd_col(L: Lines, c: Ctx) -> None:
-    L("bS = np.uint32(b * (np.uint32(wab.shape[0]) >> U1))")  # flat indices, as in _fwd_col
-    alloc(L, c)
-    fill_rows(L, "w", "n", "", "n + ", count32=True)
-    per_output(L, c, "sm[n + outs[r]] = gcol[b, r]")
-    L("cuda.syncthreads()", "acc_s = ZERO")
-    # one bound ahead: two would take bwd_col from 32 to 36 registers (800
-    # threads instead of 1024)
-    for _ in layers(L, reverse=True, loads=_WAB, ahead=1, count32=True):
-        L("j = np.uint32(bS + i)", "j2 = j + j")
-        swap_at(L, c, "ds[j]", "dus[j2 + U1]")
-        L("ga = sm[a]", "gc = sm[c]", "ua = sm[n + a]", "uc = sm[n + c]", "dg = ga - gc", "du = ua - uc",
-          "gpi = dg * d + du * dus[j2]",
-          "acc_s += gpi * dps",
-          "gd = gpi * dp")
-        mix(L, "a", "c", "ga", "gc", "gd", diff="dg")
-        mix(L, "n + a", "n + c", "ua", "uc", diff="du")
-    grad_out(L, count32=True)
-
-
 # ------------------------------------------------------------------ the kernels
-#: the column kernels' wires: a, c of comparator i from the interleaved
-#: table wab (2 size entries: wab[2 i], wab[2 i + 1]): one address for both
-_WAB = (("a", "wab[{0} + {0}]", "U0"), ("c", "wab[{0} + {0} + U1]", "U0"))
 _NET = (("wa", "w1"), ("wb", "w1"), ("offs", "u1"))
 _COL_NET = (("wab", "w1"), ("offs", "u1"))
 _PLAN = (("clo", "w1"), ("chi", "w1"), ("dix", "u1"), ("outs", "w1"))
@@ -304,17 +176,17 @@ _SCRATCH = (("scratch", "f2"),)
 KERNELS = (
     Kernel("fwd", (("x", "f2"), ("sv", "f1"), *_NET, *_PLAN, ("values", "f2"), ("ds", "f1"), ("ps", "f1"),
                    ("bad", "b1"), ("P", "f2"), ("D", "f1"), ("do_P", "bool"), ("save_D", "bool"), *_SCRATCH),
-           rows=1, length="x", body=_fwd),
+           rows=1, length="x", body=fwd),
     Kernel("bwd", (("sv", "f1"), *_NET, *_PLAN, ("gv", "f2"), ("gP", "f2"), ("ds", "f1"), ("ps", "f1"),
                    ("D", "f1"), ("gp", "f1"), ("bad", "b1"), ("gx", "f2"), ("gs", "f1"), ("has_gv", "bool"),
                    ("has_gP", "bool"), ("recompute", "bool"), ("want_gs", "bool"), *_SCRATCH),
-           rows=1, length="gx", body=_bwd),
+           rows=1, length="gx", body=bwd),
     Kernel("fwd_col", (("x", "f2"), ("y", "i1"), ("sv", "f1"), *_COL_NET, ("outs", "w1"), ("col", "f2"), ("ds", "f1"),
                        ("dus", "f1"), ("bad", "b1"), ("save", "bool"), *_SCRATCH),
-           rows=2, length="x", body=_fwd_col),
+           rows=2, length="x", body=fwd_col),
     Kernel("bwd_col", (("sv", "f1"), *_COL_NET, ("outs", "w1"), ("gcol", "f2"), ("ds", "f1"), ("dus", "f1"),
                        ("bad", "b1"), ("gx", "f2"), ("gs", "f1"), ("want_gs", "bool"), *_SCRATCH),
-           rows=2, length="gx", body=_bwd_col),
+           rows=2, length="gx", body=bwd_col),
 )
 
 #: the lane-group kernels (:mod:`.groups`: P's sweep spread over blocks, G
