@@ -133,13 +133,18 @@ def occupancy(shared, regs, threads=256):
     return max(1, min(by_smem, by_regs, THREADS_SM // threads, BLOCKS_SM))
 
 
-def _phase(sx, kind, idx=-1, stores=False):
+def _phase(sx, kind, idx=-1, stores=False, acc=None):
     """Pick a phase's SASS costs: loops with rank pairs (``"pairs"``) or
     without (``"plain"``), in address order; ``stores``: of the swap-code
     loops, those that store (the compiler duplicates a loop per flag: the
-    column forward that saves for the backward); fallback constants
-    otherwise (the chain then takes the earlier model's fixed latencies)."""
+    column forward that saves for the backward); ``acc`` False: of the
+    swap-code loops, those that sum nothing across iterations (the
+    adjoints' copy without dL/ds, the default: a steepness that does not
+    learn); fallback constants otherwise (the chain then takes the earlier
+    model's fixed latencies)."""
     cands = [lp for lp in sx["loops"] if (lp["pair"] is not None) == (kind == "pairs")]
+    if acc is not None and kind == "plain" and any(lp["rcp"] and lp.get("acc") == acc for lp in cands):
+        cands = [lp for lp in cands if not lp["rcp"] or lp.get("acc") == acc]
     if stores and any(lp["stores"] for lp in cands):
         cands = [lp for lp in cands if lp["stores"]]
     if kind == "pairs" and any(not lp["rcp"] for lp in cands):
@@ -231,7 +236,7 @@ def kernels(which, st, sx, isz=4):
         v = _phase(sx["fwd"], "plain", 0)
         bs = _phase(sx["fwd"], "pairs", -1)
         g = _phase(sx["bwd"], "pairs", -1)
-        gv = _phase(sx["bwd"], "plain", -1)
+        gv = _phase(sx["bwd"], "plain", -1, acc=False)
         # outside the sweeps: the row of x in, the k n state zeroed, P out (fwd); the state zeroed, dL/dP in,
         # the n values' adjoint zeroed, dL/dx out (bwd); the D scatter (fwd) and gather (bwd) through L2
         kern("fwd", [(v, {}), (bs, {"pairs": True})], k * n * isz, ppc=bs["pair"],
@@ -248,7 +253,7 @@ def kernels(which, st, sx, isz=4):
              # d and p read twice (p by the G sweep and the values' adjoint), dL/dp written and read
              dram=isz * (k * n + 3 * S + st.dlen + S + n), l2=(12 + isz) * S + (4 + 3 * isz) * S)
         for name in ("fwd_col", "bwd_col"):
-            c = _phase(sx[name], "plain", -1, stores=name == "fwd_col")
+            c = _phase(sx[name], "plain", -1, stores=name == "fwd_col", acc=False if name == "bwd_col" else None)
             kern(name, [(c, {})], 2 * n * isz, ppc=None,
                  outside=[("load", n, isz * n)] if name == "fwd_col" else [("fill", 2 * n, 0), ("store", n, isz * n)],
                  chain_fixed=lambda t: st.chain(narrow_warp=True, threads=t),

@@ -226,6 +226,8 @@ def loop_costs(ins, rcp_per_comp, args=None, dram=()):
                     "unrolled": lds_out // 2 if pair is not None and not rcp else 0,
                     "skip": first_branch - lp[0] + 4, "range": lp, "inner": top, "comps": comps,
                     "outer": enclosing(lp)})
+    for lp in out:
+        lp["acc"] = _accumulates(ins, *lp["range"], lp["inner"])
     cls = classes(ins, args, dram)
     for lp in out:
         (lo, hi), comps, outer = lp["range"], lp["comps"], lp["outer"]
@@ -257,6 +259,25 @@ def loop_costs(ins, rcp_per_comp, args=None, dram=()):
         lp["narrow"] = (lambda s: (s[3] + s[2]) / 2)([c - 120 for c in lp["sweep"]([1] * 4, [120] * 4)])
     return out
 
+
+
+def _accumulates(ins, lo, hi, inner):
+    """Whether the loop body (its nested loops left out) sums into a
+    register across iterations: one written only by ``FFMA Rd, x, y, Rd`` or
+    ``FADD Rd, Rd, x`` (the adjoints' dL/ds, ``acc_s``; the kernels run
+    the loop once with it and once without: ``sweeps.per_flag``)."""
+    writes: dict = {}
+    for j in range(lo, hi + 1):
+        if any(a <= j <= b for a, b in inner):
+            continue
+        m = re.match(r"(?:@!?P\d+\s+)?([A-Z0-9.]+)\s+(R\d+)\s*,\s*(.*)", ins[j][1])
+        if not m or m.group(1).startswith(("ST", "BRA", "ISETP", "FSETP", "BAR")):
+            continue
+        op, dst, srcs = m.group(1), m.group(2), [s.strip() for s in m.group(3).split(",")]
+        pure = (op.startswith("FFMA") and len(srcs) == 3 and srcs[2] == dst) or (
+            op.startswith("FADD") and dst in srcs)
+        writes.setdefault(dst, []).append(pure)
+    return any(all(w) for w in writes.values())
 
 
 def element_loops(ins):

@@ -49,7 +49,7 @@ G size), then ``vals_bwd`` on B blocks.
 
 from __future__ import annotations
 
-from .sweeps import WIRES, alloc, fill_rows, grad_out, layers, mix, strided, swap_at
+from .sweeps import WIRES, alloc, fill_rows, grad_out, layers, mix, per_flag, strided, swap_at
 from ..lines import Lines
 
 __all__ = ["grp_fwd", "grp_bwd", "vals_bwd"]
@@ -205,8 +205,11 @@ def vals_bwd(L: Lines, c) -> None:
         L("cuda.syncthreads()")
     L("acc_s = ZERO")
     saved = (("d", "dsb[{}]", "ZERO"), ("pv", "psb[{}]", "ZERO"), ("gq", "(gpb[{}] if has_gp else ZERO)", "ZERO"))
-    for _ in layers(L, reverse=True, loads=WIRES + saved, prefetch=True):
-        swap_at(L, c, "d", "pv")
-        L("ga = sm[a]", "gc = sm[c]", "dg = ga - gc", "gpi = dg * d + gq", "acc_s += gpi * dps", "gd = gpi * dp")
-        mix(L, "a", "c", "ga", "gc", "gd", diff="dg")
+    for gs_on in per_flag(L, "want_gs"):  # dL/ds summed only where asked for
+        for _ in layers(L, reverse=True, loads=WIRES + saved, prefetch=True):
+            swap_at(L, c, "d", "pv")
+            L("ga = sm[a]", "gc = sm[c]", "dg = ga - gc", "gpi = dg * d + gq", "gd = gpi * dp")
+            if gs_on:
+                L("acc_s += gpi * dps")
+            mix(L, "a", "c", "ga", "gc", "gd", diff="dg")
     grad_out(L, count32=True)

@@ -17,6 +17,7 @@ from .sweeps import (
     layers,
     load_row,
     mix,
+    per_flag,
     per_output,
     per_rank,
     rank_step,
@@ -87,10 +88,13 @@ def bwd(L: Lines, c: Ctx) -> None:
     # d, p and dL/dp (zero without dL/dP: gp is then a 1 x 1 dummy) loaded by the layer loop
     saved = (("d", "ds[np.uint32(bS + {})]", "ZERO"), ("pv", "ps[np.uint32(bS + {})]", "ZERO"),
              ("gq", "(gp[np.uint32(bS + {})] if has_gP else ZERO)", "ZERO"))
-    for _ in layers(L, reverse=True, loads=WIRES + saved, prefetch=True):
-        swap_at(L, c, "d", "pv")
-        L("ga = sm[a]", "gc = sm[c]", "dg = ga - gc", "gpi = dg * d + gq", "acc_s += gpi * dps", "gd = gpi * dp")
-        mix(L, "a", "c", "ga", "gc", "gd", diff="dg")
+    for gs_on in per_flag(L, "want_gs"):  # dL/ds summed only where asked for
+        for _ in layers(L, reverse=True, loads=WIRES + saved, prefetch=True):
+            swap_at(L, c, "d", "pv")
+            L("ga = sm[a]", "gc = sm[c]", "dg = ga - gc", "gpi = dg * d + gq", "gd = gpi * dp")
+            if gs_on:
+                L("acc_s += gpi * dps")
+            mix(L, "a", "c", "ga", "gc", "gd", diff="dg")
     grad_out(L, count32=True)
 
 
@@ -129,13 +133,15 @@ def bwd_col(L: Lines, c: Ctx) -> None:
     L("cuda.syncthreads()", "acc_s = ZERO")
     # one bound ahead: two would take bwd_col from 32 to 36 registers (800
     # threads instead of 1024)
-    for _ in layers(L, reverse=True, loads=_WAB, ahead=1, count32=True):
-        L("j = np.uint32(bS + i)", "j2 = j + j")
-        swap_at(L, c, "ds[j]", "dus[j2 + U1]")
-        L("ga = sm[a]", "gc = sm[c]", "ua = sm[n + a]", "uc = sm[n + c]", "dg = ga - gc", "du = ua - uc",
-          "gpi = dg * d + du * dus[j2]",
-          "acc_s += gpi * dps",
-          "gd = gpi * dp")
-        mix(L, "a", "c", "ga", "gc", "gd", diff="dg")
-        mix(L, "n + a", "n + c", "ua", "uc", diff="du")
+    for gs_on in per_flag(L, "want_gs"):  # dL/ds summed only where asked for
+        for _ in layers(L, reverse=True, loads=_WAB, ahead=1, count32=True):
+            L("j = np.uint32(bS + i)", "j2 = j + j")
+            swap_at(L, c, "ds[j]", "dus[j2 + U1]")
+            L("ga = sm[a]", "gc = sm[c]", "ua = sm[n + a]", "uc = sm[n + c]", "dg = ga - gc", "du = ua - uc",
+              "gpi = dg * d + du * dus[j2]",
+              "gd = gpi * dp")
+            if gs_on:
+                L("acc_s += gpi * dps")
+            mix(L, "a", "c", "ga", "gc", "gd", diff="dg")
+            mix(L, "n + a", "n + c", "ua", "uc", diff="du")
     grad_out(L, count32=True)

@@ -207,6 +207,18 @@ def layers(L: Lines, reverse: bool, loads=WIRES, prefetch: bool = False, ahead: 
             L("lr = l" if reverse else "l = np.uint32(l + U1)")
 
 
+def per_flag(L: Lines, flag: str) -> Iterator[bool]:
+    """The code after it once under ``if flag:`` (yielding True) and once
+    under ``else:`` (False), so that a loop tests a launch-wide flag once,
+    not per comparator, and the ``else`` copy drops what only the flag
+    needs: the adjoints' dL/ds (``dps``: with its clamps 4 SASS of the
+    column backward's ~49 per comparator; the steepness is a constant in
+    most training, docs/cuda-round9.md)."""
+    for on in (True, False):
+        with L.block(f"if {flag}:" if on else "else:"):
+            yield on
+
+
 def _prefetch(L: Lines, start: str, end: str, loads) -> None:
     """``pf_<name>`` = the loads of this thread's first comparator in the
     layer ``start``..``end`` - 1 (zero where it runs none there: the layer
