@@ -189,8 +189,9 @@ def _runtime_parts():
     from ..runtime import layer as base
     from . import batch, cubin, driver, group_ops, lane_ops, launch, layer, layout, ops, packing
 
-    return ((layout, layout.STATE, layout.PARTS), (driver, driver.STATE, driver.PARTS), (packing, packing.STATE, packing.PARTS),
-            (launch, launch.STATE, launch.PARTS), (batch, batch.STATE, batch.PARTS), (cubin, cubin.STATE, cubin.PARTS),
+    return ((layout, layout.STATE, layout.PARTS), (driver, driver.STATE, driver.PARTS),
+            (packing, packing.STATE, packing.PARTS), (launch, launch.STATE, launch.PARTS),
+            (batch, batch.STATE, batch.PARTS), (cubin, cubin.STATE, cubin.PARTS),
             (group_ops, group_ops.STATE, group_ops.PARTS), (ops, (), ops.PARTS),
             (lane_ops, lane_ops.STATE, lane_ops.PARTS), (base, (), base.PARTS), (layer, layer.STATE, layer.PARTS))
 

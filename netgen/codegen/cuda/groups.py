@@ -49,7 +49,8 @@ G size), then ``vals_bwd`` on B blocks.
 
 from __future__ import annotations
 
-from .sweeps import WIRES, alloc, fill_rows, grad_out, layers, mix, per_flag, strided, swap_at
+from .row_io import grad_out
+from .sweeps import WIRES, alloc, fill_rows, layers, mix, per_flag, strided, swap_at
 from ..lines import Lines
 
 __all__ = ["grp_fwd", "grp_bwd", "vals_bwd"]

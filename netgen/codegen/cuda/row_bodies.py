@@ -8,24 +8,8 @@ what each kernel does, are in :mod:`.kernels`; the lane-group bodies in
 
 from __future__ import annotations
 
-from .sweeps import (
-    WIRES,
-    Ctx,
-    alloc,
-    fill_rows,
-    grad_out,
-    layers,
-    load_row,
-    mix,
-    per_flag,
-    per_output,
-    per_rank,
-    rank_step,
-    rank_tables,
-    ranks,
-    swap_at,
-    sweep,
-)
+from .row_io import grad_out, load_row, per_output, per_rank
+from .sweeps import WIRES, Ctx, alloc, fill_rows, layers, mix, per_flag, rank_step, rank_tables, ranks, swap_at, sweep
 from ..lines import Lines, literal
 
 __all__ = ["fwd", "bwd", "fwd_col", "bwd_col"]

@@ -1,0 +1,86 @@
+"""Statement writers of a ``cuda`` row kernel's way in and out: the row of
+x loaded with the bad-row check (:func:`load_row`), each output's
+statement (:func:`per_output`), P written or dL/dP read per rank and wire
+(:func:`per_rank`), dL/dx and dL/ds out (:func:`grad_out`). Used by the
+body writers of :mod:`.row_bodies` and :mod:`.groups`; the sweeps' pieces
+are in :mod:`.sweeps`. Trusted statements only (as there)."""
+
+from __future__ import annotations
+
+from .sweeps import WARP, Ctx, strided
+from ..lines import Lines
+
+__all__ = ["load_row", "per_output", "per_rank", "grad_out"]
+
+
+def load_row(L: Lines, c: Ctx, col: bool, count32: bool = False) -> None:
+    """Load row b of x into ``sm[:n]`` (zeros for a bad row), flag bad rows:
+    non-finite entries, a steepness not finite and > 0, an overflowing
+    steepness * (max - min), and for the column a y outside 0..n-1
+    (``count32``: the loops over w as in :func:`strided`)."""
+    L(f"mm = cuda.shared.array(2, dtype=numba.{c.ft})")
+    with L.block("if tx == U0:"):
+        L("mm[0] = -INF", "mm[1] = INF")
+    L("cuda.syncthreads()",
+      "nonfinite = 1 if yb < 0 or yb >= n else 0" if col else "nonfinite = 0",
+      "hx = -INF",
+      "lx = INF")
+    with strided(L, "w", "n", count32):
+        L("xw = x[b, w]")
+        with L.block("if not math.isfinite(xw):"):
+            L("nonfinite = 1")
+        L("hx = max(hx, xw)", "lx = min(lx, xw)", "sm[w] = xw")
+        if col:
+            L("sm[n + w] = ZERO")
+    L("cuda.atomic.max(mm, 0, hx)",
+      "cuda.atomic.min(mm, 1, lx)",
+      "anybad = cuda.syncthreads_or(nonfinite)",
+      "spread = s * (mm[0] - mm[1])",
+      "isbad = anybad != 0 or not (s > ZERO and math.isfinite(s) and math.isfinite(spread))")
+    with L.block("if isbad:"):
+        with strided(L, "w", "n", count32):
+            L("sm[w] = ZERO")
+        L("cuda.syncthreads()")
+
+
+def per_output(L: Lines, c: Ctx, stmt: str) -> None:
+    """``stmt`` for each output r < k, one per thread: where k <= 32 (a
+    block has at least a warp) under ``if tx < k`` with r = tx, else in a
+    strided loop on a uint32 counter (NVVM unrolls a ``range(tx, k, nt)``
+    loop fourfold with 64-bit indices: in bwd_col that copy set the
+    kernel's register count)."""
+    if c.k <= WARP:
+        with L.block("if tx < k:"):
+            L("r = tx", stmt)
+    else:
+        with strided(L, "r", "k", True):
+            L(stmt)
+
+
+def grad_out(L: Lines, count32: bool = False) -> None:
+    """dL/dx from ``sm[:n]`` and the row's dL/ds (NaN for a bad row;
+    ``count32``: see :func:`strided`)."""
+    L("isbad = bad[b] != 0")
+    with strided(L, "w", "n", count32):
+        L("gx[b, w] = NAN if isbad else sm[w]")
+    with L.block("if want_gs:"):
+        L("cuda.atomic.add(gs, b, NAN if isbad else acc_s)")
+
+
+def per_rank(L: Lines, c: Ctx, src: str) -> None:
+    """For each rank r and wire (or input column) w: ``src``, with ``j = r n
+    + w`` the rank-major index of P's (k, n) row and ``e`` its place in the
+    sweep's wire-major state: ``w * m + r`` going back (P's row r is lane
+    r), ``outs[r] * m + w`` going forward (P's row r is wire outs[r], its
+    column w lane w). Threads stride over w: coalesced; no division of j
+    by n. Both loops count on uint32 (:func:`strided`): j and e are 32-bit,
+    as the prologue's ``mn = m * n`` always was: where m n passes 2^32 the
+    rows with P run in lane groups (emit refuses ``lane_groups=False``
+    there)."""
+    L("r = U0")
+    with L.block("while r < k:"):
+        if c.fwd:
+            L("o = np.uint32(outs[r]) * m")
+        with strided(L, "w", "n", True):
+            L("j = np.uint32(r * n + w)", "e = np.uint32(o + w)" if c.fwd else "e = np.uint32(w * m + r)", src)
+        L("r = np.uint32(r + U1)")
