@@ -168,23 +168,27 @@ class Kernel:
 
 # ------------------------------------------------------------------ the kernels
 _NET = (("wa", "w1"), ("wb", "w1"), ("offs", "u1"))
-_COL_NET = (("wab", "w1"), ("offs", "u1"))
-_PLAN = (("clo", "w1"), ("chi", "w1"), ("dix", "u1"), ("outs", "w1"))
+#: the rows and column kernels' network: both wires of comparator i in one table (wab[2 i], wab[2 i + 1]:
+#: one base address for the pair), the layer offsets
+_WAB_NET = (("wab", "w1"), ("offs", "u1"))
+#: the rows kernels' plan: a comparator's plan range and wires interleaved (``rtab[4 i]`` .. ``rtab[4 i + 3]``:
+#: one base address for the four; .sweeps.rank_tables), D's slots, the outputs
+_PLAN = (("rtab", "w1"), ("dix", "u1"), ("outs", "w1"))
 _SCRATCH = (("scratch", "f2"),)
 
 #: the kernels of a generated module, in the order they are emitted
 KERNELS = (
-    Kernel("fwd", (("x", "f2"), ("sv", "f1"), *_NET, *_PLAN, ("values", "f2"), ("ds", "f1"), ("ps", "f1"),
+    Kernel("fwd", (("x", "f2"), ("sv", "f1"), *_WAB_NET, *_PLAN, ("values", "f2"), ("ds", "f1"), ("ps", "f1"),
                    ("bad", "b1"), ("P", "f2"), ("D", "f1"), ("do_P", "bool"), ("save_D", "bool"), *_SCRATCH),
            rows=1, length="x", body=fwd),
-    Kernel("bwd", (("sv", "f1"), *_NET, *_PLAN, ("gv", "f2"), ("gP", "f2"), ("ds", "f1"), ("ps", "f1"),
+    Kernel("bwd", (("sv", "f1"), *_WAB_NET, *_PLAN, ("gv", "f2"), ("gP", "f2"), ("ds", "f1"), ("ps", "f1"),
                    ("D", "f1"), ("gp", "f1"), ("bad", "b1"), ("gx", "f2"), ("gs", "f1"), ("has_gv", "bool"),
                    ("has_gP", "bool"), ("recompute", "bool"), ("want_gs", "bool"), *_SCRATCH),
            rows=1, length="gx", body=bwd),
-    Kernel("fwd_col", (("x", "f2"), ("y", "i1"), ("sv", "f1"), *_COL_NET, ("outs", "w1"), ("col", "f2"), ("ds", "f1"),
+    Kernel("fwd_col", (("x", "f2"), ("y", "i1"), ("sv", "f1"), *_WAB_NET, ("outs", "w1"), ("col", "f2"), ("ds", "f1"),
                        ("dus", "f1"), ("bad", "b1"), ("save", "bool"), *_SCRATCH),
            rows=2, length="x", body=fwd_col),
-    Kernel("bwd_col", (("sv", "f1"), *_COL_NET, ("outs", "w1"), ("gcol", "f2"), ("ds", "f1"), ("dus", "f1"),
+    Kernel("bwd_col", (("sv", "f1"), *_WAB_NET, ("outs", "w1"), ("gcol", "f2"), ("ds", "f1"), ("dus", "f1"),
                        ("bad", "b1"), ("gx", "f2"), ("gs", "f1"), ("want_gs", "bool"), *_SCRATCH),
            rows=2, length="gx", body=bwd_col),
 )

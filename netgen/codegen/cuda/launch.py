@@ -70,6 +70,8 @@ TABLES = {
     "outs": _OUTPUTS.astype(WIRE_DTYPE),
     "clo": _CLO.astype(WIRE_DTYPE),
     "chi": _CHI.astype(WIRE_DTYPE),
+    # the rows kernels' plan range and wires of comparator i interleaved: rtab[4 i] .. rtab[4 i + 3]
+    "rtab": np.stack([_CLO, _CHI, _COMPS[:, 0], _COMPS[:, 1]], axis=1).reshape(-1).astype(WIRE_DTYPE),
     # comparator i's D entry of lane l at dix[i] + l D_STRIDE; dix[size]: D's floats per row
     "dix": d_slots(_CLO, _CHI, _OFFSETS, D_STRIDE).astype(np.uint32),
 }

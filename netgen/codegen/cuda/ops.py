@@ -58,7 +58,7 @@ def _rows_forward(x: torch.Tensor, s: torch.Tensor, want_P: bool,
     P2 = P.view(B, _K * _N) if want_P else _dummy(x, 2)
     # the kernel indexes a launch's ds, ps and D flat, with 32 bits (_most)
     for b0, b1 in _batch("fwd", x, B, rows, 0, _most(max(_SIZE, _DLEN if keep_D else 0))):
-        _launch("fwd", x, b1 - b0, (_part(x, b0, b1), s, t["wa"], t["wb"], t["offs"], t["clo"], t["chi"], t["dix"],
+        _launch("fwd", x, b1 - b0, (_part(x, b0, b1), s, t["wab"], t["offs"], t["rtab"], t["dix"],
                                     t["outs"], _part(values, b0, b1), _part(ds, b0, b1).view(-1),
                                     _part(ps, b0, b1).view(-1), _part(bad, b0, b1), _part(P2, b0, b1) if want_P else P2,
                                     _part(D, b0, b1).view(-1) if keep_D else _dummy(x, 1), want_P, keep_D), rows,
@@ -92,7 +92,7 @@ def _rows_backward(gv: torch.Tensor | None, gP: torch.Tensor | None, s: torch.Te
     Dr = ds.new_empty(((chunks[0][1] - chunks[0][0]) * max(_DLEN, 1),)) if recompute and B else None
     for b0, b1 in chunks:
         Dc = (Dr[: (b1 - b0) * max(_DLEN, 1)] if recompute else _part(D, b0, b1).view(-1)) if has_gP else _dummy(ds, 1)
-        _launch("bwd", ds, b1 - b0, (s, t["wa"], t["wb"], t["offs"], t["clo"], t["chi"], t["dix"], t["outs"],
+        _launch("bwd", ds, b1 - b0, (s, t["wab"], t["offs"], t["rtab"], t["dix"], t["outs"],
                                      _part(gv, b0, b1) if has_gv else gv, _part(gP2, b0, b1) if has_gP else gP2,
                                      _part(ds, b0, b1).view(-1), _part(ps, b0, b1).view(-1), Dc,
                                      _part(gp, b0, b1).view(-1) if has_gP else _dummy(ds, 1),

@@ -9,12 +9,12 @@ what each kernel does, are in :mod:`.kernels`; the lane-group bodies in
 from __future__ import annotations
 
 from .row_io import grad_out, load_row, per_output, per_rank
-from .sweeps import WIRES, Ctx, alloc, fill_rows, layers, mix, per_flag, rank_step, rank_tables, ranks, swap_at, sweep
+from .sweeps import Ctx, alloc, fill_rows, layers, mix, per_flag, rank_step, rank_tables, ranks, swap_at, sweep
 from ..lines import Lines, literal
 
 __all__ = ["fwd", "bwd", "fwd_col", "bwd_col"]
 
-#: the column kernels' wires: a, c of comparator i from the interleaved
+#: the rows and column kernels' wires: a, c of comparator i from the interleaved
 #: table wab (2 size entries: wab[2 i], wab[2 i + 1]): one address for both
 _WAB = (("a", "wab[{0} + {0}]", "U0"), ("c", "wab[{0} + {0} + U1]", "U0"))
 
@@ -28,7 +28,7 @@ def _flat(L: Lines, c: Ctx, has_D: str) -> None:
     per access (docs/cuda-round9.md). ``DS``: D's lane stride
     (:func:`.layout.d_slots`; a constant: the unrolled ranks' offsets
     ``r DS`` are immediates)."""
-    L("mn = m * n", "S = np.uint32(wa.shape[0])", "bS = np.uint32(b * S)",
+    L("mn = m * n", "U3 = np.uint32(3)", "S = np.uint32(np.uint32(wab.shape[0]) >> U1)", "bS = np.uint32(b * S)",
       f"bD = np.uint32(b * dix[S]) if {has_D} else U0", f"DS = np.uint32({literal(c.dstride)})")
 
 
@@ -36,7 +36,7 @@ def fwd(L: Lines, c: Ctx) -> None:
     _flat(L, c, "save_D")
     alloc(L, c)
     load_row(L, c, col=False, count32=True)
-    for _ in layers(L, reverse=False, prefetch=True):
+    for _ in layers(L, reverse=False, loads=_WAB, prefetch=True):
         swap_at(L, c)
         mix(L, "a", "c", "xa", "xc", diff="d")
         L("ji = np.uint32(bS + i)", "ds[ji] = d", "ps[ji] = p")
@@ -73,7 +73,7 @@ def bwd(L: Lines, c: Ctx) -> None:
     saved = (("d", "ds[np.uint32(bS + {})]", "ZERO"), ("pv", "ps[np.uint32(bS + {})]", "ZERO"),
              ("gq", "(gp[np.uint32(bS + {})] if has_gP else ZERO)", "ZERO"))
     for gs_on in per_flag(L, "want_gs"):  # dL/ds summed only where asked for
-        for _ in layers(L, reverse=True, loads=WIRES + saved, prefetch=True):
+        for _ in layers(L, reverse=True, loads=_WAB + saved, prefetch=True):
             swap_at(L, c, "d", "pv")
             L("ga = sm[a]", "gc = sm[c]", "dg = ga - gc", "gpi = dg * d + gq", "gd = gpi * dp")
             if gs_on:

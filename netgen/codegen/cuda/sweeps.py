@@ -82,13 +82,17 @@ WIRES = (("a", "wa[{}]", "U0"), ("c", "wb[{}]", "U0"))
 def rank_tables(d_index: bool) -> tuple[tuple[str, str, str], ...]:
     """What a rank sweep loads per comparator (for :func:`layers`; plain
     loads, so that a prefetch waits for nothing): its plan range, its wires
-    (``wa_``, ``wb_``), p (``ps`` flat: row b's at ``bS``) and, where D is
+    (``wa_``, ``wb_``) from the interleaved ``rtab`` (one base address for
+    the four, where four tables cost a base pointer each, reloaded from the
+    constant bank every iteration: 6 SASS per comparator), p (``ps`` flat:
+    row b's at ``bS``) and, where D is
     indexed, its first D index ``j`` (flat: row b's D at ``bD``; 32-bit
     indices, one ``IMAD.WIDE.U32`` per address where row views cost a
     64-bit row base)."""
-    out = (("lo", "clo[{}]", "U0"), ("hi", "chi[{}]", "U0"), ("wa_", "wa[{}]", "U0"), ("wb_", "wb[{}]", "U0"),
-           ("p", "ps[np.uint32(bS + {})]", "ZERO"))
-    return out + ((("j", "np.uint32(bD + dix[{}])", "U0"),) if d_index else ())
+    out = (("lo", "rtab[np.uint32({0} << U2)]", "U0"), ("hi", "rtab[np.uint32({0} << U2) + U1]", "U0"),
+           ("wa_", "rtab[np.uint32({0} << U2) + U2]", "U0"), ("wb_", "rtab[np.uint32({0} << U2) + U3]", "U0"),
+           ("p", "ps[np.uint32(bS + {0})]", "ZERO"))
+    return out + ((("j", "np.uint32(bD + dix[{0}])", "U0"),) if d_index else ())
 
 
 def layers(L: Lines, reverse: bool, loads=WIRES, prefetch: bool = False, ahead: int = 2,

@@ -79,7 +79,7 @@ def run_case(out_dir, kind, n, k, dist, direction, G, slots, threads, B, dtype):
     bad = np.zeros(B, np.int32)
     one = np.zeros((1, 1), npt)
     m.KERNELS[(np.dtype(npt), "fwd", "shared")][B, threads, 0, n * isz](
-        xs, sv, T["wa"], T["wb"], T["offs"], T["clo"], T["chi"], T["dix"], T["outs"], values, ds.reshape(-1),
+        xs, sv, T["wab"], T["offs"], T["rtab"], T["dix"], T["outs"], values, ds.reshape(-1),
         ps.reshape(-1), bad, one, one.reshape(-1), False, False, one)
     lanes = n if fwd else k
     groups = -(-lanes // G)

@@ -241,6 +241,9 @@ def test_splitter_10450_tables_against_plan(tmp_path):
     assert np.array_equal(T["wa"], net.comparators[:, 0]) and np.array_equal(T["wb"], net.comparators[:, 1])
     # the column kernels' interleaved copy: wab[2 i], wab[2 i + 1]
     assert T["wab"].dtype == np.uint16 and np.array_equal(T["wab"], np.asarray(net.comparators).reshape(-1))
+    # the rows kernels' rank sweeps: plan range and wires of comparator i at rtab[4 i] .. rtab[4 i + 3]
+    assert T["rtab"].dtype == np.uint16 and np.array_equal(
+        T["rtab"].reshape(-1, 4), np.stack([clo, chi, *np.asarray(net.comparators).T], axis=1))
     assert np.array_equal(T["offs"], net.layer_offsets) and list(T["outs"]) == list(net.outputs)
     assert np.array_equal(T["clo"], clo) and np.array_equal(T["chi"], chi)
     nnz = int(doff[-1])
