@@ -32,7 +32,7 @@ FALLBACK = {"comp": 170, "pair": 14, "skip": 14, "inner": 8}
 #: float arrays each kernel reads that an earlier launch wrote (the
 #: forward's saved d, p, D and the incoming gradients): the SASS chain
 #: charges their loads DRAM latency, every other global load an L2 hit
-FROM_DRAM = {"bwd": ("ds", "ps", "D", "gP", "gv"), "bwd_col": ("ds", "dus", "gcol")}
+FROM_DRAM = {"bwd": ("ds", "ps", "D", "gP", "gv"), "bwd_col": ("cs", "gcol")}
 CALIBRATION = ("old", "fwd_vals", 500, 0.16)  # e46262c's _fwd_vals on an H100, B = 500, ms (Rounds 1-5)
 #: the kernels' device time on an H100 80GB (issue 29: torch profiler, float32, (5, 10450), fwd + bwd,
 #: medians of 20; the kernels of f97d855, unchanged since): path -> {B: ms}. The model is calibrated on these

@@ -40,18 +40,17 @@ design, the choices and their estimates):
   dL/ds = sum_i dL/dp_i dp_i/ds over the row into ``gs[b]``.
   Both take ds, ps, gp and D as 1-D views of a launch's rows, indexed
   with 32-bit flat indices (``b size + i``, ``b dix[S] + dix[i]``: one
-  ``IMAD.WIDE.U32`` per address where row views cost a 64-bit row base;
-  the rank sweeps' SASS per comparator fwd 92 -> 83, bwd 102 -> 98, the
-  values sweep 63 -> 55, its adjoint 51 -> 45: docs/cuda-round9.md).
+  ``IMAD.WIDE.U32`` per address where row views cost a 64-bit row base:
+  docs/cuda-round9.md, with the SASS counts).
 * ``_fwd_col`` / ``_bwd_col``: the column P[:, y] (v and u, 2 n floats) and
-  its adjoint, one block per row; the forward saves d (``ds``) and, in
-  ``dus`` (B x 2 size), each comparator's u difference and p side by side
-  (``dus[b, 2 i]``, ``dus[b, 2 i + 1]``: one address for both), so the
-  backward reads p instead of rerunning the arctangent. Both kernels take
-  ds and dus as 1-D views of a launch's rows and index them with one
-  32-bit flat index ``j = b size + i`` (``2 j``, ``2 j + 1``): a 32-bit add
-  per comparator where row views cost a 64-bit row base each; the launcher
-  keeps rows x size <= 2^32 per launch (``INDEX_LIMIT``).
+  its adjoint, one block per row; the forward saves, in ``cs`` (B x 3
+  size), each comparator's difference of the values, of u, and p side by
+  side (``cs[3 j]``, ``cs[3 j + 1]``, ``cs[3 j + 2]``, j = b size + i: one
+  base address for the three), so the backward reads p instead of
+  rerunning the arctangent. Both kernels take cs as a 1-D view of a
+  launch's rows with a 32-bit flat index (row views cost a 64-bit row base
+  each); the launcher keeps rows x 3 size <= 2^32 per launch
+  (``INDEX_LIMIT``).
   They read a comparator's wires from ``wab``, the wire table interleaved
   (``wab[2 i]``, ``wab[2 i + 1]``: one address for both).
 
@@ -185,10 +184,10 @@ KERNELS = (
                    ("D", "f1"), ("gp", "f1"), ("bad", "b1"), ("gx", "f2"), ("gs", "f1"), ("has_gv", "bool"),
                    ("has_gP", "bool"), ("recompute", "bool"), ("want_gs", "bool"), *_SCRATCH),
            rows=1, length="gx", body=bwd),
-    Kernel("fwd_col", (("x", "f2"), ("y", "i1"), ("sv", "f1"), *_WAB_NET, ("outs", "w1"), ("col", "f2"), ("ds", "f1"),
-                       ("dus", "f1"), ("bad", "b1"), ("save", "bool"), *_SCRATCH),
+    Kernel("fwd_col", (("x", "f2"), ("y", "i1"), ("sv", "f1"), *_WAB_NET, ("outs", "w1"), ("col", "f2"), ("cs", "f1"),
+                       ("bad", "b1"), ("save", "bool"), *_SCRATCH),
            rows=2, length="x", body=fwd_col),
-    Kernel("bwd_col", (("sv", "f1"), *_WAB_NET, ("outs", "w1"), ("gcol", "f2"), ("ds", "f1"), ("dus", "f1"),
+    Kernel("bwd_col", (("sv", "f1"), *_WAB_NET, ("outs", "w1"), ("gcol", "f2"), ("cs", "f1"),
                        ("bad", "b1"), ("gx", "f2"), ("gs", "f1"), ("want_gs", "bool"), *_SCRATCH),
            rows=2, length="gx", body=bwd_col),
 )

@@ -76,8 +76,8 @@ def self_check(device, dtype=torch.float32):
         gx, gs = _rows_backward(gv, gP, s, ds, ps, D, bad, True)
         v1, _, ds1, ps1, D1, bad1 = _rows_forward(x, s, False, True)
         gx1, gs1 = _rows_backward(gv, None, s, ds1, ps1, D1, bad1, True)
-        col, cd, cdu, cbad = _column_forward(x, y, s, True)
-        gxc, gsc = _column_backward(gc, s, cd, cdu, cbad, True)
+        col, ccs, cbad = _column_forward(x, y, s, True)
+        gxc, gsc = _column_backward(gc, s, ccs, cbad, True)
         return {"values": v, "P": P, "dL/dx": gx, "dL/ds": gs, "values only": v1, "dL/dx values only": gx1,
                 "column": col, "dL/dx column": gxc, "dL/ds column": gsc}
 

@@ -102,39 +102,36 @@ def _rows_backward(gv: torch.Tensor | None, gP: torch.Tensor | None, s: torch.Te
 
 
 def _column_forward(x: torch.Tensor, y: torch.Tensor, s: torch.Tensor,
-                    save: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """P[:, y] (B, k) and what backward needs: ds (B, size; 1 x 1 when not
-    save), the differences of the values at each comparator, dus (B, 2
-    size; 1 x 1 when not save), the differences of the pushed unit vector
-    at each comparator then each comparator's p (the backward reads p
-    instead of rerunning the swap code's arctangent), and bad (B,) int32."""
+                    save: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """P[:, y] (B, k) and what backward needs: cs (B, 3 size; 1 x 1 when
+    not save), per comparator the difference of the values, of the pushed
+    unit vector, and p, side by side (one base address; the backward reads
+    p instead of rerunning the swap code's arctangent), and bad (B,)
+    int32."""
     B = x.shape[0]
     t = _tables(x.device)
     col = x.new_empty((B, _K))
-    ds = x.new_empty((B, _SIZE)) if save else _dummy(x, 2)
-    dus = x.new_empty((B, 2 * _SIZE)) if save else _dummy(x, 2)
+    cs = x.new_empty((B, 3 * _SIZE)) if save else _dummy(x, 2)
     bad = x.new_empty((B,), dtype=torch.int32)
-    # the kernel indexes a launch's ds and dus flat, with 32 bits (INDEX_LIMIT)
-    for b0, b1 in _batch("fwd_col", x, B, 2, 0, _most(_SIZE)):
+    # the kernel indexes a launch's cs flat, with 32 bits (_most)
+    for b0, b1 in _batch("fwd_col", x, B, 2, 0, _most(3 * _SIZE)):
         _launch("fwd_col", x, b1 - b0, (_part(x, b0, b1), _part(y, b0, b1), s, t["wab"], t["offs"], t["outs"],
-                                        _part(col, b0, b1), (_part(ds, b0, b1) if save else ds).view(-1),
-                                        (_part(dus, b0, b1) if save else dus).view(-1), _part(bad, b0, b1), save),
-                2, (save,))
-    return col, ds, dus, bad
+                                        _part(col, b0, b1), (_part(cs, b0, b1) if save else cs).view(-1),
+                                        _part(bad, b0, b1), save), 2, (save,))
+    return col, cs, bad
 
 
-def _column_backward(gcol: torch.Tensor, s: torch.Tensor, ds: torch.Tensor, dus: torch.Tensor, bad: torch.Tensor,
+def _column_backward(gcol: torch.Tensor, s: torch.Tensor, cs: torch.Tensor, bad: torch.Tensor,
                      want_gs: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    B = ds.shape[0]
-    t = _tables(ds.device)
-    gx = ds.new_empty((B, _N))
-    gcol = _operand(gcol, ds, (B, _K))
-    gs = ds.new_zeros((B,)) if want_gs else _dummy(ds, 1)
-    for b0, b1 in _batch("bwd_col", ds, B, 2, 0, _most(_SIZE)):
-        _launch("bwd_col", ds, b1 - b0, (s, t["wab"], t["offs"], t["outs"], _part(gcol, b0, b1),
-                                         _part(ds, b0, b1).view(-1), _part(dus, b0, b1).view(-1), _part(bad, b0, b1),
-                                         _part(gx, b0, b1), _part(gs, b0, b1) if want_gs else gs, want_gs), 2,
-                (want_gs,))
+    B = cs.shape[0]
+    t = _tables(cs.device)
+    gx = cs.new_empty((B, _N))
+    gcol = _operand(gcol, cs, (B, _K))
+    gs = cs.new_zeros((B,)) if want_gs else _dummy(cs, 1)
+    for b0, b1 in _batch("bwd_col", cs, B, 2, 0, _most(3 * _SIZE)):
+        _launch("bwd_col", cs, b1 - b0, (s, t["wab"], t["offs"], t["outs"], _part(gcol, b0, b1),
+                                         _part(cs, b0, b1).view(-1), _part(bad, b0, b1), _part(gx, b0, b1),
+                                         _part(gs, b0, b1) if want_gs else gs, want_gs), 2, (want_gs,))
     return gx, gs
 
 
@@ -160,13 +157,11 @@ def _rows_backward_fake(gv, gP, s, ds, ps, D, bad, want_gs):
 
 def _column_fake(x, y, s, save):
     B = x.shape[0]
-    S = (B, _SIZE) if save else (1, 1)
-    S2 = (B, 2 * _SIZE) if save else (1, 1)
-    return x.new_empty((B, _K)), x.new_empty(S), x.new_empty(S2), x.new_empty((B,), dtype=torch.int32)
+    return x.new_empty((B, _K)), x.new_empty((B, 3 * _SIZE) if save else (1, 1)), x.new_empty((B,), dtype=torch.int32)
 
 
-def _column_backward_fake(gcol, s, ds, dus, bad, want_gs):
-    return ds.new_empty((ds.shape[0], _N)), ds.new_empty((ds.shape[0],) if want_gs else (1,))
+def _column_backward_fake(gcol, s, cs, bad, want_gs):
+    return cs.new_empty((cs.shape[0], _N)), cs.new_empty((cs.shape[0],) if want_gs else (1,))
 
 
 def _rows_setup(ctx, inputs, output):
@@ -191,11 +186,11 @@ def _column_setup(ctx, inputs, output):
 
 def _column_grad(ctx, gcol, *unused):
     """The registered autograd of the column op (under torch.compile)."""
-    x, s, ds, dus, bad = ctx.saved_tensors
+    x, s, cs, bad = ctx.saved_tensors
     if gcol is None:
         return None, None, None, None
     want_gs = bool(ctx.needs_input_grad[2])
-    gx, gs = _op("column_backward")(gcol, s, ds, dus, bad, want_gs)
+    gx, gs = _op("column_backward")(gcol, s, cs, bad, want_gs)
     gx, gs = _once_differentiable(gx, gs.sum().reshape(s.shape) if want_gs else None, x, s)
     return gx, None, gs, None
 
@@ -231,15 +226,15 @@ class _Column(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, y, s):
-        col, ds, dus, bad = _column_forward(x, y, s, True)
-        ctx.save_for_backward(x, s, ds, dus, bad)
+        col, cs, bad = _column_forward(x, y, s, True)
+        ctx.save_for_backward(x, s, cs, bad)
         return col
 
     @staticmethod
     def backward(ctx, gcol):
-        x, s, ds, dus, bad = ctx.saved_tensors
+        x, s, cs, bad = ctx.saved_tensors
         want_gs = ctx.needs_input_grad[2]
-        gx, gs = _column_backward(gcol, s, ds, dus, bad, want_gs)
+        gx, gs = _column_backward(gcol, s, cs, bad, want_gs)
         gs = gs.sum().reshape(s.shape) if want_gs else None
         if torch.is_grad_enabled():
             gx, gs = refuse_second_order((gx, gs), (x, s))

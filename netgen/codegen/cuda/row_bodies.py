@@ -87,11 +87,11 @@ def bwd(L: Lines, c: Ctx) -> None:
 # anywhere, and NVVM's fourfold 64-bit copies of those loops, not the
 # comparator loop, set it (docs/cuda-rounds4-5.md, Round 5).
 def fwd_col(L: Lines, c: Ctx) -> None:
-    # d, du and p of comparator i of row b at the flat 32-bit index j = b
-    # size + i of the launch's ds and 2 j, 2 j + 1 of its dus (1-D views;
-    # the launcher keeps rows x size < 2^32 per launch: INDEX_LIMIT): one
-    # 32-bit add per comparator, where row views cost 64-bit row bases
-    L("yb = y[b]", "bS = np.uint32(b * (np.uint32(wab.shape[0]) >> U1)) if save else U0")
+    # d, du and p of comparator i of row b side by side at 3 j, 3 j + 1, 3 j
+    # + 2 of the launch's cs, j = b size + i (a 1-D view; the launcher keeps
+    # rows x 3 size < 2^32 per launch: INDEX_LIMIT): one base address and a
+    # 32-bit index per comparator, where row views cost 64-bit row bases
+    L("yb = y[b]", "U3 = np.uint32(3)", "bS = np.uint32(b * (np.uint32(wab.shape[0]) >> U1)) if save else U0")
     alloc(L, c)
     load_row(L, c, col=True, count32=True)
     with L.block("if tx == U0 and not isbad:"):
@@ -103,14 +103,14 @@ def fwd_col(L: Lines, c: Ctx) -> None:
         L("ua = sm[n + a]", "uc = sm[n + c]", "du = ua - uc")
         mix(L, "n + a", "n + c", "ua", "uc", diff="du")
         with L.block("if save:"):
-            L("j = np.uint32(bS + i)", "ds[j] = d", "j2 = j + j", "dus[j2] = du", "dus[j2 + U1] = p")
+            L("j3 = np.uint32(np.uint32(bS + i) * U3)", "cs[j3] = d", "cs[j3 + U1] = du", "cs[j3 + U2] = p")
     per_output(L, c, "col[b, r] = NAN if isbad else sm[n + outs[r]]")
     with L.block("if tx == U0:"):
         L("bad[b] = 1 if isbad else 0")
 
 
 def bwd_col(L: Lines, c: Ctx) -> None:
-    L("bS = np.uint32(b * (np.uint32(wab.shape[0]) >> U1))")  # flat indices, as in _fwd_col
+    L("U3 = np.uint32(3)", "bS = np.uint32(b * (np.uint32(wab.shape[0]) >> U1))")  # flat indices, as in fwd_col
     alloc(L, c)
     fill_rows(L, "w", "n", "", "n + ", count32=True)
     per_output(L, c, "sm[n + outs[r]] = gcol[b, r]")
@@ -119,10 +119,10 @@ def bwd_col(L: Lines, c: Ctx) -> None:
     # threads instead of 1024)
     for gs_on in per_flag(L, "want_gs"):  # dL/ds summed only where asked for
         for _ in layers(L, reverse=True, loads=_WAB, ahead=1, count32=True):
-            L("j = np.uint32(bS + i)", "j2 = j + j")
-            swap_at(L, c, "ds[j]", "dus[j2 + U1]")
+            L("j3 = np.uint32(np.uint32(bS + i) * U3)")
+            swap_at(L, c, "cs[j3]", "cs[j3 + U2]")
             L("ga = sm[a]", "gc = sm[c]", "ua = sm[n + a]", "uc = sm[n + c]", "dg = ga - gc", "du = ua - uc",
-              "gpi = dg * d + du * dus[j2]",
+              "gpi = dg * d + du * cs[j3 + U1]",
               "gd = gpi * dp")
             if gs_on:
                 L("acc_s += gpi * dps")

@@ -384,7 +384,7 @@ def counted(name, like, blocks, args, rows, key=None):
     calls.append([name, blocks])
     return orig(name, like, blocks, args, rows, key)
 m._launch = counted
-m.INDEX_LIMIT = 2 * net.size + net.size // 2  # two rows of d per launch
+m.INDEX_LIMIT = 2 * 3 * net.size + 3 * net.size // 2  # two rows of cs (d, du, p) per launch
 chunked = run()
 xt = x.clone().requires_grad_(True)
 c0 = reference.column(net, xt, y, r)
@@ -399,10 +399,10 @@ print(json.dumps({"calls": calls, "err": err, "same": same, "variant": m._VARIAN
 @pytest.mark.parametrize("shared_limit, net", [(48 * 1024, ("splitter", 21, 4)), (0, ("splitter", 21, 4)),
                                                 (48 * 1024, ("oddeven", 40, 40))])
 def test_column_launches_in_chunks_at_the_index_limit(tmp_path, shared_limit, net):
-    """The column kernels index a launch's saved d, du and p with one 32-bit
-    flat index (row * size + comparator): the launcher takes at most
-    INDEX_LIMIT // size rows per launch. With the limit lowered to 2.5 rows
-    of d, B = 5 runs in launches of 2, 2 and 1 rows each way, shared and
+    """The column kernels index a launch's saved d, du and p (cs, 3 size per
+    row) with a 32-bit flat index: the launcher takes at most INDEX_LIMIT //
+    (3 size) rows per launch. With the limit lowered to 2.5 rows of cs, B =
+    5 runs in launches of 2, 2 and 1 rows each way, shared and
     global variants, and equals both the reference and the unchunked run.
     The sorting case has k = 40 > 32 outputs (the column kernels' strided
     loop over outputs instead of one output per thread)."""
