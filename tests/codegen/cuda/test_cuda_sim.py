@@ -488,6 +488,53 @@ def test_rows_launch_in_chunks_at_the_index_limit(tmp_path, shared_limit, opts):
     assert "32-bit indices" in out["refused"]
 
 
+RANK_LOOP = r'''
+import json, sys, torch
+from netgen.codegen import emit
+from netgen.codegen.cache import load
+from netgen.construct import build
+from netgen.relax import reference
+from netgen.relax.distributions import Relaxation
+out = []
+for kind, n, k, opts in (("splitter", 30, 10, {"d_layout": "windows"}),
+                         ("splitter", 30, 10, {"d_layout": "windows", "mode": "recompute"}),
+                         ("oddeven", 12, 12, {"d_layout": "windows"}), ("oddeven", 12, 12, {"d_layout": "csr"})):
+    net, r = build(kind, n, k), Relaxation("cauchy", 5.0)
+    p = f"{sys.argv[1]}/m_{kind}_{len(opts)}_{opts['d_layout']}.py"
+    open(p, "w").write(emit("cuda", net, r, {"threads": 32, **opts}))
+    m = load(p)
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(3, n, generator=gen, dtype=torch.float64)
+    gv, gP = torch.randn(3, k, generator=gen, dtype=torch.float64), torch.randn(3, k, n, generator=gen, dtype=torch.float64)
+    def run(f):
+        xg = x.clone().requires_grad_(True)
+        v, P = f(xg)
+        (g,) = torch.autograd.grad((v * gv).sum() + (P * gP).sum(), xg)
+        return v, P, g
+    got, want = run(m.Layer()), run(lambda xs: reference.forward(net, xs, r))
+    out.append({"case": [kind, n, k, opts], "stride": m.D_STRIDE, "save": bool(m.SAVE_D),
+                "err": max(float((a - b).abs().max()) for a, b in zip(got, want)),
+                "norm": min(float(b.abs().max()) for b in want)})
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.slow
+def test_rows_with_the_rank_loop_in_either_d_layout(tmp_path):
+    """More lanes than UNROLL_RANKS (k = 10 going back, a sorter of 12
+    going forward): the rank loop steps D's index by the layout's stride
+    (32 in the warp windows, 1 in the CSR), D kept or recomputed; values,
+    P and dL/dx equal the float64 reference."""
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", NETGEN_CUDA_SELFCHECK="0")
+    proc = subprocess.run([sys.executable, "-c", RANK_LOOP, str(tmp_path)], capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert [(r["stride"], r["save"]) for r in rows] == [(32, True), (32, False), (32, True), (1, True)]
+    for r in rows:
+        assert r["err"] <= 1e-12 and r["norm"] > 0.05, r
+
+
 @pytest.mark.slow
 def test_runs_in_the_simulator_without_netgen(tmp_path):
     """The generated module carries its whole runtime (launcher, ops,
