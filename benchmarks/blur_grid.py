@@ -103,7 +103,7 @@ def grid(args) -> int:
 def overhead(args) -> None:
     from netgen.codegen.auto import AutoLayer
 
-    from netgen.relax.auto_steepness import AutoSteepness
+    from netgen.relax.steepness import AutoSteepness
 
     sched = AutoSteepness()
     frac = {N: sum(sched.due(c) for c in range(N)) / N for N in (1000, 10000)}

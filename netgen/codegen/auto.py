@@ -31,8 +31,7 @@ import logging
 
 import torch
 
-from ..relax.auto_steepness import AutoSteepness, plain_state, restore_state
-from ..relax.steepness import estimate_steepness, is_auto, optional_blur
+from ..relax.steepness import AutoSteepness, estimate_steepness, is_auto, optional_blur, plain_state, restore_state
 from . import TARGETS
 from .cache import build_layer
 from .operator_layers import operator_layer
@@ -101,7 +100,7 @@ class AutoLayer(LayerBase):
     scores (detached) so that the blur (:func:`netgen.blur`) is ``blur``
     (attribute in (0, 1); default None: 0.75 calibrating in training, 0.1
     otherwise), by the submodule ``auto_steepness``
-    (:class:`~netgen.relax.auto_steepness.AutoSteepness`: the first 4 training
+    (:class:`~netgen.relax.steepness.AutoSteepness`: the first 4 training
     calls, then fixed; eval mode uses the value as it is; the value is a
     buffer in the state_dict). It is handed to the generated layer's run-time ``steepness`` (no
     recompilation); a generated module without one is rebuilt for a new

@@ -24,8 +24,7 @@ import torch
 
 from ..relax.distributions import DIFFTOPK_ART_EPSILON, DISTRIBUTIONS, Relaxation
 from .networks import from_matrices, from_plain, get_sorting_network, netgen_network, original_network, to_plain
-from ..relax.auto_steepness import AutoSteepness, plain_state, restore_state
-from ..relax.steepness import estimate_steepness, is_auto, optional_blur
+from ..relax.steepness import AutoSteepness, estimate_steepness, is_auto, optional_blur, plain_state, restore_state
 from .run import call, check_steepness, finite_rows
 
 #: the steepness baked into modules whose steepness is a run-time argument

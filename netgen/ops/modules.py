@@ -6,7 +6,7 @@ or an ``nn.Parameter`` (``SoftRank(steepness=nn.Parameter(torch.tensor(
 20.0)))``: it is then a parameter of the module and learns); or ``"auto"``
 with ``blur=`` (default: 0.75 calibrating in training, 0.1 otherwise): the
 submodule ``auto_steepness`` chooses it from the scores of the first 4
-training calls, then keeps it, as a layer's (:class:`netgen.relax.auto_steepness.AutoSteepness`). A module holds
+training calls, then keeps it, as a layer's (:class:`netgen.relax.steepness.AutoSteepness`). A module holds
 no network or compiled code: ``state_dict()`` holds only a learnable
 steepness (or "auto"'s value), and pickles rebuild from netgen's cache on
 the first call.
@@ -17,8 +17,7 @@ from __future__ import annotations
 import torch
 
 from ..relax.reference import check_steepness
-from ..relax.auto_steepness import AutoSteepness, plain_state, restore_state
-from ..relax.steepness import is_auto, optional_blur
+from ..relax.steepness import AutoSteepness, is_auto, optional_blur, plain_state, restore_state
 from .backends import check_target
 from .functions import soft_rank, soft_sort, soft_topk, topk_mask
 

@@ -23,9 +23,9 @@ on its way) and on F's tails. The estimator, on a few rows of the scores
    score distribution) and corrects s by a secant step in (log s, log
    blur), stopping within ``tol`` (3%) of the target.
 
-What a layer or module with ``steepness="auto"`` holds (when it
-estimates, at which blur, the steepness it keeps) is
-:class:`netgen.relax.auto_steepness.AutoSteepness`.
+:class:`AutoSteepness` is what a layer or module with ``steepness="auto"``
+holds: when it estimates (the first 4 training calls, then s is kept) and
+at which blur, and the steepness it keeps (a buffer, in the state_dict).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from .distributions import Relaxation, _cdf, _phi
 from .expr import evaluate, var
 from .reference import fwd as _ref_fwd
 
-__all__ = ["DEFAULT_BLUR", "TRAINING_BLUR", "optional_blur", "Estimate", "estimate_steepness", "check_blur", "is_auto",
+__all__ = ["DEFAULT_BLUR", "TRAINING_BLUR", "AutoSteepness", "optional_blur", "Estimate", "estimate_steepness", "check_blur", "is_auto",
            "model_blur", "solve_model", "model_rows", "sweep_columns", "sweep_lanes", "probe_blur"]
 
 log = logging.getLogger("netgen")
@@ -335,3 +335,130 @@ def _model_ranks(paths: HardPaths, r: Relaxation, s: float, ranks: torch.Tensor)
 
 
 # --------------------------------------------------------------- the state
+class AutoSteepness(torch.nn.Module):
+    """``steepness="auto"`` of one layer or module: the target ``blur`` and
+    the steepness in use (buffer ``steepness``, NaN until the first
+    estimate; it is in the state_dict, so a checkpoint reproduces).
+
+    * **training mode** (default ``every=None``): the first ``calibrate``
+      training calls (default 4) estimate s from their scores, each moving
+      the buffer by ``momentum`` (an average in log s, so one odd batch
+      does not set it alone); after them s stays fixed, as a swept
+      steepness would: the model learns scores for that s and the blur
+      falls as it grows confident. Re-estimating all along instead holds
+      the blur and makes the loss blind to the scores' scale, which then
+      drifts (measured in docs/relaxations.md section 8: 10-20 points of
+      exact match lost on the sorting example). ``every=N`` re-estimates
+      anyway: on calls 0, 1, 2, 4, ... below N, then every N-th.
+      A schedule of calls, not of time: training reproduces, and the count
+      is a buffer, so a resumed checkpoint keeps the schedule.
+    * **eval mode**: the buffer as it is (a result does not depend on which
+      rows share its batch); an instance never trained estimates on its
+      first call and keeps that.
+
+    ``blur=None`` (default) aims at :data:`TRAINING_BLUR` (0.75) when
+    calibrating in training and at :data:`DEFAULT_BLUR` (0.1) otherwise:
+    a sharp relaxation is what a forward pass wants, a soft one what
+    training wants (0.1 trains a top-5 loss to 28% where 0.75 matches the
+    best swept steepness; docs/relaxations.md section 8).
+
+    ``estimate(x, blur) -> Estimate`` is the owner's (it knows the network
+    and the lanes to measure with)."""
+
+    calibrate = 4  # (a class default too: pickles of older versions lack it)
+
+    def __init__(self, blur: float | None = None, every: int | None = None, momentum: float = 0.5,
+                 calibrate: int = 4):
+        super().__init__()
+        self.blur = optional_blur(blur)
+        for name, v in (("every", every), ("calibrate", calibrate)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise ValueError(f"{name} must be a positive integer{' or None' if name == 'every' else ''}, "
+                                 f"got {v!r}")
+        if not 0.0 < float(momentum) <= 1.0:
+            raise ValueError(f"momentum must lie in (0, 1], got {momentum!r}")
+        self.every, self.momentum, self.calibrate = every, float(momentum), calibrate
+        self.register_buffer("steepness", torch.tensor(math.nan, dtype=torch.float64))
+        self.register_buffer("calls", torch.tensor(0, dtype=torch.int64))
+        self.last: Estimate | None = None
+
+    def target(self, training: bool | None = None) -> float:
+        """The blur an estimate aims at (in training mode, or as told)."""
+        if self.blur is not None:
+            return self.blur
+        return TRAINING_BLUR if (self.training if training is None else training) else DEFAULT_BLUR
+
+    def due(self, c: int) -> bool:
+        """Whether training call number ``c`` (from 0) estimates."""
+        if self.every is None:
+            return c < self.calibrate
+        return (c & (c - 1)) == 0 if c < self.every else c % self.every == 0
+
+    def forward(self, x: torch.Tensor, estimate, fallback: float) -> float:
+        """The steepness for this call (a float); ``fallback`` when no
+        estimate has had information yet (e.g. all scores equal)."""
+        have = not math.isnan(float(self.steepness))
+        due = not have or (self.training and self.due(int(self.calls)))
+        if self.training:
+            self.calls += 1
+        if due:
+            blur = self.target()
+            est = estimate(x, blur)
+            self.last = est
+            if est.note:
+                log.warning("netgen: steepness='auto': %s; using s = %g", est.note,
+                            fallback if est.steepness is None else est.steepness)
+            if est.steepness is not None:
+                old = float(self.steepness)
+                new = est.steepness if not have else math.exp(
+                    (1 - self.momentum) * math.log(old) + self.momentum * math.log(est.steepness))
+                self.steepness.fill_(new)
+                log.debug("netgen: steepness='auto' (blur %g): estimated s = %.6g (model %.6g, measured blur %s, "
+                          "%d measurements), using %.6g", blur, est.steepness, est.model_steepness,
+                          "-" if est.measured is None else f"{est.measured:.4f}", est.measurements, new)
+        s = float(self.steepness)
+        return fallback if math.isnan(s) else s
+
+    def extra_repr(self):
+        s = float(self.steepness)
+        blur = "default" if self.blur is None else f"{self.blur:g}"
+        when = f"every={self.every}" if self.every is not None else f"calibrate={self.calibrate}"
+        return f"blur={blur}, {when}, steepness={'not estimated yet' if math.isnan(s) else f'{s:.6g}'}"
+
+    # ------------------------------------------------------------ pickling
+    def plain(self) -> dict:
+        """This module as plain data (numbers, tensors): see :func:`plain_state`."""
+        return {"blur": self.blur, "every": self.every, "momentum": self.momentum, "calibrate": self.calibrate,
+                "training": self.training,
+                "steepness": self.steepness, "calls": self.calls}
+
+    @classmethod
+    def from_plain(cls, d: dict) -> "AutoSteepness":
+        a = cls(d["blur"], d["every"], d["momentum"], d.get("calibrate", 4))
+        a.steepness.copy_(d["steepness"])
+        a.calls.copy_(d["calls"])
+        return a.train(bool(d["training"]))
+
+
+def plain_state(state: dict) -> dict:
+    """A module's pickled ``state`` (its ``__dict__``) with its
+    ``auto_steepness`` child as plain data, so that
+    ``torch.load(..., weights_only=True)`` of a whole model needs only the
+    owner's class allowlisted, not this one (the child's place in
+    ``_modules`` holds None; :func:`restore_state` puts it back)."""
+    mods = state.get("_modules")
+    auto = None if mods is None else mods.get("auto_steepness")
+    if not isinstance(auto, AutoSteepness):
+        return state
+    return {**state, "_modules": {**mods, "auto_steepness": None}, "_auto_steepness": auto.plain()}
+
+
+def restore_state(state: dict) -> dict:
+    """Undo :func:`plain_state` on an unpickled ``state``."""
+    plain = state.get("_auto_steepness")
+    if plain is None:
+        return state
+    state = {k: v for k, v in state.items() if k != "_auto_steepness"}
+    state["_modules"] = {**state["_modules"], "auto_steepness": AutoSteepness.from_plain(plain)}
+    return state
+

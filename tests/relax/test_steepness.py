@@ -11,8 +11,7 @@ from netgen.compiler import build
 from netgen.relax import reference as ref
 from netgen.relax.blur import blur
 from netgen.relax.distributions import DISTRIBUTIONS, default_relaxation
-from netgen.relax.auto_steepness import AutoSteepness
-from netgen.relax.steepness import (DEFAULT_BLUR, TRAINING_BLUR, Estimate, check_blur, estimate_steepness, reference_columns,
+from netgen.relax.steepness import (DEFAULT_BLUR, TRAINING_BLUR, AutoSteepness, Estimate, check_blur, estimate_steepness, reference_columns,
                                     sweep_columns)
 
 
