@@ -11,7 +11,7 @@ exact network puts at rank r)::
 probability vectors (every layer mixes with a doubly stochastic matrix), so
 ``TV(P[r], H[r]) = 1 - P[r, h_r]``: the blur needs only P's entries at the
 hard indices. :func:`blur` computes the TV itself (any P); the estimator
-(:mod:`netgen.relax.steepness`) uses ``1 - P[r, h_r]`` read by lane sweeps
+(:mod:`netgen.relax.steepness_estimate`) uses ``1 - P[r, h_r]`` read by lane sweeps
 (:func:`lane_blur`: ``P[:, h_r]`` is the column of ``h_r``, one forward lane,
 so m ranks cost O(m size) per row, all k ranks O(k size) as P's back-sweep),
 and :class:`HardPaths` follows each output element through the exact

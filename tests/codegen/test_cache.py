@@ -5,10 +5,12 @@ cache hits in a second process, clearing."""
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 
+import netgen
 from netgen.codegen import cache, emit, module_name
 from netgen.codegen.auto import build_layer
 from netgen.codegen.cache import load
@@ -199,5 +201,15 @@ def test_the_index_is_never_trusted_blindly(cache_dir, monkeypatch):
     assert type(build_layer(NET, r, "torch")).__module__ == qual  # emitted again, file repaired
     assert "damaged" not in f.read_text()
     # another generator (an edited netgen) never reuses the module the old code wrote
-    monkeypatch.setattr(cache, "generator_tag", lambda: "other")
+    monkeypatch.setattr(cache.index, "generator_tag", lambda: "other")  # read where built_key reads it
     assert cache.built_key(NET, r, "torch") != key
+
+
+def test_the_generator_tag_covers_every_code_generating_file():
+    """An edit to any file of netgen/codegen or netgen/relax changes the tag
+    (the files it hashes are found from the cache package's own place)."""
+    pkg = Path(netgen.__file__).resolve().parent
+    files = [f.relative_to(pkg).as_posix() for f in cache.index.generator_files()]
+    want = {p.relative_to(pkg).as_posix() for d in ("codegen", "relax") for p in (pkg / d).rglob("*.py")}
+    assert set(files) == want and len(files) == len(want)
+    assert {"codegen/cache/index.py", "codegen/torch/emit.py", "relax/reference.py"} <= set(files)
