@@ -50,7 +50,7 @@ G size), then ``vals_bwd`` on B blocks.
 from __future__ import annotations
 
 from .row_io import grad_out
-from .sweeps import WIRES, alloc, fill_rows, layers, mix, per_flag, strided, swap_at
+from .sweeps import WIRES, alloc, fill_rows, layers, mix, strided, values_adjoint
 from ..lines import Lines
 
 __all__ = ["grp_fwd", "grp_bwd", "vals_bwd"]
@@ -204,13 +204,6 @@ def vals_bwd(L: Lines, c) -> None:
         with strided(L, "r", "k", True):
             L("sm[outs[r]] = gv[b, r]")
         L("cuda.syncthreads()")
-    L("acc_s = ZERO")
-    saved = (("d", "dsb[{}]", "ZERO"), ("pv", "psb[{}]", "ZERO"), ("gq", "(gpb[{}] if has_gp else ZERO)", "ZERO"))
-    for gs_on in per_flag(L, "want_gs"):  # dL/ds summed only where asked for
-        for _ in layers(L, reverse=True, loads=WIRES + saved, prefetch=True):
-            swap_at(L, c, "d", "pv")
-            L("ga = sm[a]", "gc = sm[c]", "dg = ga - gc", "gpi = dg * d + gq", "gd = gpi * dp")
-            if gs_on:
-                L("acc_s += gpi * dps")
-            mix(L, "a", "c", "ga", "gc", "gd", diff="dg")
+    values_adjoint(L, c, WIRES + (("d", "dsb[{}]", "ZERO"), ("pv", "psb[{}]", "ZERO"),
+                                  ("gq", "(gpb[{}] if has_gp else ZERO)", "ZERO")))
     grad_out(L, count32=True)

@@ -9,7 +9,8 @@ what each kernel does, are in :mod:`.kernels`; the lane-group bodies in
 from __future__ import annotations
 
 from .row_io import grad_out, load_row, per_output, per_rank
-from .sweeps import Ctx, alloc, fill_rows, layers, mix, per_flag, rank_step, rank_tables, ranks, swap_at, sweep
+from .sweeps import (Ctx, alloc, fill_rows, layers, mix, per_flag, rank_step, rank_tables, ranks, swap_at, sweep,
+                     values_adjoint)
 from ..lines import Lines, literal
 
 __all__ = ["fwd", "bwd", "fwd_col", "bwd_col"]
@@ -68,17 +69,9 @@ def bwd(L: Lines, c: Ctx) -> None:
     with L.block("if has_gv:"):
         per_output(L, c, "sm[outs[r]] = gv[b, r]")
         L("cuda.syncthreads()")
-    L("acc_s = ZERO")
     # d, p and dL/dp (zero without dL/dP: gp is then a 1 x 1 dummy) loaded by the layer loop
-    saved = (("d", "ds[np.uint32(bS + {})]", "ZERO"), ("pv", "ps[np.uint32(bS + {})]", "ZERO"),
-             ("gq", "(gp[np.uint32(bS + {})] if has_gP else ZERO)", "ZERO"))
-    for gs_on in per_flag(L, "want_gs"):  # dL/ds summed only where asked for
-        for _ in layers(L, reverse=True, loads=_WAB + saved, prefetch=True):
-            swap_at(L, c, "d", "pv")
-            L("ga = sm[a]", "gc = sm[c]", "dg = ga - gc", "gpi = dg * d + gq", "gd = gpi * dp")
-            if gs_on:
-                L("acc_s += gpi * dps")
-            mix(L, "a", "c", "ga", "gc", "gd", diff="dg")
+    values_adjoint(L, c, _WAB + (("d", "ds[np.uint32(bS + {})]", "ZERO"), ("pv", "ps[np.uint32(bS + {})]", "ZERO"),
+                                 ("gq", "(gp[np.uint32(bS + {})] if has_gP else ZERO)", "ZERO")))
     grad_out(L, count32=True)
 
 

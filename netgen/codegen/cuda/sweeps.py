@@ -272,6 +272,24 @@ def mix(L: Lines, a: str, c: str, va: str, vc: str, grad: str = "", diff: str = 
       f"sm[{c}] = {va} - t")
 
 
+def values_adjoint(L: Lines, c: Ctx, loads) -> None:
+    """The values' adjoint swept back (the gradient in ``sm[:n]``), adding
+    each comparator's dL/dp ``gq``: ``loads`` are its wires (``a``, ``c``)
+    and its saved ``d``, ``pv`` (p) and ``gq`` (for :func:`layers`). The
+    swap code gives dp/dd and dp/ds from d; dL/ds is summed into ``acc_s``
+    only in the ``want_gs`` copy of the loop (:func:`per_flag`). The rows'
+    ``bwd`` and the lane groups' ``vals_bwd`` (they differ in where d, p
+    and dL/dp are read from)."""
+    L("acc_s = ZERO")
+    for gs_on in per_flag(L, "want_gs"):  # dL/ds summed only where asked for
+        for _ in layers(L, reverse=True, loads=loads, prefetch=True):
+            swap_at(L, c, "d", "pv")
+            L("ga = sm[a]", "gc = sm[c]", "dg = ga - gc", "gpi = dg * d + gq", "gd = gpi * dp")
+            if gs_on:
+                L("acc_s += gpi * dps")
+            mix(L, "a", "c", "ga", "gc", "gd", diff="dg")
+
+
 def swap_at(L: Lines, c: Ctx, saved: str | None = None, saved_p: str | None = None) -> None:
     """Wires of comparator i, its difference d (``saved``: where the forward
     kept it; else from the values xa, xc), then the swap code (p, dp, dps).
