@@ -63,13 +63,13 @@ def main(argv=None) -> int:
     for n, B, softsort in ((1024, 64, "3.49 measured"), (4096, 16, "~14 extrapolated, not measured")):
         net = build("oddeven", n, n)
         pairs, _ = planned(net, "forward")
+        clo, chi, _ = plan(n, net.comparators, net.layer_offsets, list(net.outputs), direction="forward")
         S = net.size
         P = 4 * n * n
         for G in sorted({min(32, OPT_IN // (4 * n)), 16, 8}, reverse=True):
             if G * 4 * n > OPT_IN:
                 continue
             groups = math.ceil(n / G)
-            clo, chi, _ = plan(n, net.comparators, net.layer_offsets, list(net.outputs), direction="forward")
             sp = spans(clo, chi, net.layer_offsets, n, G)
             seen = float((sp[..., 1] - sp[..., 0]).mean(axis=0).sum())  # comparators a block visits, on average
             # the values sweep (one block per row) and its adjoint (vals_bwd: the swap code's derivative)

@@ -91,7 +91,12 @@ def _rows_backward(gv: torch.Tensor | None, gP: torch.Tensor | None, s: torch.Te
                     _most(max(_SIZE, _DLEN if has_gP else 0)))
     Dr = ds.new_empty(((chunks[0][1] - chunks[0][0]) * max(_DLEN, 1),)) if recompute and B else None
     for b0, b1 in chunks:
-        Dc = (Dr[: (b1 - b0) * max(_DLEN, 1)] if recompute else _part(D, b0, b1).view(-1)) if has_gP else _dummy(ds, 1)
+        if not has_gP:
+            Dc = _dummy(ds, 1)
+        elif recompute:  # the chunk's scratch rows
+            Dc = Dr[: (b1 - b0) * max(_DLEN, 1)]
+        else:
+            Dc = _part(D, b0, b1).view(-1)
         _launch("bwd", ds, b1 - b0, (s, t["wab"], t["offs"], t["rtab"], t["dix"], t["outs"],
                                      _part(gv, b0, b1) if has_gv else gv, _part(gP2, b0, b1) if has_gP else gP2,
                                      _part(ds, b0, b1).view(-1), _part(ps, b0, b1).view(-1), Dc,

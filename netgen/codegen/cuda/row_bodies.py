@@ -29,8 +29,17 @@ def _flat(L: Lines, c: Ctx, has_D: str) -> None:
     per access (docs/cuda-round9.md). ``DS``: D's lane stride
     (:func:`.layout.d_slots`; a constant: the unrolled ranks' offsets
     ``r DS`` are immediates)."""
-    L("mn = m * n", "U3 = np.uint32(3)", "S = np.uint32(np.uint32(wab.shape[0]) >> U1)", "bS = np.uint32(b * S)",
-      f"bD = np.uint32(b * dix[S]) if {has_D} else U0", f"DS = np.uint32({literal(c.dstride)})")
+    L("mn = m * n")
+    _row_base(L)
+    L(f"bD = np.uint32(b * dix[S]) if {has_D} else U0", f"DS = np.uint32({literal(c.dstride)})")
+
+
+def _row_base(L: Lines, when: str = "") -> None:
+    """``S``, the comparators per row (``wab`` holds two wires each), and
+    ``bS`` = b S, row b's first index into the launch's flat per-comparator
+    arrays (U0 unless the flag ``when`` holds, where given)."""
+    unless = f" if {when} else U0" if when else ""
+    L("S = np.uint32(np.uint32(wab.shape[0]) >> U1)", f"bS = np.uint32(b * S){unless}")
 
 
 def fwd(L: Lines, c: Ctx) -> None:
@@ -84,7 +93,8 @@ def fwd_col(L: Lines, c: Ctx) -> None:
     # + 2 of the launch's cs, j = b size + i (a 1-D view; the launcher keeps
     # rows x 3 size < 2^32 per launch: INDEX_LIMIT): one base address and a
     # 32-bit index per comparator, where row views cost 64-bit row bases
-    L("yb = y[b]", "U3 = np.uint32(3)", "bS = np.uint32(b * (np.uint32(wab.shape[0]) >> U1)) if save else U0")
+    L("yb = y[b]")
+    _row_base(L, when="save")
     alloc(L, c)
     load_row(L, c, col=True, count32=True)
     with L.block("if tx == U0 and not isbad:"):
@@ -103,7 +113,7 @@ def fwd_col(L: Lines, c: Ctx) -> None:
 
 
 def bwd_col(L: Lines, c: Ctx) -> None:
-    L("U3 = np.uint32(3)", "bS = np.uint32(b * (np.uint32(wab.shape[0]) >> U1))")  # flat indices, as in fwd_col
+    _row_base(L)  # flat indices, as in fwd_col
     alloc(L, c)
     fill_rows(L, "w", "n", "", "n + ", count32=True)
     per_output(L, c, "sm[n + outs[r]] = gcol[b, r]")

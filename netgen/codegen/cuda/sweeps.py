@@ -56,6 +56,7 @@ def prologue(L: Lines, ft: str, length: str, k: int, lanes: int | None = None) -
       "U0 = np.uint32(0)",
       "U1 = np.uint32(1)",
       "U2 = np.uint32(2)",
+      "U3 = np.uint32(3)",
       f"WARP = np.uint32({WARP})",
       f"ZERO = {scalar_literal(0.0, ft)}",
       f"ONE = {scalar_literal(1.0, ft)}",

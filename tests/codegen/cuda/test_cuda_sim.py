@@ -357,6 +357,16 @@ def test_global_scratch_in_chunks_and_recomputed_back_sweep(tmp_path):
     assert out["err"] <= 1e-12
 
 
+#: the chunked runs' launch counter: m._launch recording [kernel, blocks] in calls
+COUNT_LAUNCHES = '''
+calls = []
+orig = m._launch
+def counted(name, like, blocks, args, rows, key=None):
+    calls.append([name, blocks])
+    return orig(name, like, blocks, args, rows, key)
+m._launch = counted
+'''
+
 COLUMN_CHUNKS = r'''
 import json, sys, torch
 from netgen.codegen import emit
@@ -378,13 +388,7 @@ def run():
     (g,) = torch.autograd.grad((col * gc).sum(), xg)
     return col, g
 whole = run()
-calls = []
-orig = m._launch
-def counted(name, like, blocks, args, rows, key=None):
-    calls.append([name, blocks])
-    return orig(name, like, blocks, args, rows, key)
-m._launch = counted
-m.INDEX_LIMIT = 2 * 3 * net.size + 3 * net.size // 2  # two rows of cs (d, du, p) per launch
+''' + COUNT_LAUNCHES + r'''m.INDEX_LIMIT = 2 * 3 * net.size + 3 * net.size // 2  # two rows of cs (d, du, p) per launch
 chunked = run()
 xt = x.clone().requires_grad_(True)
 c0 = reference.column(net, xt, y, r)
@@ -438,13 +442,7 @@ def run(layer, xs):
     (g,) = torch.autograd.grad((v * gv).sum() + (P * gP).sum(), xg)
     return v, P, g
 whole = run(m.Layer(), x)
-calls = []
-orig = m._launch
-def counted(name, like, blocks, args, rows, key=None):
-    calls.append([name, blocks])
-    return orig(name, like, blocks, args, rows, key)
-m._launch = counted
-per = max(net.size, int(m._DLEN))
+''' + COUNT_LAUNCHES + r'''per = max(net.size, int(m._DLEN))
 m.INDEX_LIMIT = 2 * per + per // 2  # two rows of D (or d, p) per launch
 chunked = run(m.Layer(), x)
 got = list(calls)  # the chunked run's launches (the refused run below launches a forward first)
