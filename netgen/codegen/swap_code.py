@@ -44,7 +44,8 @@ from .render import ScalarSource, TorchSource
 FLOAT_TYPES = ("float32", "float64")
 
 
-def swap_code(r, indent: int, ft: str = "float64", inline_exp: bool = False, steepness: str | None = None) -> str:
+def swap_code(r, indent: int, ft: str = "float64", inline_exp: bool = False, steepness: str | None = None,
+              tame: bool = False) -> str:
     """Scalar code reading ``d`` (of type ``ft``) and defining ``p`` (swap
     probability), ``dp`` (dp/dd) and ``dps`` (dp/ds, the derivative with
     respect to the steepness s: ``f(z) * phi(d)``), all in ``ft`` arithmetic
@@ -53,7 +54,9 @@ def swap_code(r, indent: int, ft: str = "float64", inline_exp: bool = False, ste
     ``inline_exp`` (CPU kernels): float32 exponentials without libm calls.
     ``steepness``: the name of a variable (of type ``ft``) holding s at run
     time; None bakes ``r.steepness`` in as a literal. Code that does not use
-    ``dps`` pays nothing for it (the compiler drops it)."""
+    ``dps`` pays nothing for it (the compiler drops it). ``tame``: without
+    the clamps of d and z (:func:`netgen.relax.formulas.swap_exprs`; the
+    CUDA kernels run that copy only in rows where the clamps cannot act)."""
     if ft not in FLOAT_TYPES:
         raise ValueError(f"unknown float type {ft!r}")
     if steepness is not None and not str(steepness).isidentifier():
@@ -62,7 +65,7 @@ def swap_code(r, indent: int, ft: str = "float64", inline_exp: bool = False, ste
     if steepness is not None:
         env["s"] = str(steepness)
     renderer = ScalarSource(env, ft, inline_exp)
-    (lines,) = renderer.render([swap_exprs(r, None if steepness is None else var("s"))])
+    (lines,) = renderer.render([swap_exprs(r, None if steepness is None else var("s"), tame)])
     return textwrap.indent("\n".join(lines), " " * indent)
 
 

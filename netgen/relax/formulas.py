@@ -117,16 +117,23 @@ def phi_exprs(r, d: E) -> tuple[E, E]:
     return d, const(1.0)
 
 
-def swap_exprs(r, s: E | float | None = None) -> dict[str, E]:
+def swap_exprs(r, s: E | float | None = None, tame: bool = False) -> dict[str, E]:
     """The swap program of relaxation ``r`` reading ``var("d")``:
     ``p = F(z)``, ``dp = s f(z) phi'(d)`` (dp/dd) and ``dps = f(z) phi(d)``
     (dp/ds), with ``z = s phi(d)``; d, z and the derivatives clamped to the
     compute dtype's finite range. ``s``: the steepness (an expression, e.g.
-    ``var("s")`` for a run-time value; None bakes in ``r.steepness``)."""
+    ``var("s")`` for a run-time value; None bakes in ``r.steepness``).
+
+    ``tame``: without the clamps of d and z, for code that runs it only
+    where they cannot act: |phi(d)| <= max(1, |d|) for every phi here (ART's
+    lambda lies in [0, 1)), so where d is finite and s max(1, |d|) is at
+    most the largest finite value the two clamps return their input and
+    the program's values are the same, bit for bit. The derivatives keep
+    their clamps."""
     s = const(r.steepness) if s is None else (s if isinstance(s, E) else const(s))
-    dd = clamp(var("d"), -BIG, BIG)
+    dd = var("d") if tame else clamp(var("d"), -BIG, BIG)
     ph, dph = phi_exprs(r, dd)
-    z = clamp(s * ph, -BIG, BIG)
+    z = s * ph if tame else clamp(s * ph, -BIG, BIG)
     cdf, pdf = REGISTRY[r.distribution].formulas(z, r.art_epsilon)
     return {
         "p": cdf,

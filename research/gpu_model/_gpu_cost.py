@@ -140,11 +140,17 @@ def _phase(sx, kind, idx=-1, stores=False, acc=None):
     column forward that saves for the backward); ``acc`` False: of the
     swap-code loops, those that sum nothing across iterations (the
     adjoints' copy without dL/ds, the default: a steepness that does not
-    learn); fallback constants otherwise (the chain then takes the earlier
-    model's fixed latencies)."""
+    learn); of the swap-code loops, those with the fewest clamps (the tame
+    copy, without the clamps of d and z: every finite row whose s (max -
+    min) is under 2^-24 of the float's largest value, ``sweeps.per_range``);
+    fallback constants otherwise (the chain then takes the earlier model's
+    fixed latencies)."""
     cands = [lp for lp in sx["loops"] if (lp["pair"] is not None) == (kind == "pairs")]
     if acc is not None and kind == "plain" and any(lp["rcp"] and lp.get("acc") == acc for lp in cands):
         cands = [lp for lp in cands if not lp["rcp"] or lp.get("acc") == acc]
+    if kind == "plain" and any(lp["rcp"] for lp in cands):
+        least = min(lp.get("clamps", 0) for lp in cands if lp["rcp"])
+        cands = [lp for lp in cands if not lp["rcp"] or lp.get("clamps", 0) == least]
     if stores and any(lp["stores"] for lp in cands):
         cands = [lp for lp in cands if lp["stores"]]
     if kind == "pairs" and any(not lp["rcp"] for lp in cands):

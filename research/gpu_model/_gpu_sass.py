@@ -228,6 +228,9 @@ def loop_costs(ins, rcp_per_comp, args=None, dram=()):
                     "outer": enclosing(lp)})
     for lp in out:
         lp["acc"] = _accumulates(ins, *lp["range"], lp["inner"])
+        # the swap code's clamps to the finite range (FMNMX with the float's
+        # largest value): the kernels' tame copy drops those of d and z
+        lp["clamps"] = count(*lp["range"], r"FMNMX.*3\.40282346638528859812e\+38")
     cls = classes(ins, args, dram)
     for lp in out:
         (lo, hi), comps, outer = lp["range"], lp["comps"], lp["outer"]

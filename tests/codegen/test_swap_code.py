@@ -116,3 +116,53 @@ def test_runtime_steepness_and_dp_ds(r):
     p0 = swap_probability(torch.from_numpy(d.astype(np.float32)), r).numpy()
     np.testing.assert_allclose(p32, p0, atol=1e-6, rtol=0)
     assert p32.dtype == np.float32 and np.isfinite(dps32).all()
+
+
+def _kernel_pairs(r, ft, tame):
+    """The CUDA kernels' form of the swap code (run-time steepness, no
+    inline exponential) over pairs (d[i], s[i])."""
+    src = "def f(ds, ss, out_p, out_dp, out_ds):\n    for i in range(ds.shape[0]):\n        d = ds[i]\n        s = ss[i]\n"
+    src += swap_code(r, 8, ft, steepness="s", tame=tame)
+    src += "\n        out_p[i] = p\n        out_dp[i] = dp\n        out_ds[i] = dps\n"
+    ns = {"math": math, "np": np}
+    exec(compile(textwrap.dedent(src), "<swap>", "exec"), ns)
+    return numba.njit(ns["f"])
+
+
+def _run_pairs(r, ft, tame, d, s):
+    out = [np.empty_like(d) for _ in range(3)]
+    _kernel_pairs(r, ft, tame)(d, s, *out)
+    return out
+
+
+@pytest.mark.parametrize("r", CASES, ids=lambda r: f"{r.distribution}-{r.art_lambda}-{r.art_epsilon}")
+def test_tame_swap_code_is_the_clamped_code_bit_for_bit_where_the_clamps_cannot_act(r):
+    """The CUDA kernels run the swap code without the clamps of d and z in
+    tame rows (s max(1, max - min) <= 2^-24 of the float's largest value;
+    netgen.codegen.cuda.sweeps.per_range): for every pair with s max(1,
+    |d|) up to that bound, with 2^24 of slack for the sweep's rounding
+    drift included (up to the float's largest value / 2), p, dp/dd and
+    dp/ds are the same bits as the clamped code's. Past it (d infinite, or
+    s |d| overflowing) the two differ: the clamps are not dead code."""
+    from netgen.codegen.cuda.row_io import tame_bound
+
+    for ft in ("float32", "float64"):
+        big = float(np.finfo(ft).max)
+        reach = big / 2  # the bound with all of its slack used
+        d0 = np.array([0.0, 1e-30, 1e-7, 0.01, 0.3, 1.0, 5.0, 1e3, 1e20, 1e30, 1e100, 1e300])
+        s0 = np.array([1e-30, 1e-3, 0.25, 1.0, 7.0, 1e3, 1e20, tame_bound(ft), reach])
+        dd, ss = np.meshgrid(np.concatenate([d0, -d0, [reach, -reach]]), s0)
+        with np.errstate(over="ignore"):  # values past the float's range (float32) and pairs past the bound: left out
+            dd, ss = dd.ravel().astype(ft), ss.ravel().astype(ft)
+            keep = np.isfinite(dd) & np.isfinite(ss) & (ss > 0) & (ss.astype(np.float64) * np.maximum(
+                1.0, np.abs(dd.astype(np.float64))) <= reach)
+        d, s = dd[keep], ss[keep]
+        assert len(d) > 100, ft
+        clamped, tame = _run_pairs(r, ft, False, d, s), _run_pairs(r, ft, True, d, s)
+        for name, a, b in zip(("p", "dp", "dps"), clamped, tame):
+            assert np.array_equal(a, b, equal_nan=True) and np.array_equal(np.signbit(a), np.signbit(b)), (ft, name)
+        # outside: an infinite d (dp/ds = f(inf) phi(inf) = 0 inf) and an overflowing s |d|
+        d = np.array([np.inf, -np.inf, big, -big], ft)
+        s = np.array([1.0, 1.0, 4.0, 4.0], ft)
+        clamped, tame = _run_pairs(r, ft, False, d, s), _run_pairs(r, ft, True, d, s)
+        assert np.isfinite(clamped[2]).all() and np.isnan(tame[2]).any(), (ft, clamped[2], tame[2])

@@ -94,7 +94,8 @@ def emit(net: Network, r, plan: Plan, options) -> str:
     stride = {"windows": WARP, "csr": 1}.get(options.d_layout) or d_stride(clo, chi, net.layer_offsets)
     kernel_args, kernels, table = kernels_source(
         net.n, net.k, options.shared_limit, {ft: swap_code(r, 0, ft, steepness="s") for ft in FLOAT_TYPES},
-        direction == "forward", options.lane_groups, dstride=stride)
+        direction == "forward", options.lane_groups, dstride=stride,
+        tame_swaps={ft: swap_code(r, 0, ft, steepness="s", tame=True) for ft in FLOAT_TYPES})
     names = Namespace()
     L = Lines()
     L(repr(_doc(net, r)))

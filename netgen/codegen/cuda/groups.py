@@ -50,8 +50,8 @@ G size), then ``vals_bwd`` on B blocks.
 from __future__ import annotations
 
 from .row_io import grad_out
-from .sweeps import WIRES, alloc, fill_rows, layers, mix, strided, values_adjoint
-from ..lines import Lines
+from .sweeps import ROW_BAD, WIRES, alloc, fill_rows, layers, mix, strided, values_adjoint
+from ..lines import Lines, literal
 
 __all__ = ["grp_fwd", "grp_bwd", "vals_bwd"]
 
@@ -161,7 +161,7 @@ def grp_fwd(L: Lines, c) -> None:
     _items(L, "P")
     with L.block("while item < items:"):
         _item(L)
-        L("isbad = bad[b] != 0")
+        L(f"isbad = bad[b] == {literal(ROW_BAD)}")
         _unit_lanes(L, c.fwd)
         _lane_sweep(L, reverse=not c.fwd, mode="plain")
         if c.fwd:  # P[b, r n + l] = lane l at wire outs[r]; threads over (r, q), q fastest

@@ -145,7 +145,7 @@ class Kernel:
         return f"_{self.name}_f{32 if ft == 'float32' else 64}_{variant[0]}"
 
     def render(self, ft: str, variant: str, swap: str, k: int, n: int = 0, fwd: bool = False,
-               dstride: int = 1) -> str:
+               dstride: int = 1, tame_swap: str = "") -> str:
         """The kernel function's source (decorator included) for float type
         ``ft``, ``variant`` ("shared" or "global") and a network of ``k``
         outputs of ``n`` wires whose P sweep runs forward over the input
@@ -153,7 +153,9 @@ class Kernel:
         (:func:`netgen.codegen.swap_code.swap_code` with ``steepness="s"``,
         indent 0); ``dstride``: where the rows kernels keep D
         (:func:`.layout.d_slots`: lane l of comparator i at ``dix[i] + l
-        dstride``)."""
+        dstride``); ``tame_swap``: the swap code without the clamps of d
+        and z, run in rows where they cannot act (:func:`.sweeps.per_range`;
+        empty: none, every row runs ``swap``)."""
         if ft not in FASTMATH or variant not in VARIANTS or int(k) < 1 or (fwd and int(n) < 1):
             raise ValueError(f"unknown float type or variant {ft!r} {variant!r}")
         lanes = int(n) if fwd else int(k)
@@ -161,7 +163,7 @@ class Kernel:
         L("@cuda.jit(fastmath=True)" if FASTMATH[ft] else "@cuda.jit")
         with L.block(f"def {self.function_name(ft, variant)}({', '.join(a for a, _ in self.args)}):"):
             prologue(L, ft, self.length, k, lanes)
-            self.body(L, Ctx(ft, variant, swap, k, bool(fwd), lanes, int(dstride)))
+            self.body(L, Ctx(ft, variant, swap, k, bool(fwd), lanes, int(dstride), tame_swap))
         return L.render()
 
 
@@ -268,14 +270,16 @@ def emitted(groups: bool, lanes: bool = True) -> tuple[Kernel, ...]:
 
 def kernels_source(n: int, k: int, shared_limit: int, swaps: dict[str, str],
                    fwd: bool = False, groups: bool | None = None, lanes: bool = True,
-                   dstride: int = 1) -> tuple[str, str, str]:
+                   dstride: int = 1, tame_swaps: dict[str, str] | None = None) -> tuple[str, str, str]:
     """What a generated module holds about its kernels, from the objects:
     (the ``KERNEL_ARGS`` assignment, the kernel functions, the ``KERNELS``
     table ``(dtype, name, variant) -> kernel``). ``swaps``: float type ->
     swap code; ``fwd``: the P sweep runs forward over the input columns;
     ``groups``: the lane-group kernels too (None: :func:`default_groups`);
     ``lanes``: the lane kernels of W P and P V (Round 8); ``dstride``:
-    the rows kernels' D layout (:func:`.layout.d_slots`). A
+    the rows kernels' D layout (:func:`.layout.d_slots`); ``tame_swaps``:
+    float type -> the swap code without the clamps of d and z (None: the
+    kernels hold only the clamped copy). A
     shared variant is emitted where the kernel's smallest wire-array use
     (``rows`` x n floats) fits ``shared_limit`` bytes."""
     held = emitted(default_groups(n, k, fwd) if groups is None else groups, lanes)
@@ -291,7 +295,8 @@ def kernels_source(n: int, k: int, shared_limit: int, swaps: dict[str, str],
                 for kern in held:
                     if variant == "shared" and kern.rows * n * size > shared_limit:
                         continue
-                    sources.append(kern.render(ft, variant, swap, k, n, fwd, dstride))
+                    sources.append(kern.render(ft, variant, swap, k, n, fwd, dstride,
+                                               (tame_swaps or {}).get(ft, "")))
                     table(f"(np.dtype(np.{ft}), {literal(kern.name)}, {literal(variant)}): "
                           f"{kern.function_name(ft, variant)},")
     return ("KERNEL_ARGS = {\n" + args.render() + "}", "\n\n".join(s.rstrip() for s in sources),

@@ -35,8 +35,8 @@ are; indices uint32 (the launcher keeps B m size and B m n below 2^32).
 from __future__ import annotations
 
 from .groups import _lane_sweep
-from .sweeps import alloc, fill_rows, strided
-from ..lines import Lines
+from .sweeps import ROW_BAD, alloc, fill_rows, strided
+from ..lines import Lines, literal
 
 __all__ = ["wp_fwd", "wp_bwd", "pv_fwd", "pv_bwd"]
 
@@ -54,7 +54,7 @@ def _lane_item(L: Lines, length: str) -> None:
       "ge = ge if ge < m else m",
       "nl = np.uint32(ge - g0)",
       "psb = ps[b]",
-      "isbad = bad[b] != 0",
+      f"isbad = bad[b] == {literal(ROW_BAD)}",
       "Dq = np.uint32(np.uint32(b * m + g0) * S)")
 
 

@@ -8,9 +8,9 @@ what each kernel does, are in :mod:`.kernels`; the lane-group bodies in
 
 from __future__ import annotations
 
-from .row_io import grad_out, load_row, per_output, per_rank
-from .sweeps import (Ctx, alloc, fill_rows, layers, mix, per_flag, rank_step, rank_tables, ranks, swap_at, sweep,
-                     values_adjoint)
+from .row_io import grad_out, load_row, per_output, per_rank, row_code
+from .sweeps import (ROW_OK, Ctx, alloc, fill_rows, layers, mix, per_flag, per_range, rank_step, rank_tables, ranks,
+                     swap_at, sweep, values_adjoint)
 from ..lines import Lines, literal
 
 __all__ = ["fwd", "bwd", "fwd_col", "bwd_col"]
@@ -46,13 +46,13 @@ def fwd(L: Lines, c: Ctx) -> None:
     _flat(L, c, "save_D")
     alloc(L, c)
     load_row(L, c, col=False, count32=True)
-    for _ in layers(L, reverse=False, loads=_WAB, prefetch=True):
-        swap_at(L, c)
-        mix(L, "a", "c", "xa", "xc", diff="d")
-        L("ji = np.uint32(bS + i)", "ds[ji] = d", "ps[ji] = p")
+    for tame in per_range(L, c):  # the clamps of d and z only where they can act
+        for _ in layers(L, reverse=False, loads=_WAB, prefetch=True):
+            swap_at(L, c, tame=tame)
+            mix(L, "a", "c", "xa", "xc", diff="d")
+            L("ji = np.uint32(bS + i)", "ds[ji] = d", "ps[ji] = p")
     per_output(L, c, "values[b, r] = NAN if isbad else sm[outs[r]]")
-    with L.block("if tx == U0:"):
-        L("bad[b] = 1 if isbad else 0")
+    row_code(L)
     with L.block("if do_P:"):
         L("cuda.syncthreads()")
         sweep(L, c, "save_D")
@@ -100,16 +100,16 @@ def fwd_col(L: Lines, c: Ctx) -> None:
     with L.block("if tx == U0 and not isbad:"):
         L("sm[n + np.uint32(yb)] = ONE")
     L("cuda.syncthreads()")
-    for _ in layers(L, reverse=False, loads=_WAB, count32=True):
-        swap_at(L, c)
-        mix(L, "a", "c", "xa", "xc", diff="d")
-        L("ua = sm[n + a]", "uc = sm[n + c]", "du = ua - uc")
-        mix(L, "n + a", "n + c", "ua", "uc", diff="du")
-        with L.block("if save:"):
-            L("j3 = np.uint32(np.uint32(bS + i) * U3)", "cs[j3] = d", "cs[j3 + U1] = du", "cs[j3 + U2] = p")
+    for tame in per_range(L, c):  # the clamps of d and z only where they can act
+        for _ in layers(L, reverse=False, loads=_WAB, count32=True):
+            swap_at(L, c, tame=tame)
+            mix(L, "a", "c", "xa", "xc", diff="d")
+            L("ua = sm[n + a]", "uc = sm[n + c]", "du = ua - uc")
+            mix(L, "n + a", "n + c", "ua", "uc", diff="du")
+            with L.block("if save:"):
+                L("j3 = np.uint32(np.uint32(bS + i) * U3)", "cs[j3] = d", "cs[j3 + U1] = du", "cs[j3 + U2] = p")
     per_output(L, c, "col[b, r] = NAN if isbad else sm[n + outs[r]]")
-    with L.block("if tx == U0:"):
-        L("bad[b] = 1 if isbad else 0")
+    row_code(L)
 
 
 def bwd_col(L: Lines, c: Ctx) -> None:
@@ -118,17 +118,20 @@ def bwd_col(L: Lines, c: Ctx) -> None:
     fill_rows(L, "w", "n", "", "n + ", count32=True)
     per_output(L, c, "sm[n + outs[r]] = gcol[b, r]")
     L("cuda.syncthreads()", "acc_s = ZERO")
+    if c.tame_swap:
+        L(f"tame = bad[b] == {literal(ROW_OK)}")
     # one bound ahead: two would take bwd_col from 32 to 36 registers (800
     # threads instead of 1024)
     for gs_on in per_flag(L, "want_gs"):  # dL/ds summed only where asked for
-        for _ in layers(L, reverse=True, loads=_WAB, ahead=1, count32=True):
-            L("j3 = np.uint32(np.uint32(bS + i) * U3)")
-            swap_at(L, c, "cs[j3]", "cs[j3 + U2]")
-            L("ga = sm[a]", "gc = sm[c]", "ua = sm[n + a]", "uc = sm[n + c]", "dg = ga - gc", "du = ua - uc",
-              "gpi = dg * d + du * cs[j3 + U1]",
-              "gd = gpi * dp")
-            if gs_on:
-                L("acc_s += gpi * dps")
-            mix(L, "a", "c", "ga", "gc", "gd", diff="dg")
-            mix(L, "n + a", "n + c", "ua", "uc", diff="du")
+        for tame in per_range(L, c):  # the clamps of d and z only where they can act
+            for _ in layers(L, reverse=True, loads=_WAB, ahead=1, count32=True):
+                L("j3 = np.uint32(np.uint32(bS + i) * U3)")
+                swap_at(L, c, "cs[j3]", "cs[j3 + U2]", tame)
+                L("ga = sm[a]", "gc = sm[c]", "ua = sm[n + a]", "uc = sm[n + c]", "dg = ga - gc", "du = ua - uc",
+                  "gpi = dg * d + du * cs[j3 + U1]",
+                  "gd = gpi * dp")
+                if gs_on:
+                    L("acc_s += gpi * dps")
+                mix(L, "a", "c", "ga", "gc", "gd", diff="dg")
+                mix(L, "n + a", "n + c", "ua", "uc", diff="du")
     grad_out(L, count32=True)

@@ -7,10 +7,13 @@ are in :mod:`.sweeps`. Trusted statements only (as there)."""
 
 from __future__ import annotations
 
-from .sweeps import WARP, Ctx, strided
-from ..lines import Lines
+import numpy as np
 
-__all__ = ["load_row", "per_output", "per_rank", "grad_out"]
+from .sweeps import ROW_BAD, ROW_OK, ROW_WIDE, TAME_SHIFT, WARP, Ctx, strided
+from ..lines import Lines, literal
+from ..render import scalar_literal
+
+__all__ = ["load_row", "row_code", "per_output", "per_rank", "grad_out"]
 
 
 def load_row(L: Lines, c: Ctx, col: bool, count32: bool = False) -> None:
@@ -36,11 +39,26 @@ def load_row(L: Lines, c: Ctx, col: bool, count32: bool = False) -> None:
       "cuda.atomic.min(mm, 1, lx)",
       "anybad = cuda.syncthreads_or(nonfinite)",
       "spread = s * (mm[0] - mm[1])",
-      "isbad = anybad != 0 or not (s > ZERO and math.isfinite(s) and math.isfinite(spread))")
+      "isbad = anybad != 0 or not (s > ZERO and math.isfinite(s) and math.isfinite(spread))",
+      # the swap code without its clamps of d and z where they cannot act (sweeps.per_range)
+      f"tame = max(s, spread) <= {scalar_literal(tame_bound(c.ft), c.ft)}")
     with L.block("if isbad:"):
         with strided(L, "w", "n", count32):
             L("sm[w] = ZERO")
         L("cuda.syncthreads()")
+
+
+def tame_bound(ft: str) -> float:
+    """The largest s max(1, max - min) of a tame row (:func:`.sweeps.per_range`):
+    2^-TAME_SHIFT of the float type's largest finite value."""
+    return float(np.finfo(np.dtype(ft)).max) * 2.0 ** -TAME_SHIFT
+
+
+def row_code(L: Lines) -> None:
+    """The forward's thread 0 writes the row's code (``bad[b]``) for the
+    kernels after it: ROW_BAD, ROW_OK (tame) or ROW_WIDE."""
+    with L.block("if tx == U0:"):
+        L(f"bad[b] = {literal(ROW_BAD)} if isbad else ({literal(ROW_OK)} if tame else {literal(ROW_WIDE)})")
 
 
 def per_output(L: Lines, c: Ctx, stmt: str) -> None:
@@ -60,7 +78,7 @@ def per_output(L: Lines, c: Ctx, stmt: str) -> None:
 def grad_out(L: Lines, count32: bool = False) -> None:
     """dL/dx from ``sm[:n]`` and the row's dL/ds (NaN for a bad row;
     ``count32``: see :func:`strided`)."""
-    L("isbad = bad[b] != 0")
+    L(f"isbad = bad[b] == {literal(ROW_BAD)}")
     with strided(L, "w", "n", count32):
         L("gx[b, w] = NAN if isbad else sm[w]")
     with L.block("if want_gs:"):

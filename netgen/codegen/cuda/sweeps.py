@@ -28,7 +28,9 @@ class Ctx:
     """What a body writer needs besides the statements: the float type,
     the variant, the swap code (defining p, dp, dps from d), k, and the P
     sweep: ``fwd`` (forward over the input columns, else back over the
-    ranks) and ``lanes`` (its lanes per wire: n or k)."""
+    ranks) and ``lanes`` (its lanes per wire: n or k), D's lane stride,
+    and the swap code without the clamps of d and z (``tame_swap``, run by
+    :func:`per_range` in tame rows; empty: none)."""
 
     ft: str
     variant: str
@@ -37,6 +39,7 @@ class Ctx:
     fwd: bool = False
     lanes: int = 0
     dstride: int = 1
+    tame_swap: str = ""
 
     def __post_init__(self) -> None:
         if not self.lanes:
@@ -225,6 +228,37 @@ def per_flag(L: Lines, flag: str) -> Iterator[bool]:
             yield on
 
 
+#: ROW_OK, ROW_BAD, ROW_WIDE: a row's code in ``bad[b]`` (written by the
+#: forward's thread 0, read by every later kernel of the row): tame (the
+#: clamps of d and z cannot act), bad (NaN/inf, a bad steepness, y out of
+#: range: NaN outputs), finite but wide (s max(1, max - min) past TAME)
+ROW_OK, ROW_BAD, ROW_WIDE = 0, 1, 2
+#: 2^-24 of the float type's largest value: up to it a row is tame
+TAME_SHIFT = 24
+
+
+def per_range(L: Lines, c: Ctx) -> Iterator[bool]:
+    """The code after it once under ``if tame:`` (yielding True: the swap
+    code without the clamps of d and z) and once under ``else:`` (False:
+    with them), where the kernels hold the tame copy (``c.tame_swap``;
+    else once, False, with no test). ``tame`` is set by the forward's
+    bad-row check (:func:`.row_io.load_row`) or read from ``bad[b]``
+    (:func:`.row_io.read_tame`).
+
+    Why the clamps cannot act in a tame row (docs/cuda-round10.md): every
+    value of the sweep is a convex combination of the row's values, so
+    each d is within max - min of the row, plus a rounding drift of about
+    an ulp of the largest value per layer; phi(d) is at most max(1, |d|);
+    a row with s max(1, max - min) <= 2^-24 of the largest finite value
+    keeps d and z = s phi(d) finite with 2^24 to spare, and there the
+    clamps return their input: the copies compute the same bits. The
+    clamps cost 4 SASS per comparator (the column forward's 59)."""
+    if not c.tame_swap:
+        yield False
+        return
+    yield from per_flag(L, "tame")
+
+
 def _prefetch(L: Lines, start: str, end: str, loads) -> None:
     """``pf_<name>`` = the loads of this thread's first comparator in the
     layer ``start``..``end`` - 1 (zero where it runs none there: the layer
@@ -280,29 +314,34 @@ def values_adjoint(L: Lines, c: Ctx, loads) -> None:
     swap code gives dp/dd and dp/ds from d; dL/ds is summed into ``acc_s``
     only in the ``want_gs`` copy of the loop (:func:`per_flag`). The rows'
     ``bwd`` and the lane groups' ``vals_bwd`` (they differ in where d, p
-    and dL/dp are read from)."""
+    and dL/dp are read from). Where the kernels hold the tame swap code
+    the row's ``tame`` flag picks the copy (:func:`per_range`)."""
+    if c.tame_swap:
+        L(f"tame = bad[b] == {literal(ROW_OK)}")
     L("acc_s = ZERO")
     for gs_on in per_flag(L, "want_gs"):  # dL/ds summed only where asked for
-        for _ in layers(L, reverse=True, loads=loads, prefetch=True):
-            swap_at(L, c, "d", "pv")
-            L("ga = sm[a]", "gc = sm[c]", "dg = ga - gc", "gpi = dg * d + gq", "gd = gpi * dp")
-            if gs_on:
-                L("acc_s += gpi * dps")
-            mix(L, "a", "c", "ga", "gc", "gd", diff="dg")
+        for tame in per_range(L, c):
+            for _ in layers(L, reverse=True, loads=loads, prefetch=True):
+                swap_at(L, c, "d", "pv", tame)
+                L("ga = sm[a]", "gc = sm[c]", "dg = ga - gc", "gpi = dg * d + gq", "gd = gpi * dp")
+                if gs_on:
+                    L("acc_s += gpi * dps")
+                mix(L, "a", "c", "ga", "gc", "gd", diff="dg")
 
 
-def swap_at(L: Lines, c: Ctx, saved: str | None = None, saved_p: str | None = None) -> None:
+def swap_at(L: Lines, c: Ctx, saved: str | None = None, saved_p: str | None = None, tame: bool = False) -> None:
     """Wires of comparator i, its difference d (``saved``: where the forward
     kept it; else from the values xa, xc), then the swap code (p, dp, dps).
     ``saved_p``: where the forward kept p; p is then read, not recomputed
     (the swap code's p is dead and the compiler drops it: an adjoint needs
-    only dp and dps, one division, not the arctangent)."""
+    only dp and dps, one division, not the arctangent). ``tame``: the copy
+    without the clamps of d and z (:func:`per_range`)."""
     if saved:
         if saved != "d":
             L(f"d = {saved}")
     else:
         L("xa = sm[a]", "xc = sm[c]", "d = xa - xc")
-    L(c.swap)
+    L(c.tame_swap if tame else c.swap)
     if saved_p:
         L(f"p = {saved_p}")
 

@@ -18,6 +18,9 @@ torch.library ops, their autograd, the launcher. Prints one JSON object:
 * ``save_d``: whether the case kept D or recomputed the P sweep;
 * ``bad_rows``: which rows came out NaN for non-finite x / overflowing
   range / out-of-range y;
+* ``wide_rows``: the row codes (tame, bad, wide) the forwards write, and
+  a wide row (finite, s (max - min) past the tame bound) against the
+  reference, per selection-network case in shared memory;
 * ``contract``: inputs not written, second order and torch.func refused;
 * ``selfcheck``: the self-check passes and logs, catches a deliberately
   wrong packing (naming NETGEN_CUDA_LAUNCH=numba), and can be skipped;
@@ -252,6 +255,49 @@ def bad_rows(m, n):
     }
 
 
+def wide_rows(m, net, dtype):
+    """The row codes the forwards write (``bad``: 0 tame, 1 bad, 2 wide;
+    netgen.codegen.cuda.sweeps.ROW_*) for row 0 (ordinary), row 1 (finite
+    but s (max - min) 2^16 times past the tame bound: the swap code with
+    its clamps) and row 2 (a NaN); rows 0 and 1 of values, P, dL/dx, the
+    column and its dL/dx against the reference, as errors relative to each
+    quantity's largest entry."""
+    from netgen.codegen.cuda.row_io import tame_bound
+
+    r = Relaxation(**m.RELAXATION)
+    dt = getattr(torch, dtype)
+    gen = torch.Generator().manual_seed(7)
+    x = torch.randn(3, net.n, generator=gen, dtype=torch.float64)
+    x[1] *= tame_bound(dtype) * 2.0 ** 16 / float(r.steepness)
+    x[2, 0] = float("nan")
+    x = x.to(dt)
+    y = torch.tensor([0, net.n - 1, 1])
+    s = torch.full((1,), float(r.steepness), dtype=dt)
+    codes = {"rows": m._rows_forward(x, s, False, True)[5].tolist(),
+             "column": m._column_forward(x, y, s, True)[2].tolist()}
+    xg = x[:2].clone().requires_grad_(True)
+    layer = m.Layer()
+    gen = torch.Generator().manual_seed(8)
+    gv, gc = (torch.randn(2, net.k, generator=gen, dtype=torch.float64).to(dt) for _ in range(2))
+    values, P = layer(xg)
+    (gx,) = torch.autograd.grad((values * gv).sum() + P.sum(), xg)
+    col = layer.column(xg, y[:2])
+    (gxc,) = torch.autograd.grad((col * gc).sum(), xg)
+    xt = x[:2].clone().requires_grad_(True)
+    v0, P0 = reference.forward(net, xt, r)
+    (g0,) = torch.autograd.grad((v0 * gv).sum() + P0.sum(), xt)
+    c0 = reference.column(net, xt, y[:2], r)
+    (g0c,) = torch.autograd.grad((c0 * gc).sum(), xt)
+    errs = {}
+    for q, a, b in (("values", values, v0), ("P", P, P0), ("grad", gx, g0), ("column", col, c0),
+                    ("grad column", gxc, g0c)):
+        for row in (0, 1):
+            scale = float(b[row].detach().abs().max())
+            errs[f"{q} row {row}"] = [_err(a[row], b[row]) / max(scale, 1e-300), scale,
+                                      bool(a[row].isfinite().all())]
+    return {"codes": codes, "errors": errs}
+
+
 def contract(m, n):
     """Inputs are never written (unbatched, B = 1, transposed, expanded);
     second-order gradients and torch.func transforms are refused."""
@@ -390,7 +436,7 @@ def compiled(m, n):
 
 
 def main():
-    out = {"rows": [], "launches": {}, "syncs": {}, "variants": {}, "steepness": {}, "save_d": {}}
+    out = {"rows": [], "launches": {}, "syncs": {}, "variants": {}, "steepness": {}, "save_d": {}, "wide_rows": {}}
     only = os.environ.get("NETGEN_SIM_CASES")  # e.g. "0,2": run only those cases
     idx = [int(i) for i in only.split(",")] if only else range(len(CASES))
     with tempfile.TemporaryDirectory() as tmp:
@@ -406,6 +452,8 @@ def main():
             out["save_d"][case] = save_d
             if steep is not None:
                 out["steepness"][case] = steep
+            if CASES[i][4] == K48 and CASES[i][7] in ("float64", "float32") and CASES[i][2] != CASES[i][1]:
+                out["wide_rows"][case] = wide_rows(m, net, CASES[i][7])  # selection networks, shared
             if i == 0:
                 out["bad_rows"] = bad_rows(m, net.n)
                 out["contract"] = contract(m, net.n)

@@ -10,7 +10,9 @@ forms: k = 1, 5, 8 unrolled, k = 13 looped."""
 from __future__ import annotations
 
 import ast
+import re
 
+import numpy as np
 import pytest
 
 from netgen.codegen import TARGETS
@@ -100,3 +102,40 @@ def test_a_kernel_refuses_unknown_float_types_and_variants():
         KERNELS[0].render("float16", "shared", "p = d", 5)
     with pytest.raises(ValueError):
         KERNELS[0].render("float32", "local", "p = d", 5)
+
+
+def test_swap_code_runs_without_its_input_clamps_only_in_tame_rows():
+    """Every kernel that runs the swap code holds it twice (sweeps.per_range):
+    under ``if tame:`` without the clamps of d and z (no literal of the
+    float's largest value there, though the derivatives keep theirs in the
+    backward), under ``else:`` with them. The forwards decide tame from
+    the bad-row check with the bound 2^-24 of the float's largest value and
+    write the row's code; the backwards read it from ``bad[b]``."""
+    from netgen.codegen.cuda.row_io import tame_bound
+    from netgen.codegen.render import scalar_literal
+
+    net = build("splitter", 40, 5)
+    funcs = _functions(emit(net, default_relaxation(net)))
+    for ft in FASTMATH:
+        big = repr(float(np.finfo(ft).max))
+        for name in ("fwd", "bwd", "fwd_col", "bwd_col"):
+            f = funcs[f"_{name}_f{ft[-2:]}_s"]
+            src = ast.unparse(f)
+            branches = [node for node in ast.walk(f) if isinstance(node, ast.If)
+                        and isinstance(node.test, ast.Name) and node.test.id == "tame"]
+            per_gs = 2 if name.startswith("bwd") else 1  # the backwards: once per want_gs
+            assert len(branches) == per_gs, (name, ft, len(branches))
+            for node in branches:
+                tame = "\n".join(ast.unparse(s) for s in node.body)
+                clamped = "\n".join(ast.unparse(s) for s in node.orelse)
+                assert "sw_" in tame and "sw_" in clamped, (name, ft)
+                # the swap code's copies (two where the layer loop peels a first comparator)
+                copies = len(re.findall(r"^\s*dp = ", clamped, re.M))
+                assert copies >= 1 and len(re.findall(r"^\s*dp = ", tame, re.M)) == copies, (name, ft)
+                # the clamps of d and of z: a min and a max each, per copy
+                assert clamped.count(big) - tame.count(big) == 4 * copies, (name, ft)
+            if name.startswith("fwd"):
+                assert f"tame = max(s, spread) <= {scalar_literal(tame_bound(ft), ft)}" in src, (name, ft)
+                assert "bad[b] = 1 if isbad else 0 if tame else 2" in src, (name, ft)
+            else:
+                assert "tame = bad[b] == 0" in src, (name, ft)

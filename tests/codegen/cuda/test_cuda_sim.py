@@ -199,6 +199,23 @@ def test_bad_rows_are_nan_in_exactly_those_rows(sim):
 
 
 @pytest.mark.slow
+def test_wide_rows_keep_the_clamps_and_equal_the_reference(sim):
+    """The forwards flag each row tame (0), bad (1) or wide (2: finite, s
+    (max - min) past 2^-24 of the float's largest value), and the kernels
+    after them read the flag: tame rows run the swap code without the
+    clamps of d and z (sweeps.per_range), wide rows with them. A wide row
+    (2^16 past the bound) equals the reference in every output."""
+    wide = sim["wide_rows"]
+    assert len(wide) == 4, sorted(wide)  # the selection networks in shared memory, float64 and float32
+    for case, got in wide.items():
+        assert got["codes"] == {"rows": [0, 2, 1], "column": [0, 2, 1]}, (case, got["codes"])
+        tol = 1e-5 if " float32 " in case else 1e-11
+        for q, (rel, scale, finite) in got["errors"].items():
+            assert finite and rel <= tol, (case, q, rel, scale)
+        assert got["errors"]["values row 1"][1] > 1e20, case  # row 1 is the wide one
+
+
+@pytest.mark.slow
 def test_contract_inputs_second_order_torch_func(sim):
     c = sim["contract"]
     for name in ("unbatched", "B=1", "transposed", "expanded"):
