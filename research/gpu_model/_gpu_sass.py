@@ -54,7 +54,7 @@ open(sys.argv[1] + ".args", "w").write(json.dumps(args))
 '''
 _COMPILE = r'''
 import json, sys
-from netgen.codegen.cuda.emit import compile_check
+from netgen.codegen.cuda.compile_check import compile_check
 res = compile_check(sys.argv[1] + "/module.py", out_dir=sys.argv[1] + "/ptx")
 json.dump(res, open(sys.argv[1] + "/compile.json", "w"))
 '''

@@ -20,7 +20,7 @@ from ..target import BuildError, BuildIncomplete
 def build(source: str, path: Path, *, required: bool = False, log=None, progress=None) -> Path:
     """Write the cuda module ``source`` to ``path`` after its compile check:
     the source goes to a private ``netgen_cuda_*`` scratch folder first,
-    :func:`netgen.codegen.cuda.emit.compile_check` runs on it, the kernels
+    :func:`netgen.codegen.cuda.compile_check.compile_check` runs on it, the kernels
     are installed beside ``path`` and only then is the module copied
     (atomically) into place. A compile failure: :class:`BuildError`,
     nothing written. No assembler for the cubins: one log line saying the
@@ -39,7 +39,7 @@ def _build(source, path, required, log, progress=None) -> Path:
     from ...io import atomic_write
     from .compile import _ptxas
     from .cubins import PTX_CC, build_archs, install, write_folder
-    from .emit import compile_check
+    from .compile_check import compile_check
 
     scratch = Path(tempfile.mkdtemp(prefix="netgen_cuda_"))
     try:

@@ -1,7 +1,7 @@
 """Compile a generated CUDA module's kernels to PTX and a cubin, no GPU needed.
 
 Run as ``python -m netgen.codegen.cuda.compile MODULE.py OUT_DIR 9.0 [I/J [sm_80,sm_90]]``
-(:func:`netgen.codegen.cuda.emit.compile_check` does that in a separate
+(:func:`netgen.codegen.cuda.compile_check.compile_check` does that in a separate
 process: a process is either simulating CUDA or compiling, never both).
 Prints one JSON line: ``{"cc", "assembler", "out_dir", "kernels": [...]}``.
 

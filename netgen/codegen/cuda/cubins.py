@@ -3,7 +3,7 @@ pasted into every module, is :mod:`netgen.codegen.cuda.cubin`).
 
 ``netgen build --target cuda`` compiles each kernel once to PTX for compute
 capability :data:`PTX_CC` (NVVM, in the compile workers of
-:func:`netgen.codegen.cuda.emit.compile_check`), assembles that PTX with
+:func:`netgen.codegen.cuda.compile_check.compile_check`), assembles that PTX with
 ptxas for every arch of :data:`ARCHS` this ptxas knows, and installs the
 files in ``<stem>.cubins/`` beside the module (:func:`write_folder`,
 :func:`install`). A first call then loads the kernels through ``cuda.core``

@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("numba_cuda")
 
-from netgen.codegen.cuda.emit import compile_check  # noqa: E402
+from netgen.codegen.cuda.compile_check import compile_check  # noqa: E402
 
 TINY = '''
 """a stand-in for a generated cuda module: one kernel"""

@@ -366,7 +366,7 @@ def test_write_module_gives_what_netgen_build_gives(built, tmp_path, monkeypatch
     files, same PTX). The build step's compile is the CLI build's: a second
     compile of the same source (~50 CPU-s) would test NVVM's determinism,
     not netgen; the fake refuses any other source."""
-    import netgen.codegen.cuda.emit as cuda_emit
+    import netgen.codegen.cuda.compile_check as cuda_check
     from netgen.codegen.cache import load
     from netgen.io import from_dict
     from netgen.relax.distributions import Relaxation
@@ -388,7 +388,7 @@ def test_write_module_gives_what_netgen_build_gives(built, tmp_path, monkeypatch
         return {"kernels": kernels, "cc": tuple(metas[0]["ptx_cc"]), "archs": list(archs), "skipped": False,
                 "assembler": metas[0]["assembler"], "summary": f"{len(kernels)} kernels (the CLI build's)"}
 
-    monkeypatch.setattr(cuda_emit, "compile_check", cli_kernels)
+    monkeypatch.setattr(cuda_check, "compile_check", cli_kernels)
     lines = []
     path = write_module("cuda", net, r, tmp_path, name=module.stem, log=lines.append)
     assert compiled == [module.name]
