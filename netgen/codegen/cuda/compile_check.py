@@ -196,4 +196,3 @@ def _looks_like_source(v) -> bool:
     """A str with a newline is module source (a module always has several
     lines); anything else (a path, a str without a newline) names a file."""
     return isinstance(v, str) and "\n" in v
-

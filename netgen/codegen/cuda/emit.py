@@ -58,7 +58,8 @@ from ..header import FLOAT_TYPES, network_literal, relaxation_literal, swap_code
 from ..lines import Lines
 from ..literals import Namespace, literal, top_level_definitions
 from ..plan import Plan
-from .compile_check import compile_check, default_jobs  # noqa: F401  (documented here: netgen.codegen.cuda.emit.compile_check)
+# re-exported: netgen.codegen.cuda.emit.compile_check is the documented name
+from .compile_check import compile_check, default_jobs  # noqa: F401
 from .kernels import KERNEL_ARGS, kernels_source
 
 TARGET = "cuda"
