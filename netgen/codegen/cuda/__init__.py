@@ -109,18 +109,42 @@ def _build(source, path, *, required=False, log=None, progress=None):
 
 
 def _available() -> str | None:
+    """Why the cuda target cannot run here (None: it can): numba-cuda not
+    installed, no device torch sees, or none the driver gives numba-cuda's
+    binding (:func:`_driver_device`)."""
     if not (_target.has("numba_cuda") or _target.has("numba.cuda")):
         return 'numba-cuda is not installed (pip install "netgen-networks[cuda]")'
     import torch
 
     if not torch.cuda.is_available():
         return "torch sees no CUDA device"
-    from .compile import numpy_compat
+    return _driver_device()
 
-    numpy_compat()
-    from numba import cuda
 
-    return None if cuda.is_available() else "numba-cuda sees no usable CUDA device (driver)"
+def _driver_device() -> str | None:
+    """What numba-cuda's ``cuda.is_available()`` asks (the driver
+    initialises and has a device) asked through ``cuda.bindings``, the
+    binding numba-cuda and the launcher use, so that ``target="auto"``
+    does not import numba to decide (~0.3 s of a first call, which loads
+    the kernels from cubins without numba: issue 29 item 6). Where
+    cuda.bindings is missing, numba-cuda answers."""
+    try:
+        from cuda.bindings import driver as drv
+    except ImportError:
+        from .compile import numpy_compat
+
+        numpy_compat()
+        from numba import cuda
+
+        return None if cuda.is_available() else "numba-cuda sees no usable CUDA device (driver)"
+    try:
+        (err,) = drv.cuInit(0)
+        err2, count = drv.cuDeviceGetCount()
+    except Exception as e:  # noqa: BLE001 - no driver library, a binding that does not load it: said as is
+        return f"the CUDA driver does not load through cuda.bindings ({type(e).__name__}: {e})"
+    if int(err) != 0 or int(err2) != 0 or int(count) < 1:
+        return f"the CUDA driver sees no usable device through cuda.bindings (cuInit {err}, devices {count})"
+    return None
 
 
 TARGET = Target(
