@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -74,29 +75,35 @@ def plan_source(names, shared=()) -> str:
 
 
 def network_literal(net: Network) -> str:
-    """``NETWORK = {...}`` in the interchange format, one layer per line,
-    deterministic."""
+    """``NETWORK = json.loads(...)``: the network in the interchange format
+    as JSON text, one string literal per key and per layer (adjacent
+    literals, one text), deterministic; the module imports ``json``.
+
+    JSON text, not a dict literal: CPython compiles a string constant at
+    once, where a literal of the (5, 10450) network's 31,356 pairs took
+    ~0.09 s of the module's ~0.2 s import (the first call of a layer pays
+    it) and compiling such literals of large networks took gigabytes
+    (docs/security.md); ``json.loads`` builds the same dict in ~3 ms. Every
+    piece reaches the module through :func:`~netgen.codegen.literals.literal`
+    (``repr`` of a str), and the text is checked to load back equal."""
     from .. import io
-
-    d = io.to_dict(net)
-    parts = ["NETWORK = {"]
-    for key, val in d.items():
-        if key == "layers":
-            parts.append('    "layers": [')
-            for layer in val:
-                parts.append("        " + json.dumps(layer, separators=(",", ":")) + ",")
-            parts.append("    ],")
-        else:
-            parts.append(f"    {json.dumps(key)}: {_py_literal(val)},")
-    parts.append("}")
-    return "\n".join(parts)
-
-
-def _py_literal(v: Any) -> str:
-    # the one literal writer (netgen.codegen.literals): exact, never pastes text
     from .literals import literal
 
-    return literal(json.loads(json.dumps(v, sort_keys=True)))
+    d = io.to_dict(net)
+    dumps = functools.partial(json.dumps, separators=(",", ":"), sort_keys=True)
+    pieces = []
+    for i, (key, val) in enumerate(d.items()):
+        head = ("{" if i == 0 else ",") + dumps(key) + ":"
+        if key == "layers":
+            pieces.append(head + "[")
+            pieces += [("," if j else "") + dumps(layer) for j, layer in enumerate(val)]
+            pieces.append("]")
+        else:
+            pieces.append(head + dumps(val))
+    pieces.append("}")
+    if json.loads("".join(pieces)) != json.loads(dumps(d)):  # pragma: no cover - a bug here
+        raise AssertionError("network_literal: the JSON text does not load back as the network")
+    return "\n".join(["NETWORK = json.loads(", *("    " + literal(p) for p in pieces), ")"])
 
 
 def relaxation_literal(r) -> str:

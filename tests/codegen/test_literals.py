@@ -128,7 +128,7 @@ def _check_target(target, construction, tmp_path, monkeypatch):
     if TARGETS[target].test.simulator:
         # (cuda) the module is imported in its own simulator-free process by
         # test_cuda_target_imports_without_gpu; here: compiles and keeps the text
-        ns = {}
+        ns = {"json": json}  # the module's import
         import ast
 
         tree = ast.parse(src)

@@ -127,7 +127,8 @@ def _doc(net: Network, r, direction: str, mode: str, group: int) -> str:
 
 def write_imports(L) -> None:
     """The imports of a numba module (and of the operators' kernel module)."""
-    L("import math", "import os", "import platform", "import threading", "import time", "import weakref", "")
+    L("import json", "import math", "import os", "import platform", "import threading", "import time", "import weakref",
+      "")
     L("import numba", "import numpy as np", "import torch", "from llvmlite import ir",
       "from numba.core import cgutils, types", "from numba.core.extending import intrinsic, overload")
     L.blank()
