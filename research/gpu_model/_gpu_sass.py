@@ -36,7 +36,10 @@ net = compile_network(build("splitter", int(sys.argv[2]), int(sys.argv[3]))).net
 open(sys.argv[1], "w").write(emit("cuda", net, default_relaxation(net)))
 # divisions per comparator in the swap code as that tree's kernels paste it
 # (MUFU.RCP counts comparators in the SASS loops)
-from netgen.codegen.swap_code import swap_code
+try:
+    from netgen.codegen.swap_code import swap_code
+except ImportError:  # older trees
+    from netgen.codegen._swap_code import swap_code
 try:
     swap = swap_code(default_relaxation(net), 0, "float32", steepness="s")
 except TypeError:  # trees before the run-time steepness
@@ -54,7 +57,13 @@ open(sys.argv[1] + ".args", "w").write(json.dumps(args))
 '''
 _COMPILE = r'''
 import json, sys
-from netgen.codegen.cuda.compile_check import compile_check
+import importlib
+for where in ("netgen.codegen.cuda.compile_check", "netgen.codegen.cuda.emit", "netgen.codegen.cuda_target"):
+    try:  # its file now; cuda/emit.py before that; cuda_target.py in older trees
+        compile_check = importlib.import_module(where).compile_check
+        break
+    except ImportError:
+        continue
 res = compile_check(sys.argv[1] + "/module.py", out_dir=sys.argv[1] + "/ptx")
 json.dump(res, open(sys.argv[1] + "/compile.json", "w"))
 '''

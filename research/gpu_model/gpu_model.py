@@ -200,7 +200,12 @@ def main(argv=None) -> int:
             worst = max(worst, abs(model / ms - 1))
             print(f"{path:7s} {B:5d} {ms:9.2f} {model:7.2f} {100 * (model / ms - 1):+6.0f}% {old:10.2f} "
                   f"{100 * (old / ms - 1):+6.0f}%")
-        print(f"largest error of the model: {100 * worst:.0f}% (target: within 20%)")
+        if given:  # this tree's kernels need not be the measured ones: the column is their estimate
+            print(f"largest difference: {100 * worst:.0f}% (this tree's kernels, estimated at the given c, against "
+                  f"the measurements of the kernels issue 29 ran: the estimated change, plus the model's error, "
+                  f"within 11% on those kernels at c = 1.60 when fitted: docs/cuda-round6.md)")
+        else:
+            print(f"largest error of the model: {100 * worst:.0f}% (target: within 20%)")
         if "old" in ks:
             w, nm, Bc, ms = CALIBRATION
             e = total(estimate(ks[w][nm], Bc, c, args.chain_c))
