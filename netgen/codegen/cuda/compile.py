@@ -175,12 +175,15 @@ def compile_module(path: str, out_dir: str, cc: tuple[int, int], part: tuple[int
     # each kernel as its module compiles it: the float32 kernels with fastmath
     fastmath = {k.py_func.__name__: bool(getattr(k, "targetoptions", {}).get("fastmath"))
                 for k in getattr(mod, "KERNELS", {}).values() if hasattr(k, "py_func")}
+    # and the kernels that run one block per SM with their launch bounds (kernels.launch_bounds)
+    bounds = getattr(mod, "LAUNCH_BOUNDS", {})
     mine = [(idx, name, fn, sig) for idx, (name, fn, sig) in enumerate(mod.kernel_signatures())
             if idx % part[1] == part[0]]
     _say(report, total=len(mine) * (1 + len(archs)))
     ptxs = {}
     for idx, name, fn, sig in mine:  # phase 1: PTX
-        ptx, _ = numba.cuda.compile_ptx(fn, sig, cc=cc, fastmath=fastmath.get(name, False))
+        ptx, _ = numba.cuda.compile_ptx(fn, sig, cc=cc, fastmath=fastmath.get(name, False),
+                                        launch_bounds=bounds.get(name))
         ptx_path = out / f"{name}.ptx"
         ptx_path.write_text(ptx)
         ptxs[name] = (ptx, ptx_path)

@@ -32,8 +32,10 @@ import numpy as np
 
 # ---- what the generated module defines (stand-ins here, not copied) ----
 #: the module globals the copied code reads and neither defines nor imports
-READS = ("LOG",)
+READS = ("LOG", "LAUNCH_BOUNDS", "SIMULATED")
 LOG = logging.getLogger("netgen")
+LAUNCH_BOUNDS: dict = {}  # kernel function name -> (max threads per block, min blocks per SM)
+SIMULATED = False
 
 
 # ---------------------------------------------------------------- copied parts
@@ -48,7 +50,11 @@ class _DeferredKernel:
     def real(self):
         """The Numba dispatcher (numba-cuda imported on first use)."""
         if self.dispatcher is None:
-            self.dispatcher = _numba().jit(*self.args, **self.options)(self.py_func)
+            options = dict(self.options)
+            bounds = LAUNCH_BOUNDS.get(self.py_func.__name__)
+            if bounds is not None and not SIMULATED:  # as the compile check built the cubins (the simulator has none)
+                options["launch_bounds"] = bounds
+            self.dispatcher = _numba().jit(*self.args, **options)(self.py_func)
         return self.dispatcher
 
     def __getitem__(self, config):

@@ -116,6 +116,7 @@ def emit(net: Network, r, plan: Plan, options) -> str:
       "#: dynamic shared memory) exists where n floats (2 n for the column) fit",
       '#: SHARED_LIMIT, "global" always')
     names.define("KERNELS")
+    names.define("LAUNCH_BOUNDS")
     L(table)
     L.blank(2)
     constants = {"THREADS": int(options.threads), "BIG_THREADS": int(options.big_threads),

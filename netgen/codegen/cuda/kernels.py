@@ -105,7 +105,8 @@ from .sweeps import UNROLL_RANKS, Ctx, prologue
 from ..lines import Lines, literal
 
 __all__ = ["Kernel", "KERNELS", "GROUP_KERNELS", "LANE_KERNELS", "KERNEL_ARGS", "GROUP_ARGS", "LANE_ARGS", "MIN_ROWS",
-           "FASTMATH", "UNROLL_RANKS", "SMALLEST_SHARED", "VARIANTS", "default_groups", "emitted", "kernels_source"]
+           "FASTMATH", "UNROLL_RANKS", "SMALLEST_SHARED", "VARIANTS", "default_groups", "emitted", "kernels_source",
+           "ONE_BLOCK_SHARED", "launch_bounds"]
 
 #: argument kinds: "f1"/"f2" float arrays of that rank (the compute dtype),
 #: "w1" wire vector (uint16 or uint32, the module's ``WIRE_DTYPE``), "u1"
@@ -129,6 +130,10 @@ class Kernel:
     rows: int
     length: str
     body: Callable[[Lines, Ctx], None]
+    #: the P sweep's whole state (lanes x n floats) in shared memory: where
+    #: that allows one block per SM on any GPU it gets launch bounds
+    #: (:func:`launch_bounds`)
+    state: bool = False
 
     def __post_init__(self) -> None:
         names = [a for a, _ in self.args]
@@ -181,11 +186,11 @@ _SCRATCH = (("scratch", "f2"),)
 KERNELS = (
     Kernel("fwd", (("x", "f2"), ("sv", "f1"), *_WAB_NET, *_PLAN, ("values", "f2"), ("ds", "f1"), ("ps", "f1"),
                    ("bad", "b1"), ("P", "f2"), ("D", "f1"), ("do_P", "bool"), ("save_D", "bool"), *_SCRATCH),
-           rows=1, length="x", body=fwd),
+           rows=1, length="x", body=fwd, state=True),
     Kernel("bwd", (("sv", "f1"), *_WAB_NET, *_PLAN, ("gv", "f2"), ("gP", "f2"), ("ds", "f1"), ("ps", "f1"),
                    ("D", "f1"), ("gp", "f1"), ("bad", "b1"), ("gx", "f2"), ("gs", "f1"), ("has_gv", "bool"),
                    ("has_gP", "bool"), ("recompute", "bool"), ("want_gs", "bool"), *_SCRATCH),
-           rows=1, length="gx", body=bwd),
+           rows=1, length="gx", body=bwd, state=True),
     Kernel("fwd_col", (("x", "f2"), ("y", "i1"), ("sv", "f1"), *_WAB_NET, ("outs", "w1"), ("col", "f2"), ("cs", "f1"),
                        ("bad", "b1"), ("save", "bool"), *_SCRATCH),
            rows=2, length="x", body=fwd_col),
@@ -258,6 +263,34 @@ def default_groups(n: int, k: int, fwd: bool) -> bool:
     return bool(fwd) or k * n * 8 > SMALLEST_SHARED
 
 
+#: dynamic shared memory past which no SM of a supported GPU holds two
+#: blocks (Hopper's and Blackwell's 228 KB per SM, the largest, halved)
+ONE_BLOCK_SHARED = 228 * 1024 // 2
+#: the launch bounds of a kernel that runs one block per SM: at most 1,024
+#: threads (the launcher's largest block), one block per SM
+ONE_BLOCK = (1024, 1)
+
+
+def launch_bounds(kern: Kernel, ft: str, variant: str, n: int, lanes: int,
+                  shared_limit: int) -> tuple[int, int] | None:
+    """ONE_BLOCK for the shared variant of a kernel holding the P sweep's
+    state (``fwd``, ``bwd``) where that state (``lanes`` x n floats) fits
+    ``shared_limit`` and passes :data:`ONE_BLOCK_SHARED`: such a launch
+    runs one block per SM anyway,
+    and with the bounds ptxas may give each of its 1,024 threads up to 64
+    registers instead of rematerialising addresses and table pointers in
+    the loops (sm_90, float32, the (5, 10450) rows: fwd 48 / 72 -> 45 / 68
+    and bwd 90 / 35 -> 85 / 31 SASS per comparator, 40 -> 48 and 55
+    registers; docs/cuda-round10.md). Else None (the compiler's choice;
+    the values-only launches of the same kernels, n floats, keep it: they
+    run many blocks per SM, where registers cost some occupancy: at (5,
+    10450) 256 instead of 320 threads per block, five blocks per SM)."""
+    state = lanes * n * (4 if ft == "float32" else 8)
+    if kern.state and variant == "shared" and ONE_BLOCK_SHARED < state <= shared_limit:
+        return ONE_BLOCK
+    return None
+
+
 def emitted(groups: bool, lanes: bool = True) -> tuple[Kernel, ...]:
     """The kernels a module holds: KERNELS, GROUP_KERNELS with ``groups``
     (by default :func:`default_groups`), and with ``lanes`` the
@@ -287,8 +320,9 @@ def kernels_source(n: int, k: int, shared_limit: int, swaps: dict[str, str],
     with args.indented():
         for kern in held:
             args(f"{literal(kern.name)}: {literal(kern.kinds)},")
-    sources, table = [], Lines()
-    with table.indented():
+    sources, table, bounds = [], Lines(), Lines()
+    lanes = n if fwd else k
+    with table.indented(), bounds.indented():
         for ft, swap in swaps.items():
             size = 4 if ft == "float32" else 8
             for variant in VARIANTS:
@@ -299,5 +333,11 @@ def kernels_source(n: int, k: int, shared_limit: int, swaps: dict[str, str],
                                                (tame_swaps or {}).get(ft, "")))
                     table(f"(np.dtype(np.{ft}), {literal(kern.name)}, {literal(variant)}): "
                           f"{kern.function_name(ft, variant)},")
+                    lb = launch_bounds(kern, ft, variant, n, lanes, shared_limit)
+                    if lb is not None:
+                        bounds(f"{literal(kern.function_name(ft, variant))}: {literal(lb)},")
     return ("KERNEL_ARGS = {\n" + args.render() + "}", "\n\n".join(s.rstrip() for s in sources),
-            "KERNELS = {\n" + table.render() + "}")
+            "KERNELS = {\n" + table.render() + "}\n\n"
+            "#: launch bounds (max threads per block, min blocks per SM) of the kernels that run one block per SM:\n"
+            "#: the compile check and numba-cuda compile them with these (not the simulator)\n"
+            "LAUNCH_BOUNDS = {\n" + bounds.render() + "}")

@@ -139,3 +139,24 @@ def test_swap_code_runs_without_its_input_clamps_only_in_tame_rows():
                 assert "bad[b] = 1 if isbad else 0 if tame else 2" in src, (name, ft)
             else:
                 assert "tame = bad[b] == 0" in src, (name, ft)
+
+
+@pytest.mark.parametrize("kind,n,k,bounded", [
+    ("splitter", 10450, 5, {"_fwd_f32_s", "_bwd_f32_s"}),  # 209 KB of P state in float32: one block per SM
+    ("splitter", 5000, 5, {"_fwd_f64_s", "_bwd_f64_s"}),  # 100 KB in float32 (two blocks fit), 200 KB in float64
+    ("splitter", 40, 5, set()),
+    ("oddeven", 1024, 1024, set()),  # the state fits no block: lane groups
+])
+def test_launch_bounds_only_where_a_block_takes_an_sm(kind, n, k, bounded):
+    """kernels.launch_bounds: the rows kernels' shared variants get (1024, 1)
+    where their P state (lanes x n floats) fits the shared limit and passes
+    half an SM (no second block fits on any GPU), and nothing else does (the
+    values-only launches of other modules run many blocks per SM, where
+    registers cost occupancy). The module's LAUNCH_BOUNDS says so; the
+    compile check passes it to NVVM (test_cuda_ptx checks the PTX)."""
+    net = build(kind, n, k)
+    consts = {}
+    for node in ast.parse(emit(net, default_relaxation(net))).body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "LAUNCH_BOUNDS":
+            consts = ast.literal_eval(node.value)
+    assert consts == {name: (1024, 1) for name in bounded}

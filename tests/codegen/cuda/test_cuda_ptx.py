@@ -58,6 +58,10 @@ def test_splitter_10450_kernels_compile_for_sm90(cuda_cli_build):
         # shared variants keep their wire arrays in dynamic shared memory
         assert (".extern .shared" in ptx) == name.endswith("_s"), name
         check_float_mode(name, ptx)
+        # launch bounds where a block's P state takes an SM (kernels.launch_bounds): the rows kernels' float32
+        # shared variants (209 KB at (5, 10450)); none elsewhere (the column's two blocks per SM, the groups)
+        bounded = name in ("_fwd_f32_s", "_bwd_f32_s")
+        assert (".maxntid 1024, 1, 1" in ptx and ".minnctapersm 1" in ptx) == bounded, name
         kernels.append({"name": name, "ptx": str(ptx_path), "ptx_bytes": len(ptx), "cubin_bytes": len(cubin),
                         "info": ""})
     # ptxas's register report for sm_90 (the build keeps the cubins, not the report): the column kernels
