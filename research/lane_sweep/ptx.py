@@ -114,8 +114,10 @@ def netgen_kernels_table(net, kinds: dict, flags: tuple, ptxas, prefix: str) -> 
     from netgen.relax.distributions import default_relaxation
 
     r = default_relaxation(net)
-    _, src, _ = kernels_source(net.n, net.k, 227 * 1024, {ft: swap_code(r, 0, ft, steepness="s")
-                                                           for ft in ("float32", "float64")}, *flags)
+    fts = ("float32", "float64")
+    # as emit renders them: with the swap code's tame copy (docs/cuda-round10.md)
+    _, src, _ = kernels_source(net.n, net.k, 227 * 1024, {ft: swap_code(r, 0, ft, steepness="s") for ft in fts}, *flags,
+                               tame_swaps={ft: swap_code(r, 0, ft, steepness="s", tame=True) for ft in fts})
     ns = {"cuda": cuda, "numba": numba, "np": np, "math": math}
     exec(compile(src, f"<{prefix} kernels>", "exec"), ns)
     tmp = Path(tempfile.mkdtemp(prefix=f"{prefix}_ptx_"))

@@ -9,8 +9,8 @@ what each kernel does, are in :mod:`.kernels`; the lane-group bodies in
 from __future__ import annotations
 
 from .row_io import grad_out, load_row, per_output, per_rank, row_code
-from .sweeps import (ROW_OK, Ctx, alloc, fill_rows, layers, mix, per_flag, per_range, rank_step, rank_tables, ranks,
-                     swap_at, sweep, values_adjoint)
+from .sweeps import (Ctx, alloc, fill_rows, layers, mix, per_flag, per_range, rank_step, rank_tables, ranks,
+                     read_tame, swap_at, sweep, values_adjoint)
 from ..lines import Lines, literal
 
 __all__ = ["fwd", "bwd", "fwd_col", "bwd_col"]
@@ -118,8 +118,7 @@ def bwd_col(L: Lines, c: Ctx) -> None:
     fill_rows(L, "w", "n", "", "n + ", count32=True)
     per_output(L, c, "sm[n + outs[r]] = gcol[b, r]")
     L("cuda.syncthreads()", "acc_s = ZERO")
-    if c.tame_swap:
-        L(f"tame = bad[b] == {literal(ROW_OK)}")
+    read_tame(L, c)
     # one bound ahead: two would take bwd_col from 32 to 36 registers (800
     # threads instead of 1024)
     for gs_on in per_flag(L, "want_gs"):  # dL/ds summed only where asked for

@@ -243,7 +243,7 @@ def per_range(L: Lines, c: Ctx) -> Iterator[bool]:
     with them), where the kernels hold the tame copy (``c.tame_swap``;
     else once, False, with no test). ``tame`` is set by the forward's
     bad-row check (:func:`.row_io.load_row`) or read from ``bad[b]``
-    (:func:`.row_io.read_tame`).
+    (:func:`read_tame`).
 
     Why the clamps cannot act in a tame row (docs/cuda-round10.md): every
     value of the sweep is a convex combination of the row's values, so
@@ -257,6 +257,14 @@ def per_range(L: Lines, c: Ctx) -> Iterator[bool]:
         yield False
         return
     yield from per_flag(L, "tame")
+
+
+def read_tame(L: Lines, c: Ctx) -> None:
+    """``tame`` from the row's code the forward wrote (``bad[b]``), in a
+    kernel after it that runs the swap code (where the kernels hold the
+    tame copy)."""
+    if c.tame_swap:
+        L(f"tame = bad[b] == {literal(ROW_OK)}")
 
 
 def _prefetch(L: Lines, start: str, end: str, loads) -> None:
@@ -316,8 +324,7 @@ def values_adjoint(L: Lines, c: Ctx, loads) -> None:
     ``bwd`` and the lane groups' ``vals_bwd`` (they differ in where d, p
     and dL/dp are read from). Where the kernels hold the tame swap code
     the row's ``tame`` flag picks the copy (:func:`per_range`)."""
-    if c.tame_swap:
-        L(f"tame = bad[b] == {literal(ROW_OK)}")
+    read_tame(L, c)
     L("acc_s = ZERO")
     for gs_on in per_flag(L, "want_gs"):  # dL/ds summed only where asked for
         for tame in per_range(L, c):
