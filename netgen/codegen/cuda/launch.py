@@ -75,8 +75,8 @@ TABLES = {
     # comparator i's D entry of lane l at dix[i] + l D_STRIDE; dix[size]: D's floats per row
     "dix": d_slots(_CLO, _CHI, _OFFSETS, D_STRIDE).astype(np.uint32),
 }
-#: floats per row of the rows kernels' D (layout.d_slots)
-_DLEN = int(TABLES["dix"][-1])
+#: floats per row of the rows kernels' D (layout.d_slots; at least one: a row of D is never empty)
+_DLEN = max(1, int(TABLES["dix"][-1]))
 #: lanes of the P sweep per wire (rows of n floats of a row's sweep state):
 #: k ranks going back, n input columns going forward
 LANES = _N if _DIRECTION == "forward" else _K

@@ -52,7 +52,7 @@ def _rows_forward(x: torch.Tensor, s: torch.Tensor, want_P: bool,
     values, ds, ps = x.new_empty((B, _K)), x.new_empty((B, _SIZE)), x.new_empty((B, _SIZE))
     P = x.new_empty((B, _K, _N) if want_P else (0,))
     keep_D = want_P and save and SAVE_D
-    D = x.new_empty((B, max(_DLEN, 1))) if keep_D else _dummy(x, 2)
+    D = x.new_empty((B, _DLEN)) if keep_D else _dummy(x, 2)
     bad = x.new_empty((B,), dtype=torch.int32)
     rows = LANES if want_P else 1
     P2 = P.view(B, _K * _N) if want_P else _dummy(x, 2)
@@ -89,12 +89,12 @@ def _rows_backward(gv: torch.Tensor | None, gP: torch.Tensor | None, s: torch.Te
     # ds, ps, D and gp indexed flat with 32 bits, as in the forward
     chunks = _batch("bwd", ds, B, rows, _DLEN * ds.element_size() if recompute else 0,
                     _most(max(_SIZE, _DLEN if has_gP else 0)))
-    Dr = ds.new_empty(((chunks[0][1] - chunks[0][0]) * max(_DLEN, 1),)) if recompute and B else None
+    Dr = ds.new_empty(((chunks[0][1] - chunks[0][0]) * _DLEN,)) if recompute and B else None
     for b0, b1 in chunks:
         if not has_gP:
             Dc = _dummy(ds, 1)
         elif recompute:  # the chunk's scratch rows
-            Dc = Dr[: (b1 - b0) * max(_DLEN, 1)]
+            Dc = Dr[: (b1 - b0) * _DLEN]
         else:
             Dc = _part(D, b0, b1).view(-1)
         _launch("bwd", ds, b1 - b0, (s, t["wab"], t["offs"], t["rtab"], t["dix"], t["outs"],
@@ -151,7 +151,7 @@ def _rows_fake(x, s, want_P, save):
     B = x.shape[0]
     return (x.new_empty((B, _K)), x.new_empty((B, _K, _N) if want_P else (0,)), x.new_empty((B, _SIZE)),
             x.new_empty((B, _SIZE)),
-            x.new_empty((B, max(_DLEN, 1)) if want_P and save and SAVE_D and not _use_groups(x.device, _np_dtype(x))
+            x.new_empty((B, _DLEN) if want_P and save and SAVE_D and not _use_groups(x.device, _np_dtype(x))
                         else (1, 1)),
             x.new_empty((B,), dtype=torch.int32))
 

@@ -9,8 +9,8 @@ what each kernel does, are in :mod:`.kernels`; the lane-group bodies in
 from __future__ import annotations
 
 from .row_io import grad_out, load_row, per_output, per_rank, row_code
-from .sweeps import (Ctx, alloc, fill_rows, layers, mix, per_flag, per_range, rank_step, rank_tables, ranks,
-                     read_tame, swap_at, sweep, values_adjoint)
+from .sweeps import (Ctx, adjoint_loops, alloc, fill_rows, layers, mix, per_range, rank_step, rank_tables, ranks,
+                     swap_at, sweep, values_adjoint)
 from ..lines import Lines, literal
 
 __all__ = ["fwd", "bwd", "fwd_col", "bwd_col"]
@@ -117,20 +117,18 @@ def bwd_col(L: Lines, c: Ctx) -> None:
     alloc(L, c)
     fill_rows(L, "w", "n", "", "n + ", count32=True)
     per_output(L, c, "sm[n + outs[r]] = gcol[b, r]")
-    L("cuda.syncthreads()", "acc_s = ZERO")
-    read_tame(L, c)
+    L("cuda.syncthreads()")
     # one bound ahead: two would take bwd_col from 32 to 36 registers (800
     # threads instead of 1024)
-    for gs_on in per_flag(L, "want_gs"):  # dL/ds summed only where asked for
-        for tame in per_range(L, c):  # the clamps of d and z only where they can act
-            for _ in layers(L, reverse=True, loads=_WAB, ahead=1, count32=True):
-                L("j3 = np.uint32(np.uint32(bS + i) * U3)")
-                swap_at(L, c, "cs[j3]", "cs[j3 + U2]", tame)
-                L("ga = sm[a]", "gc = sm[c]", "ua = sm[n + a]", "uc = sm[n + c]", "dg = ga - gc", "du = ua - uc",
-                  "gpi = dg * d + du * cs[j3 + U1]",
-                  "gd = gpi * dp")
-                if gs_on:
-                    L("acc_s += gpi * dps")
-                mix(L, "a", "c", "ga", "gc", "gd", diff="dg")
-                mix(L, "n + a", "n + c", "ua", "uc", diff="du")
+    for gs_on, tame in adjoint_loops(L, c):
+        for _ in layers(L, reverse=True, loads=_WAB, ahead=1, count32=True):
+            L("j3 = np.uint32(np.uint32(bS + i) * U3)")
+            swap_at(L, c, "cs[j3]", "cs[j3 + U2]", tame)
+            L("ga = sm[a]", "gc = sm[c]", "ua = sm[n + a]", "uc = sm[n + c]", "dg = ga - gc", "du = ua - uc",
+              "gpi = dg * d + du * cs[j3 + U1]",
+              "gd = gpi * dp")
+            if gs_on:
+                L("acc_s += gpi * dps")
+            mix(L, "a", "c", "ga", "gc", "gd", diff="dg")
+            mix(L, "n + a", "n + c", "ua", "uc", diff="du")
     grad_out(L, count32=True)

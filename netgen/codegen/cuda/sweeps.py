@@ -14,13 +14,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
+from .layout import WARP
 from ..lines import Lines, literal
 from ..render import scalar_literal
 
 #: rank sweeps of networks with k <= UNROLL_RANKS get one guarded copy of
 #: the update per rank instead of a rank loop (docs/cuda-kernels.md)
 UNROLL_RANKS = 8
-WARP = 32
 
 
 @dataclass(frozen=True)
@@ -315,6 +315,19 @@ def mix(L: Lines, a: str, c: str, va: str, vc: str, grad: str = "", diff: str = 
       f"sm[{c}] = {va} - t")
 
 
+def adjoint_loops(L: Lines, c: Ctx) -> Iterator[tuple[bool, bool]]:
+    """The adjoints' copies of their layer loop: ``acc_s`` zeroed and the
+    row's ``tame`` read, then the code after it once per (``want_gs``,
+    ``tame``) value (:func:`per_flag`, :func:`per_range`), yielding
+    (dL/ds summed, the tame swap code). The values' adjoint
+    (:func:`values_adjoint`) and the column's backward."""
+    read_tame(L, c)
+    L("acc_s = ZERO")
+    for gs_on in per_flag(L, "want_gs"):  # dL/ds summed only where asked for
+        for tame in per_range(L, c):  # the clamps of d and z only where they can act
+            yield gs_on, tame
+
+
 def values_adjoint(L: Lines, c: Ctx, loads) -> None:
     """The values' adjoint swept back (the gradient in ``sm[:n]``), adding
     each comparator's dL/dp ``gq``: ``loads`` are its wires (``a``, ``c``)
@@ -324,16 +337,13 @@ def values_adjoint(L: Lines, c: Ctx, loads) -> None:
     ``bwd`` and the lane groups' ``vals_bwd`` (they differ in where d, p
     and dL/dp are read from). Where the kernels hold the tame swap code
     the row's ``tame`` flag picks the copy (:func:`per_range`)."""
-    read_tame(L, c)
-    L("acc_s = ZERO")
-    for gs_on in per_flag(L, "want_gs"):  # dL/ds summed only where asked for
-        for tame in per_range(L, c):
-            for _ in layers(L, reverse=True, loads=loads, prefetch=True):
-                swap_at(L, c, "d", "pv", tame)
-                L("ga = sm[a]", "gc = sm[c]", "dg = ga - gc", "gpi = dg * d + gq", "gd = gpi * dp")
-                if gs_on:
-                    L("acc_s += gpi * dps")
-                mix(L, "a", "c", "ga", "gc", "gd", diff="dg")
+    for gs_on, tame in adjoint_loops(L, c):
+        for _ in layers(L, reverse=True, loads=loads, prefetch=True):
+            swap_at(L, c, "d", "pv", tame)
+            L("ga = sm[a]", "gc = sm[c]", "dg = ga - gc", "gpi = dg * d + gq", "gd = gpi * dp")
+            if gs_on:
+                L("acc_s += gpi * dps")
+            mix(L, "a", "c", "ga", "gc", "gd", diff="dg")
 
 
 def swap_at(L: Lines, c: Ctx, saved: str | None = None, saved_p: str | None = None, tame: bool = False) -> None:
