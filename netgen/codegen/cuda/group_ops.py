@@ -117,10 +117,11 @@ def _groups_forward(x, s):
     one = x.new_empty((1, 1))
     if B == 0:
         return values, P, ds, ps, one, bad
+    none = one.view(-1)  # the rows kernel's P and D, unused
     for b0, b1 in _batch("fwd", x, B, 1, 0, _most(_SIZE)):  # ds, ps indexed flat with 32 bits
         _launch("fwd", x, b1 - b0, (_part(x, b0, b1), s, t["wab"], t["offs"], t["rtab"], t["dix"],
                                     t["outs"], _part(values, b0, b1), _part(ds, b0, b1).view(-1),
-                                    _part(ps, b0, b1).view(-1), _part(bad, b0, b1), one, one.view(-1), False, False), 1)
+                                    _part(ps, b0, b1).view(-1), _part(bad, b0, b1), none, none, False, False), 1)
     G, groups, geo, spn = _geo(x.device, dt, B)
     _launch("grp_fwd", x, B * groups, (P.view(B, _K * _N), s, t["wa"], t["wb"], t["offs"], t["clo"], t["chi"],
                                        t["outs"], ps, bad, geo, spn), G)

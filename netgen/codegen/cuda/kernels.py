@@ -185,9 +185,9 @@ _SCRATCH = (("scratch", "f2"),)
 #: the kernels of a generated module, in the order they are emitted
 KERNELS = (
     Kernel("fwd", (("x", "f2"), ("sv", "f1"), *_WAB_NET, *_PLAN, ("values", "f2"), ("ds", "f1"), ("ps", "f1"),
-                   ("bad", "b1"), ("P", "f2"), ("D", "f1"), ("do_P", "bool"), ("save_D", "bool"), *_SCRATCH),
+                   ("bad", "b1"), ("P", "f1"), ("D", "f1"), ("do_P", "bool"), ("save_D", "bool"), *_SCRATCH),
            rows=1, length="x", body=fwd, state=True),
-    Kernel("bwd", (("sv", "f1"), *_WAB_NET, *_PLAN, ("gv", "f2"), ("gP", "f2"), ("ds", "f1"), ("ps", "f1"),
+    Kernel("bwd", (("sv", "f1"), *_WAB_NET, *_PLAN, ("gv", "f2"), ("gP", "f1"), ("ds", "f1"), ("ps", "f1"),
                    ("D", "f1"), ("gp", "f1"), ("bad", "b1"), ("gx", "f2"), ("gs", "f1"), ("has_gv", "bool"),
                    ("has_gP", "bool"), ("recompute", "bool"), ("want_gs", "bool"), *_SCRATCH),
            rows=1, length="gx", body=bwd, state=True),

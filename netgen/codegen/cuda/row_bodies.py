@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .row_io import grad_out, load_row, per_output, per_rank, row_code
 from .sweeps import (Ctx, adjoint_loops, alloc, fill_rows, layers, mix, per_range, rank_step, rank_tables, ranks,
-                     swap_at, sweep, values_adjoint)
+                     strided, swap_at, sweep, values_adjoint)
 from ..lines import Lines, literal
 
 __all__ = ["fwd", "bwd", "fwd_col", "bwd_col"]
@@ -56,7 +56,13 @@ def fwd(L: Lines, c: Ctx) -> None:
     with L.block("if do_P:"):
         L("cuda.syncthreads()")
         sweep(L, c, "save_D")
-        per_rank(L, c, "P[b, j] = NAN if isbad else sm[e]")
+        # a bad row's P is NaN: its P state is set to NaN (isbad holds for the whole block) and P's store
+        # tests no flag per element (with the test, ptxas rebuilt the shared base in every iteration)
+        with L.block("if isbad:"):
+            with strided(L, "j", "mn", True):
+                L("sm[j] = NAN")
+            L("cuda.syncthreads()")
+        per_rank(L, c, "P[j] = sm[e]")
 
 
 def bwd(L: Lines, c: Ctx) -> None:
@@ -67,7 +73,7 @@ def bwd(L: Lines, c: Ctx) -> None:
             sweep(L, c, "recompute")
         if c.fwd and c.k < c.lanes:
             fill_rows(L, "j", "mn", "", count32=True)  # wires that are no output get no dL/dP
-        per_rank(L, c, "sm[e] = gP[b, j]")
+        per_rank(L, c, "sm[e] = gP[j]")
         L("cuda.syncthreads()")
         # dL/dP pushed through the comparators the other way than the sweep
         for _ in layers(L, reverse=c.fwd, loads=rank_tables(True), prefetch=True):

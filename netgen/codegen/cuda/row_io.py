@@ -86,19 +86,24 @@ def grad_out(L: Lines, count32: bool = False) -> None:
 
 
 def per_rank(L: Lines, c: Ctx, src: str) -> None:
-    """For each rank r and wire (or input column) w: ``src``, with ``j = r n
-    + w`` the rank-major index of P's (k, n) row and ``e`` its place in the
+    """For each rank r and wire (or input column) w: ``src``, with ``j = b k
+    n + r n + w`` the index of P[b, r, w] in the launch's flat P (``P`` /
+    ``gP``: a 1-D view of the launch's rows) and ``e`` its place in the
     sweep's wire-major state: ``w * m + r`` going back (P's row r is lane
     r), ``outs[r] * m + w`` going forward (P's row r is wire outs[r], its
-    column w lane w). Threads stride over w: coalesced; no division of j
-    by n. Both loops count on uint32 (:func:`strided`): j and e are 32-bit,
-    as the prologue's ``mn = m * n`` always was: where m n passes 2^32 the
-    rows with P run in lane groups (emit refuses ``lane_groups=False``
-    there)."""
-    L("r = U0")
+    column w lane w). Threads stride over w: coalesced; j and e run
+    beside w (one add each per element, no 64-bit row base: the row view
+    P[b, j] cost four address instructions per element). All three count
+    on uint32 (:func:`strided`): j and e are 32-bit, as the prologue's
+    ``mn = m * n`` always was (the launcher keeps rows x k n < 2^32 per
+    launch: INDEX_LIMIT; where m n passes 2^32 the rows with P run in lane
+    groups, and emit refuses ``lane_groups=False`` there); the loop ends
+    on w < n, which cannot wrap."""
+    L("r = U0", "bP = np.uint32(b * k * n)")
     with L.block("while r < k:"):
+        L("jr = np.uint32(bP + r * n)")
         if c.fwd:
             L("o = np.uint32(outs[r]) * m")
         with strided(L, "w", "n", True):
-            L("j = np.uint32(r * n + w)", "e = np.uint32(o + w)" if c.fwd else "e = np.uint32(w * m + r)", src)
+            L("j = np.uint32(jr + w)", "e = np.uint32(o + w)" if c.fwd else "e = np.uint32(w * m + r)", src)
         L("r = np.uint32(r + U1)")

@@ -472,8 +472,17 @@ try:
     refused = ""
 except ValueError as e:
     refused = str(e)
+# P (k n a row) is indexed flat too: a forward that keeps no D launches two rows of P at a time
+kn = 4 * 21
+m.INDEX_LIMIT = 2 * kn + kn // 2
+p_calls, p_same = [], False
+if not m.SAVE_D and kn > net.size:
+    calls.clear()
+    with torch.no_grad():
+        v, P = m.Layer()(x)
+    p_calls, p_same = list(calls), bool(torch.equal(v, whole[0]) and torch.equal(P, whole[1]))
 print(json.dumps({"calls": got, "err": err, "same": same, "refused": refused, "save": bool(m.SAVE_D),
-                  "stride": m.D_STRIDE, "variant": m._VARIANTS[("fwd", 4)]}))
+                  "stride": m.D_STRIDE, "variant": m._VARIANTS[("fwd", 4)], "p_calls": p_calls, "p_same": p_same}))
 '''
 
 
@@ -488,7 +497,10 @@ def test_rows_launch_in_chunks_at_the_index_limit(tmp_path, shared_limit, opts):
     each way (a forward that keeps no D: one), shared and global variants, equal to the reference (values,
     P and dL/dx) and to the unchunked run; a limit under one row is
     refused with a ValueError, not indexed wrong. D in either layout
-    (layout.d_slots: the CSR, or warp windows), kept or recomputed."""
+    (layout.d_slots: the CSR, or warp windows), kept or recomputed. P
+    (k n per row, in a flat view) bounds them too: where the forward keeps
+    no D, a limit of 2.5 rows of P runs it in launches of 2, 2 and 1 rows
+    with the same values and P."""
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", NETGEN_CUDA_SELFCHECK="0")
     proc = subprocess.run([sys.executable, "-c", ROWS_CHUNKS, str(tmp_path / "m.py"), str(shared_limit), json.dumps(opts)],
                           capture_output=True, text=True, env=env, timeout=600)
@@ -501,6 +513,8 @@ def test_rows_launch_in_chunks_at_the_index_limit(tmp_path, shared_limit, opts):
     assert out["calls"] == fwd + [["bwd", 2], ["bwd", 2], ["bwd", 1]]
     assert out["err"] <= 1e-12 and out["same"]
     assert "32-bit indices" in out["refused"]
+    if opts.get("mode") == "recompute":  # P's k n entries a row bound the forward's launches (the flat P index)
+        assert out["p_calls"] == [["fwd", 2], ["fwd", 2], ["fwd", 1]] and out["p_same"]
 
 
 RANK_LOOP = r'''
