@@ -181,22 +181,21 @@ def layers(L: Lines, reverse: bool, loads=WIRES, prefetch: bool = False, ahead: 
             L(f"sj = np.uint32({span} + np.uint32({'l - U1' if reverse else 'l + U1'}) * U2)",
               f"nsl = spn[sj] if {there} else U0",
               f"nsh = spn[np.uint32(sj + U1)] if {there} else U0")
-        L("narrow = np.uint32(le - ls) <= WARP")
-        with L.block("if narrow:"):
-            L(f"i0 = np.uint32({lo_} + tx) if tx < WARP else {hi_}", "di = WARP")
-        with L.block("else:"):
-            L(f"i0 = np.uint32({lo_} + tx)", "di = nt")
-        L("i = i0")
+        # a narrow layer (<= 32 comparators) is warp 0's, one comparator a thread: its threads step by
+        # nt too (a block holds at least a warp), so the step is nt in every layer (no select per layer,
+        # which ptxas may rebuild in every iteration)
+        L("narrow = np.uint32(le - ls) <= WARP",
+          f"i = np.uint32({lo_} + tx) if tx < WARP or not narrow else {hi_}")
         if prefetch:
             # this layer's first comparator from registers
             with L.block("if i < le:"):
                 L(*(f"{name} = pf_{name}" for name, _, _ in loads))
                 yield
-                L("i = np.uint32(i + di)")
+                L("i = np.uint32(i + nt)")
         with L.block(f"while i < {hi_}:"):
             L(*(f"{name} = {load.format('i')}" for name, load, _ in loads))
             yield
-            L("i = np.uint32(i + di)")
+            L("i = np.uint32(i + nt)")
         if prefetch:  # the next layer's first comparator, loaded now
             _prefetch(L, *(("nb", "ls") if reverse else ("le", "nb")), loads)
         L("nxt_narrow = l > U0 and np.uint32(ls - nb) <= WARP" if reverse
