@@ -91,14 +91,14 @@ def per_rank(L: Lines, c: Ctx, src: str) -> None:
     ``gP``: a 1-D view of the launch's rows) and ``e`` its place in the
     sweep's wire-major state: ``w * m + r`` going back (P's row r is lane
     r), ``outs[r] * m + w`` going forward (P's row r is wire outs[r], its
-    column w lane w). Threads stride over w: coalesced; j and e run
-    beside w (one add each per element, no 64-bit row base: the row view
-    P[b, j] cost four address instructions per element). All three count
-    on uint32 (:func:`strided`): j and e are 32-bit, as the prologue's
-    ``mn = m * n`` always was (the launcher keeps rows x k n < 2^32 per
-    launch: INDEX_LIMIT; where m n passes 2^32 the rows with P run in lane
-    groups, and emit refuses ``lane_groups=False`` there); the loop ends
-    on w < n, which cannot wrap."""
+    column w lane w). Threads stride over w: coalesced; ``j = jr + w``
+    with the rank's base ``jr`` (no 64-bit row base per element: the row
+    view ``P[b, j]`` cost four address instructions an element, docs/
+    cuda-round11.md). The loops count on uint32 (:func:`strided`): j and
+    e are 32-bit, as the prologue's ``mn = m * n`` always was (the
+    launcher keeps rows x k n < 2^32 per launch: INDEX_LIMIT; where m n
+    passes 2^32 the rows with P run in lane groups, and emit refuses
+    ``lane_groups=False`` there)."""
     L("r = U0", "bP = np.uint32(b * k * n)")
     with L.block("while r < k:"):
         L("jr = np.uint32(bP + r * n)")
