@@ -6,6 +6,8 @@
 #   bash benchmarks/gpu_check.sh --prepare   # on a CPU machine with ptxas: modules + cubins, $GPU_MODULES.tgz
 #   bash benchmarks/gpu_check.sh             # on the GPU machine (carry $GPU_MODULES.tgz); logs under $OUT
 #   bash benchmarks/gpu_check.sh --dry-run   # anywhere: the plan and the table's rows and targets, no GPU used
+#   bash benchmarks/gpu_check.sh --profile   # on the GPU machine, a second call: ncu's counters of the rows and
+#                                            # column kernels beside the model (benchmarks/gpu_profile.py)
 #
 # Run from the repository root; PYTHONPATH=. where netgen is not installed. Keep the table's format stable:
 # the same command runs on the next GPU available. Budget (s): GPU tests 100, host cost 30, the table 100.
@@ -23,12 +25,20 @@ if [ "${1:-}" = "--prepare" ]; then
   # tool's 64 MiB carry (all six archs made it 111 MB)
   export NETGEN_CUDA_ARCHS="${NETGEN_CUDA_ARCHS:-sm_90}"
   python3 benchmarks/gpu_check.py --prepare --modules "$mods" || exit $?
+  # the model's estimates per kernel, for gpu_profile.py's table (--profile); ~1 minute
+  python3 research/gpu_model/gpu_model.py --B 500 4096 --old none --c 1.60 --json "$mods/model.json" \
+    > "$out/gpu_model.txt" 2>&1 || echo "gpu_check.sh: no model.json (see $out/gpu_model.txt): --profile shows '-'"
   # carried as one archive (the PTX text is 70% of the folder and compresses ~10x: 55 MiB -> 6 MiB)
   tar -czf "$mods.tgz" -C "$mods" . || exit $?
   size=$(du -sm "$mods.tgz" | cut -f1)
   echo "gpu_check.sh: carry $mods.tgz (${size} MiB; cubins for $NETGEN_CUDA_ARCHS, PTX for the rest)"
   [ "$size" -le 48 ] || { echo "gpu_check.sh: $mods.tgz is near the 64 MiB carry: build fewer archs" >&2; exit 2; }
   exit 0
+fi
+if [ "${1:-}" = "--profile" ]; then
+  # the second GPU call: the rows and column kernels' hardware counters (ncu) beside the model, one table
+  [ -f "$mods/topk5.py" ] || [ ! -f "$mods.tgz" ] || { mkdir -p "$mods" && tar -xzf "$mods.tgz" -C "$mods"; }
+  exec timeout 200 python3 benchmarks/gpu_profile.py --modules "$mods" --out "$out" --timeout 170
 fi
 if [ "${1:-}" = "--dry-run" ]; then
   exec python3 benchmarks/gpu_check.py --dry-run --modules "$mods" --tests-summary "$out/gpu_tests.txt" \

@@ -166,7 +166,10 @@ def main(argv=None) -> int:
                              "shared_bytes": kern["shared"], "regs": kern["regs"],
                              "sass_per_comparator": kern["cpc"], "sass_per_pair": kern["ppc"],
                              "cycles_per_iteration": kern["lat"], "cycles_narrow_layer": kern["narrow"],
-                             "dram_bytes_per_row": kern["dram"], "l2_bytes_per_row": kern["l2"] + kern["scatter"]})
+                             "dram_bytes_per_row": kern["dram"], "l2_bytes_per_row": kern["l2"] + kern["scatter"],
+                             # the warp-instructions a row issues (sweeps and the loops outside them), before c:
+                             # what Nsight Compute's smsp__inst_executed.sum / B measures (gpu_profile.py)
+                             "warp_instr_per_row": kern["warp_instr"] + sum(i for i, _, _ in kern.get("outside", ()))})
                 if B == args.B[-1]:
                     terms.append((label, nm, e))
             e = estimate(kern, args.B[0], c, args.chain_c)
