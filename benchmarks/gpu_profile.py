@@ -73,7 +73,7 @@ def ncu_command(ncu: str, stem: Path, modules: Path, batch: list[int], metrics=M
 
 
 def workload(modules: Path, batch: list[int]) -> int:
-    """One warm-up (module load, the launcher's first-use self-check), then
+    """One warm-up (the module and its cubins loaded, first launches), then
     the profiled region: per B one rows fwd+bwd (values and P, dL/dx from a
     random dL/dP) and one column fwd+bwd."""
     import torch
