@@ -55,11 +55,10 @@ def _rows_forward(x: torch.Tensor, s: torch.Tensor, want_P: bool,
     D = x.new_empty((B, _DLEN)) if keep_D else _dummy(x, 2)
     bad = x.new_empty((B,), dtype=torch.int32)
     rows = LANES if want_P else 1
-    P2 = P.view(B, _K * _N) if want_P else _dummy(x, 1)
     # the kernel indexes a launch's ds, ps, D and P flat, with 32 bits (_most)
     most = _most(max(_SIZE, _DLEN if keep_D else 0, _K * _N if want_P else 0))
     for b0, b1 in _batch("fwd", x, B, rows, 0, most):
-        Pc = _part(P2, b0, b1).view(-1) if want_P else P2
+        Pc = _part(P, b0, b1).view(-1) if want_P else _dummy(x, 1)
         _launch("fwd", x, b1 - b0, (_part(x, b0, b1), s, t["wab"], t["offs"], t["rtab"], t["dix"],
                                     t["outs"], _part(values, b0, b1), _part(ds, b0, b1).view(-1),
                                     _part(ps, b0, b1).view(-1), _part(bad, b0, b1), Pc,
@@ -84,10 +83,10 @@ def _rows_backward(gv: torch.Tensor | None, gP: torch.Tensor | None, s: torch.Te
     rows = LANES if has_gP else 1
     gs = ds.new_zeros((B,)) if want_gs else _dummy(ds, 1)
     if has_gP:
-        gP2 = _operand(gP, ds, (B, _K * _N))
+        gP = _operand(gP, ds, (B, _K, _N))
         gp = ds.new_empty((B, _SIZE))
     else:
-        gP2 = gp = _dummy(ds, 1)
+        gp = _dummy(ds, 1)
     # ds, ps, D, gp and dL/dP indexed flat with 32 bits, as in the forward
     chunks = _batch("bwd", ds, B, rows, _DLEN * ds.element_size() if recompute else 0,
                     _most(max(_SIZE, _DLEN if has_gP else 0, _K * _N if has_gP else 0)))
@@ -99,7 +98,7 @@ def _rows_backward(gv: torch.Tensor | None, gP: torch.Tensor | None, s: torch.Te
             Dc = Dr[: (b1 - b0) * _DLEN]
         else:
             Dc = _part(D, b0, b1).view(-1)
-        gPc = _part(gP2, b0, b1).view(-1) if has_gP else gP2
+        gPc = _part(gP, b0, b1).view(-1) if has_gP else gp
         _launch("bwd", ds, b1 - b0, (s, t["wab"], t["offs"], t["rtab"], t["dix"], t["outs"],
                                      _part(gv, b0, b1) if has_gv else gv, gPc,
                                      _part(ds, b0, b1).view(-1), _part(ps, b0, b1).view(-1), Dc,
