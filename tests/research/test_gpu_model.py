@@ -82,3 +82,22 @@ def test_load_phase_waits_for_dram():
     (fill,) = phases(None, sx, [("fill", 1024 * 4 * 10, 0)], 1024)
     assert load[0] == fill[0] == np.ceil(1024 * 4 * 10 / 32) * 10
     assert load[1] > fill[1] + 10 * 400
+
+
+def test_bank_conflicts_of_wire_accesses():
+    """research/gpu_model/banks.py: a warp's access to 32 words in 32
+    banks is one wavefront; 32 words in one bank (stride 32) are 32; pairs
+    (2i, 2i + 1) put two words in every even bank (two wavefronts a side),
+    and a state of m = 5 lanes (odd) spreads stride-32 wires over the
+    banks again (5 * 32 i + r: bank r for every i: still 32)."""
+    from banks import layer_accesses, wavefronts
+
+    assert wavefronts(np.arange(32)) == 1 and wavefronts(np.arange(32) * 32) == 32
+    assert wavefronts([7, 7, 7]) == 1  # one word read by many threads: a broadcast
+    halves = [[(i, i + 32) for i in range(32)]]
+    assert layer_accesses(halves) == [1, 1]
+    assert layer_accesses([[(2 * i, 2 * i + 1) for i in range(32)]]) == [2, 2]
+    strided = [[(32 * i, 32 * i + 1) for i in range(32)]]
+    assert layer_accesses(strided) == [32, 32] and layer_accesses(strided, lanes=5, rank=2) == [32, 32]
+    # two warps of a 40-comparator layer: 32 then 8 comparators
+    assert len(layer_accesses([[(i, i + 40) for i in range(40)]])) == 4
