@@ -152,6 +152,11 @@ def _fmt(v, spec=".3f"):
     return "-" if v is None else format(v, spec)
 
 
+def _per_ns(nbytes, ns):
+    """GB/s of ``nbytes`` moved in ``ns`` nanoseconds (bytes / ns), or None."""
+    return nbytes / ns if nbytes and ns else None
+
+
 def table(recs: list[dict], model: dict) -> list[str]:
     """The final table: a line per launch, measured beside the model."""
     lines = ["| kernel | B | ms | model ms | warp-instr / row | model | issue % | warps % | DRAM GB/s | L2 GB/s | "
@@ -165,14 +170,13 @@ def table(recs: list[dict], model: dict) -> list[str]:
         per_row = inst / B if inst is not None and B else None
         dram = (r.get("dram__bytes_read.sum") or 0) + (r.get("dram__bytes_write.sum") or 0)
         l2 = r.get("lts__t_bytes.sum")
-        gbs = (lambda b: b / ns if b is not None and ns else None)  # bytes / ns = GB/s
         stalls = sorted(((r.get(STALL_METRIC.format(s)) or 0.0, s) for s in STALLS), reverse=True)[:3]
         lines.append(f"| {r['kernel']}_{r['float']}_{r['variant']} | {B} | {_fmt(ms)} | "
                      f"{_fmt(m.get('estimate_ms', [None])[0])} | {_fmt(per_row, '.0f')} | "
                      f"{_fmt(m.get('warp_instr_per_row'), '.0f')} | "
                      f"{_fmt(r.get('smsp__issue_active.avg.pct_of_peak_sustained_active'), '.1f')} | "
                      f"{_fmt(r.get('sm__warps_active.avg.pct_of_peak_sustained_active'), '.1f')} | "
-                     f"{_fmt(gbs(dram if dram else None), '.0f')} | {_fmt(gbs(l2), '.0f')} | "
+                     f"{_fmt(_per_ns(dram, ns), '.0f')} | {_fmt(_per_ns(l2, ns), '.0f')} | "
                      + ", ".join(f"{s} {v:.2f}" for v, s in stalls if v > 0) + " |")
     return lines
 
@@ -188,7 +192,12 @@ def profile(args) -> int:
     metrics = METRICS
     for attempt in (1, 2):
         cmd = ncu_command(ncu, stem, Path(args.modules), args.B, metrics)
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+        except subprocess.TimeoutExpired:
+            print(f"gpu_profile.py: the profiled run passed {args.timeout:.0f} s (--timeout); its log is gone with "
+                  f"it: rerun with fewer --B", file=sys.stderr)
+            return 1
         (out / f"gpu_profile_ncu_{attempt}.log").write_text(proc.stdout + proc.stderr)
         errors = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "==ERROR==" in ln]
         if proc.returncode == 0 and not errors:
@@ -199,8 +208,13 @@ def profile(args) -> int:
         print("gpu_profile.py: ncu failed (exit %d):\n%s" % (proc.returncode, "\n".join(
             errors or (proc.stdout + proc.stderr).strip().splitlines()[-12:])), file=sys.stderr)
         return 1
-    rep = subprocess.run([ncu, "--import", f"{stem}.ncu-rep", "--csv", "--page", "raw", "--print-units", "base"],
-                         capture_output=True, text=True, timeout=args.timeout)
+    try:
+        rep = subprocess.run([ncu, "--import", f"{stem}.ncu-rep", "--csv", "--page", "raw", "--print-units", "base"],
+                             capture_output=True, text=True, timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        print(f"gpu_profile.py: reading the report back passed {args.timeout:.0f} s; it is {stem}.ncu-rep",
+              file=sys.stderr)
+        return 1
     (out / "gpu_profile.csv").write_text(rep.stdout)
     return show(rep.stdout, Path(args.modules) / "model.json")
 

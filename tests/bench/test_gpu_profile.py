@@ -86,3 +86,69 @@ def test_workload_refuses_without_a_gpu(tmp_path):
     proc = subprocess.run([sys.executable, str(SCRIPT), "--workload", "--modules", str(tmp_path)],
                           capture_output=True, text=True, env=dict(ENV, CUDA_VISIBLE_DEVICES=""), timeout=120)
     assert proc.returncode == 2 and "no CUDA GPU" in proc.stderr
+
+
+FAKE_NCU = r'''#!/usr/bin/env python3
+import os, sys, time
+args = sys.argv[1:]
+with open(os.environ["FAKE_NCU_LOG"], "a") as f:
+    f.write(" ".join(args) + "\n")
+if "--import" in args:
+    sys.stdout.write(open(os.environ["FAKE_NCU_CSV"]).read())
+    sys.exit(0)
+mode = os.environ["FAKE_NCU"]
+if mode == "sleep":
+    time.sleep(30)
+if mode == "nocounters":
+    print("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters")
+    sys.exit(1)
+if mode == "metric" and "long_scoreboard" in " ".join(args):
+    print("==ERROR== Failed to find metric smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio")
+    sys.exit(1)
+sys.exit(0)
+'''
+
+
+def _profile_with_fake_ncu(tmp_path, mode, *extra):
+    """The measuring run with a stand-in ``ncu`` first on PATH: it logs its
+    arguments, prints the CSV for ``--import`` and otherwise acts as ``mode``
+    says (ok, sleep, nocounters, metric: refuses the stall metrics)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ncu").write_text(FAKE_NCU)
+    (bin_dir / "ncu").chmod(0o755)
+    (tmp_path / "profile.csv").write_text(_csv())
+    env = dict(ENV, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", OUT=str(tmp_path / "out"), FAKE_NCU=mode,
+               FAKE_NCU_LOG=str(tmp_path / "ncu.log"), FAKE_NCU_CSV=str(tmp_path / "profile.csv"))
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--modules", str(tmp_path), *extra], capture_output=True,
+                          text=True, env=env, timeout=120)
+    calls = (tmp_path / "ncu.log").read_text().splitlines() if (tmp_path / "ncu.log").exists() else []
+    return proc, calls
+
+
+def test_profile_run_then_report_read_back(tmp_path):
+    proc, calls = _profile_with_fake_ncu(tmp_path, "ok")
+    assert proc.returncode == 0, proc.stderr
+    assert len(calls) == 2 and "--workload" in calls[0] and calls[1].startswith("--import ")
+    assert "--csv --page raw --print-units base" in calls[1]
+    assert "| fwd_f32_s | 500 | 2.500 |" in proc.stdout
+    assert (tmp_path / "out" / "gpu_profile.csv").read_text() == _csv()
+
+
+def test_profile_retries_without_the_stall_metrics_an_ncu_does_not_know(tmp_path):
+    proc, calls = _profile_with_fake_ncu(tmp_path, "metric")
+    assert proc.returncode == 0, proc.stderr
+    assert len(calls) == 3 and "long_scoreboard" in calls[0] and "stalled" not in calls[1]
+    assert "smsp__inst_executed.sum" in calls[1] and "| fwd_col_f32_s | 500 |" in proc.stdout
+
+
+def test_profile_says_why_ncu_failed(tmp_path):
+    proc, calls = _profile_with_fake_ncu(tmp_path, "nocounters")
+    assert proc.returncode == 1 and len(calls) == 1
+    assert "ncu failed (exit 1)" in proc.stderr and "ERR_NVGPUCTRPERM" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_profile_run_past_its_time(tmp_path):
+    proc, _ = _profile_with_fake_ncu(tmp_path, "sleep", "--timeout", "1")
+    assert proc.returncode == 1 and "passed 1 s" in proc.stderr and "Traceback" not in proc.stderr
