@@ -89,7 +89,7 @@ def _rows_backward(gv: torch.Tensor | None, gP: torch.Tensor | None, s: torch.Te
         gp = _dummy(ds, 1)
     # ds, ps, D, gp and dL/dP indexed flat with 32 bits, as in the forward
     chunks = _batch("bwd", ds, B, rows, _DLEN * ds.element_size() if recompute else 0,
-                    _most(max(_SIZE, _DLEN if has_gP else 0, _K * _N if has_gP else 0)))
+                    _most(max(_SIZE, _DLEN, _K * _N) if has_gP else _SIZE))
     Dr = ds.new_empty(((chunks[0][1] - chunks[0][0]) * _DLEN,)) if recompute and B else None
     for b0, b1 in chunks:
         if not has_gP:
@@ -98,7 +98,7 @@ def _rows_backward(gv: torch.Tensor | None, gP: torch.Tensor | None, s: torch.Te
             Dc = Dr[: (b1 - b0) * _DLEN]
         else:
             Dc = _part(D, b0, b1).view(-1)
-        gPc = _part(gP, b0, b1).view(-1) if has_gP else gp
+        gPc = _part(gP, b0, b1).view(-1) if has_gP else _dummy(ds, 1)
         _launch("bwd", ds, b1 - b0, (s, t["wab"], t["offs"], t["rtab"], t["dix"], t["outs"],
                                      _part(gv, b0, b1) if has_gv else gv, gPc,
                                      _part(ds, b0, b1).view(-1), _part(ps, b0, b1).view(-1), Dc,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .row_io import grad_out, load_row, per_output, per_rank, row_code
 from .sweeps import (Ctx, adjoint_loops, alloc, fill_rows, layers, mix, per_range, rank_step, rank_tables, ranks,
-                     strided, swap_at, sweep, values_adjoint)
+                     swap_at, sweep, values_adjoint)
 from ..lines import Lines, literal
 
 __all__ = ["fwd", "bwd", "fwd_col", "bwd_col"]
@@ -59,9 +59,7 @@ def fwd(L: Lines, c: Ctx) -> None:
         # a bad row's P is NaN: its P state is set to NaN (isbad holds for the whole block) and P's store
         # tests no flag per element (with the test, ptxas rebuilt the shared base in every iteration)
         with L.block("if isbad:"):
-            with strided(L, "j", "mn", True):
-                L("sm[j] = NAN")
-            L("cuda.syncthreads()")
+            fill_rows(L, "j", "mn", "", count32=True, value="NAN")
         per_rank(L, c, "P[j] = sm[e]")
 
 
@@ -124,8 +122,8 @@ def bwd_col(L: Lines, c: Ctx) -> None:
     fill_rows(L, "w", "n", "", "n + ", count32=True)
     per_output(L, c, "sm[n + outs[r]] = gcol[b, r]")
     L("cuda.syncthreads()")
-    # one bound ahead: two would take bwd_col from 32 to 36 registers (800
-    # threads instead of 1024)
+    # one bound ahead, no prefetch: with both, 40 -> 42 SASS per comparator
+    # (docs/cuda-round11.md; in Round 5 they took it past 32 registers)
     for gs_on, tame in adjoint_loops(L, c):
         for _ in layers(L, reverse=True, loads=_WAB, ahead=1, count32=True):
             L("j3 = np.uint32(np.uint32(bS + i) * U3)")

@@ -251,7 +251,7 @@ def per_range(L: Lines, c: Ctx) -> Iterator[bool]:
     a row with s max(1, max - min) <= 2^-24 of the largest finite value
     keeps d and z = s phi(d) finite with 2^24 to spare, and there the
     clamps return their input: the copies compute the same bits. The
-    clamps cost 4 SASS per comparator (the column forward's 59)."""
+    clamps cost 4 SASS per comparator (59 -> 55 in the column forward)."""
     if not c.tame_swap:
         yield False
         return
@@ -293,12 +293,13 @@ def strided(L: Lines, var: str, stop: str, count32: bool = False) -> Iterator[No
         L(f"{var} = np.uint32({var} + nt)")
 
 
-def fill_rows(L: Lines, var: str, stop: str, *offsets: str, count32: bool = False) -> None:
-    """``sm[off + var] = ZERO`` for var < ``stop``, each offset, then a
-    barrier (``count32``: see :func:`strided`)."""
+def fill_rows(L: Lines, var: str, stop: str, *offsets: str, count32: bool = False, value: str = "ZERO") -> None:
+    """``sm[off + var] = value`` (a prologue constant: ZERO, NAN) for var <
+    ``stop``, each offset, then a barrier (``count32``: see
+    :func:`strided`)."""
     with strided(L, var, stop, count32):
         for off in offsets:
-            L(f"sm[{off}{var}] = ZERO")
+            L(f"sm[{off}{var}] = {value}")
     L("cuda.syncthreads()")
 
 
