@@ -191,22 +191,31 @@ def step_host(topk, dev, reps, res):
         res[f"host_{path}"] = statistics.median(t)
 
 
+def kernel_steps(mod, B, dev, gen):
+    """(rows, column): one fwd+bwd each of ``mod``'s layer on B random rows
+    (the rows: values and P, dL/dx from a random dL/dP; the column at
+    random labels), the inputs made once from ``gen``. The kernels step
+    and ``gpu_profile.py`` run these."""
+    import torch
+
+    layer, n, k = mod.Layer(), mod._N, mod._K
+    x = torch.randn(B, n, generator=gen).to(dev).requires_grad_(True)
+    W = torch.randn(B, k, n, generator=gen).to(dev)
+    y = torch.randint(0, n, (B,), generator=gen).to(dev)
+    w = torch.randn(B, k, generator=gen).to(dev)
+    return (lambda: torch.autograd.grad((layer(x)[1] * W).sum(), x),
+            lambda: torch.autograd.grad((layer.column(x, y) * w).sum(), x))
+
+
 def step_kernels(topk, dev, reps, res):
     import torch
 
-    mod = topk()
-    layer, n, k = mod.Layer(), mod._N, mod._K
     gen = torch.Generator().manual_seed(0)
     for B in (64, 500, 4096):
-        x = torch.randn(B, n, generator=gen).to(dev).requires_grad_(True)
-        W = torch.randn(B, k, n, generator=gen).to(dev)
-        y = torch.randint(0, n, (B,), generator=gen).to(dev)
-        w = torch.randn(B, k, generator=gen).to(dev)
-        res[f"kern_rows_{B}"] = kernel_ms(lambda: torch.autograd.grad((layer(x)[1] * W).sum(), x), reps,
-                                          ("_fwd_f", "_bwd_f"))
-        res[f"kern_column_{B}"] = kernel_ms(lambda: torch.autograd.grad((layer.column(x, y) * w).sum(), x), reps,
-                                            ("_fwd_col_f", "_bwd_col_f"))
-        del x, W
+        rows, column = kernel_steps(topk(), B, dev, gen)
+        res[f"kern_rows_{B}"] = kernel_ms(rows, reps, ("_fwd_f", "_bwd_f"))
+        res[f"kern_column_{B}"] = kernel_ms(column, reps, ("_fwd_col_f", "_bwd_col_f"))
+        del rows, column
 
 
 def step_user(topk, dev, reps, res):

@@ -78,29 +78,22 @@ def workload(modules: Path, batch: list[int]) -> int:
     random dL/dP) and one column fwd+bwd."""
     import torch
 
-    import netgen
+    from gpu_check import kernel_steps, netgen_load
 
     if not torch.cuda.is_available():
         print("gpu_profile.py: no CUDA GPU here", file=sys.stderr)
         return 2
-    path = modules / "topk5.py"
-    if not path.exists():
-        print(f"gpu_profile.py: {path} missing (run: bash benchmarks/gpu_check.sh --prepare)", file=sys.stderr)
+    try:
+        mod = netgen_load(modules / "topk5.py")
+    except FileNotFoundError as e:
+        print(f"gpu_profile.py: {e}", file=sys.stderr)
         return 2
-    mod = netgen.load(path)
-    layer, n, k = mod.Layer(), mod._N, mod._K
-    dev = torch.device("cuda")
     gen = torch.Generator().manual_seed(0)
-    cases = []
-    for B in batch:
-        x = torch.randn(B, n, generator=gen).to(dev).requires_grad_(True)
-        cases.append((x, torch.randn(B, k, n, generator=gen).to(dev),
-                      torch.randint(0, n, (B,), generator=gen).to(dev), torch.randn(B, k, generator=gen).to(dev)))
+    steps = [step for B in batch for step in kernel_steps(mod, B, torch.device("cuda"), gen)]
 
     def run():
-        for x, W, y, w in cases:
-            torch.autograd.grad((layer(x)[1] * W).sum(), x)
-            torch.autograd.grad((layer.column(x, y) * w).sum(), x)
+        for step in steps:
+            step()
 
     run()
     torch.cuda.synchronize()
@@ -182,7 +175,7 @@ def table(recs: list[dict], model: dict) -> list[str]:
 
 
 def profile(args) -> int:
-    out = Path(os.environ.get("OUT", args.out))
+    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     ncu = shutil.which("ncu") or next((str(p) for p in Path("/opt/nvidia").glob("nsight-compute/*/ncu")), None)
     if not ncu:
@@ -234,7 +227,8 @@ def show(text: str, model_path: Path | None) -> int:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--modules", default=os.environ.get("GPU_MODULES", "gpu-modules"))
-    ap.add_argument("--out", default="gpu-out", help="where the report, CSV and logs go ($OUT wins)")
+    ap.add_argument("--out", default=os.environ.get("OUT", "gpu-out"), help="where the report, CSV and logs go "
+                    "(default: $OUT, else gpu-out)")
     ap.add_argument("--B", type=int, nargs="+", default=[500, 4096])
     ap.add_argument("--timeout", type=float, default=150.0, help="seconds for the profiled run")
     ap.add_argument("--workload", action="store_true", help="the kernels ncu profiles (run by ncu)")
@@ -249,7 +243,7 @@ def main(argv=None) -> int:
         model = Path(args.model) if args.model else Path(args.modules) / "model.json"
         return show(Path(args.parse).read_text(), model)
     if args.dry_run:
-        cmd = ncu_command("ncu", Path(os.environ.get("OUT", args.out)) / "gpu_profile", Path(args.modules), args.B)
+        cmd = ncu_command("ncu", Path(args.out) / "gpu_profile", Path(args.modules), args.B)
         print("dry run: no GPU used; the profiled run:\n" + " ".join(cmd))
         print(f"metrics: {len(METRICS)} ({len(STALLS)} stall reasons); kernels: {NCU_FILTER}")
         return 0
