@@ -47,6 +47,15 @@ UNROLL = 4
 
 
 # ------------------------------------------------------------------ structure
+def warps(offs):
+    """(layer, comparator index array) of every warp's comparators: the
+    kernels' threads run a layer's comparators in order (``sweeps.layers``),
+    so a warp holds 32 consecutive ones of a layer (fewer at its end)."""
+    for l, (s, e) in enumerate(zip(offs[:-1], offs[1:])):
+        for g in range(s, e, 32):
+            yield l, np.arange(g, min(e, g + 32))
+
+
 class Structure:
     """Layer widths, the plan's rank counts, per-warp groups."""
 
@@ -69,10 +78,8 @@ class Structure:
         self.widths = np.diff(self.offs)
 
     def groups(self):
-        """(layer, comparator index array) of every warp's 32 comparators."""
-        for l, (s, e) in enumerate(zip(self.offs[:-1], self.offs[1:])):
-            for g in range(s, e, 32):
-                yield l, np.arange(g, min(e, g + 32))
+        """(layer, comparator index array) of every warp's 32 comparators (:func:`warps`)."""
+        return warps(self.offs)
 
     def scatter_sectors(self):
         """32-byte sectors the rank sweeps' D accesses touch per row: per

@@ -25,6 +25,8 @@ from collections import Counter
 
 import numpy as np
 
+from _gpu_cost import warps
+
 BANKS = 32
 
 
@@ -34,16 +36,14 @@ def wavefronts(words: np.ndarray) -> int:
     return int(np.bincount(words % BANKS, minlength=BANKS).max()) if words.size else 0
 
 
-def layer_accesses(layers, lanes: int = 1, rank: int = 0):
-    """Per warp of 32 consecutive comparators of each layer, the wavefronts
-    of its load of wire a and of wire c (``sm[w * lanes + rank]``)."""
-    out = []
-    for layer in layers:
-        comps = np.asarray(layer, dtype=np.int64).reshape(-1, 2)
-        for s in range(0, len(comps), 32):
-            for side in (0, 1):
-                out.append(wavefronts(comps[s:s + 32, side] * lanes + rank))
-    return out
+def layer_accesses(comps, offs, lanes: int = 1, rank: int = 0):
+    """Per warp (``_gpu_cost.warps``: 32 consecutive comparators of a layer)
+    the wavefronts of its access to wire a and to wire c (``sm[w * lanes +
+    rank]``); ``comps``: the network's (size, 2) wires, ``offs``: its layer
+    offsets. An odd ``lanes`` multiplies the words by a unit mod 32: the
+    banks are permuted, the counts are those of ``lanes`` = 1."""
+    comps = np.asarray(comps, dtype=np.int64).reshape(-1, 2)
+    return [wavefronts(comps[ix, side] * lanes + rank) for _, ix in warps(offs) for side in (0, 1)]
 
 
 def main(argv=None) -> int:
@@ -62,7 +62,7 @@ def main(argv=None) -> int:
     print(f"ESTIMATES (counted, not measured): {args.kind}({args.n}, {args.k}), {len(net.layers)} layers, "
           f"{net.size} comparators; warps of 32 consecutive comparators, both wires")
     for m in args.lanes:
-        acc = layer_accesses(net.layers, m, 0)
+        acc = layer_accesses(net.comparators, net.layer_offsets, m, 0)
         hist = Counter(acc)
         print(f"sm[w * {m} + r]: mean {np.mean(acc):.2f} wavefronts per warp access over {len(acc)} accesses; "
               + ", ".join(f"{w}: {hist[w]}" for w in sorted(hist)))
