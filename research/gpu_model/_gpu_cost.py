@@ -149,7 +149,7 @@ def _phase(sx, kind, idx=-1, stores=False, acc=None):
     adjoints' copy without dL/ds, the default: a steepness that does not
     learn); of the swap-code loops, those with the fewest clamps (the tame
     copy, without the clamps of d and z: every finite row whose s (max -
-    min) is under 2^-24 of the float's largest value, ``sweeps.per_range``);
+    min) is under 2^-24 of the float's largest value, ``updates.per_range``);
     fallback constants otherwise (the chain then takes the earlier model's
     fixed latencies)."""
     cands = [lp for lp in sx["loops"] if (lp["pair"] is not None) == (kind == "pairs")]

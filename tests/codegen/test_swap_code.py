@@ -139,7 +139,7 @@ def _run_pairs(r, ft, tame, d, s):
 def test_tame_swap_code_is_the_clamped_code_bit_for_bit_where_the_clamps_cannot_act(r):
     """The CUDA kernels run the swap code without the clamps of d and z in
     tame rows (s max(1, max - min) <= 2^-24 of the float's largest value;
-    netgen.codegen.cuda.sweeps.per_range): for every pair with s max(1,
+    netgen.codegen.cuda.updates.per_range): for every pair with s max(1,
     |d|) up to that bound, with 2^24 of slack for the sweep's rounding
     drift included (up to the float's largest value / 2), p, dp/dd and
     dp/ds are the same bits as the clamped code's. Past it (d infinite, or

@@ -2,7 +2,7 @@
 ``torch.library`` custom ops.
 
 * build time: :mod:`.emit` (the emitter and the compile check),
-  :mod:`.kernels` and :mod:`.sweeps` (the kernel sources), :mod:`.compile`
+  :mod:`.kernels`, :mod:`.sweeps` and :mod:`.updates` (the kernel sources), :mod:`.compile`
   (the compile worker: PTX and cubins), :mod:`.cubins` (the kernels' folder
   beside a module), :mod:`.build` (the build step: a module is written only
   after its kernels compiled);

@@ -50,7 +50,8 @@ G size), then ``vals_bwd`` on B blocks.
 from __future__ import annotations
 
 from .row_io import grad_out
-from .sweeps import ROW_BAD, WIRES, alloc, fill_rows, layers, mix, strided, values_adjoint
+from .sweeps import WIRES, alloc, fill_rows, layers, strided
+from .updates import ROW_BAD, mix, values_adjoint
 from ..lines import Lines, literal
 
 __all__ = ["grp_fwd", "grp_bwd", "vals_bwd"]

@@ -5,7 +5,7 @@ A :class:`Kernel` is a name, its arguments (name and kind each, in order;
 the wire-array scratch is always last), the smallest wire-array use (rows
 of n floats), and a body writer: a function that states the kernel's
 statements into a ``Lines`` builder, made of the shared pieces in
-:mod:`netgen.codegen.cuda.sweeps`. The statements are trusted text of
+:mod:`netgen.codegen.cuda.sweeps` and :mod:`netgen.codegen.cuda.updates`. The statements are trusted text of
 this file; nothing from a network or a user reaches them (the tables are
 kernel arguments, the swap code comes from :mod:`netgen.codegen.render`,
 float constants from :func:`netgen.codegen.render.scalar_literal`), and no
@@ -101,7 +101,8 @@ from typing import Callable
 from .groups import grp_bwd, grp_fwd, vals_bwd
 from .lane_bodies import pv_bwd, pv_fwd, wp_bwd, wp_fwd
 from .row_bodies import bwd, bwd_col, fwd, fwd_col
-from .sweeps import UNROLL_RANKS, Ctx, prologue
+from .sweeps import Ctx, prologue
+from .updates import UNROLL_RANKS
 from ..lines import Lines, literal
 
 __all__ = ["Kernel", "KERNELS", "GROUP_KERNELS", "LANE_KERNELS", "KERNEL_ARGS", "GROUP_ARGS", "LANE_ARGS", "MIN_ROWS",
@@ -159,7 +160,7 @@ class Kernel:
         indent 0); ``dstride``: where the rows kernels keep D
         (:func:`.layout.d_slots`: lane l of comparator i at ``dix[i] + l
         dstride``); ``tame_swap``: the swap code without the clamps of d
-        and z, run in rows where they cannot act (:func:`.sweeps.per_range`;
+        and z, run in rows where they cannot act (:func:`.updates.per_range`;
         empty: none, every row runs ``swap``)."""
         if ft not in FASTMATH or variant not in VARIANTS or int(k) < 1 or (fwd and int(n) < 1):
             raise ValueError(f"unknown float type or variant {ft!r} {variant!r}")
@@ -178,7 +179,7 @@ _NET = (("wa", "w1"), ("wb", "w1"), ("offs", "u1"))
 #: one base address for the pair), the layer offsets
 _WAB_NET = (("wab", "w1"), ("offs", "u1"))
 #: the rows kernels' plan: a comparator's plan range and wires interleaved (``rtab[4 i]`` .. ``rtab[4 i + 3]``:
-#: one base address for the four; .sweeps.rank_tables), D's slots, the outputs
+#: one base address for the four; .updates.rank_tables), D's slots, the outputs
 _PLAN = (("rtab", "w1"), ("dix", "u1"), ("outs", "w1"))
 _SCRATCH = (("scratch", "f2"),)
 

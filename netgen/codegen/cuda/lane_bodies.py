@@ -35,7 +35,8 @@ are; indices uint32 (the launcher keeps B m size and B m n below 2^32).
 from __future__ import annotations
 
 from .groups import _lane_sweep
-from .sweeps import ROW_BAD, alloc, fill_rows, strided
+from .sweeps import alloc, fill_rows, strided
+from .updates import ROW_BAD
 from ..lines import Lines, literal
 
 __all__ = ["wp_fwd", "wp_bwd", "pv_fwd", "pv_bwd"]

@@ -2,15 +2,15 @@
 ``bwd``: the rows, values and P; ``fwd_col``, ``bwd_col``: the column
 P[:, y]): each states a kernel's statements after the prologue into a
 :class:`~netgen.codegen.lines.Lines` builder from the shared pieces of
-:mod:`.sweeps`. The :class:`~.kernels.Kernel` objects that hold them, and
+:mod:`.sweeps` and :mod:`.updates`. The :class:`~.kernels.Kernel` objects that hold them, and
 what each kernel does, are in :mod:`.kernels`; the lane-group bodies in
 :mod:`.groups`, the lane kernels' in :mod:`.lane_bodies`."""
 
 from __future__ import annotations
 
 from .row_io import grad_out, load_row, per_output, per_rank, row_code
-from .sweeps import (Ctx, adjoint_loops, alloc, fill_rows, layers, mix, per_range, rank_step, rank_tables, ranks,
-                     swap_at, sweep, values_adjoint)
+from .sweeps import Ctx, alloc, fill_rows, layers
+from .updates import adjoint_loops, mix, per_range, rank_step, rank_tables, ranks, swap_at, sweep, values_adjoint
 from ..lines import Lines, literal
 
 __all__ = ["fwd", "bwd", "fwd_col", "bwd_col"]

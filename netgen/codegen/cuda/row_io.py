@@ -3,13 +3,14 @@ x loaded with the bad-row check (:func:`load_row`), each output's
 statement (:func:`per_output`), P written or dL/dP read per rank and wire
 (:func:`per_rank`), dL/dx and dL/ds out (:func:`grad_out`). Used by the
 body writers of :mod:`.row_bodies` and :mod:`.groups`; the sweeps' pieces
-are in :mod:`.sweeps`. Trusted statements only (as there)."""
+are in :mod:`.sweeps` and :mod:`.updates`. Trusted statements only (as there)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from .sweeps import ROW_BAD, ROW_OK, ROW_WIDE, TAME_SHIFT, WARP, Ctx, strided
+from .sweeps import WARP, Ctx, strided
+from .updates import ROW_BAD, ROW_OK, ROW_WIDE, TAME_SHIFT
 from ..lines import Lines, literal
 from ..render import scalar_literal
 
@@ -40,7 +41,7 @@ def load_row(L: Lines, c: Ctx, col: bool, count32: bool = False) -> None:
       "anybad = cuda.syncthreads_or(nonfinite)",
       "spread = s * (mm[0] - mm[1])",
       "isbad = anybad != 0 or not (s > ZERO and math.isfinite(s) and math.isfinite(spread))",
-      # the swap code without its clamps of d and z where they cannot act (sweeps.per_range)
+      # the swap code without its clamps of d and z where they cannot act (updates.per_range)
       f"tame = max(s, spread) <= {scalar_literal(tame_bound(c.ft), c.ft)}")
     with L.block("if isbad:"):
         with strided(L, "w", "n", count32):
@@ -49,7 +50,7 @@ def load_row(L: Lines, c: Ctx, col: bool, count32: bool = False) -> None:
 
 
 def tame_bound(ft: str) -> float:
-    """The largest s max(1, max - min) of a tame row (:func:`.sweeps.per_range`):
+    """The largest s max(1, max - min) of a tame row (:func:`.updates.per_range`):
     2^-TAME_SHIFT of the float type's largest finite value."""
     return float(np.finfo(np.dtype(ft)).max) * 2.0 ** -TAME_SHIFT
 

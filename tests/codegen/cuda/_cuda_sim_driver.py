@@ -257,7 +257,7 @@ def bad_rows(m, n):
 
 def wide_rows(m, net, dtype):
     """The row codes the forwards write (``bad``: 0 tame, 1 bad, 2 wide;
-    netgen.codegen.cuda.sweeps.ROW_*) for row 0 (ordinary), row 1 (finite
+    netgen.codegen.cuda.updates.ROW_*) for row 0 (ordinary), row 1 (finite
     but s (max - min) 2^16 times past the tame bound: the swap code with
     its clamps) and row 2 (a NaN); rows 0 and 1 of values, P, dL/dx, the
     column and its dL/dx against the reference, as errors relative to each

@@ -105,7 +105,7 @@ def test_a_kernel_refuses_unknown_float_types_and_variants():
 
 
 def test_swap_code_runs_without_its_input_clamps_only_in_tame_rows():
-    """Every kernel that runs the swap code holds it twice (sweeps.per_range):
+    """Every kernel that runs the swap code holds it twice (updates.per_range):
     under ``if tame:`` without the clamps of d and z (no literal of the
     float's largest value there, though the derivatives keep theirs in the
     backward), under ``else:`` with them. The forwards decide tame from

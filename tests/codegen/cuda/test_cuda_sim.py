@@ -203,7 +203,7 @@ def test_wide_rows_keep_the_clamps_and_equal_the_reference(sim):
     """The forwards flag each row tame (0), bad (1) or wide (2: finite, s
     (max - min) past 2^-24 of the float's largest value), and the kernels
     after them read the flag: tame rows run the swap code without the
-    clamps of d and z (sweeps.per_range), wide rows with them. A wide row
+    clamps of d and z (updates.per_range), wide rows with them. A wide row
     (2^16 past the bound) equals the reference in every output."""
     wide = sim["wide_rows"]
     assert len(wide) == 4, sorted(wide)  # the selection networks in shared memory, float64 and float32
