@@ -1,6 +1,9 @@
 """The figures of issue 29 (and a line per operator of issue 31) on a GPU,
 each beside its target, in one table: the python part of
-``benchmarks/gpu_check.sh``.
+``benchmarks/gpu_check.sh``. The steps that measure are in
+``benchmarks/gpu_steps.py``; this file holds the table (its rows, their
+targets, the order they are measured in), the step runner, ``--prepare``
+and the command line.
 
     python3 benchmarks/gpu_check.py --prepare [--modules gpu-modules]    # CPU machine with ptxas
     python3 benchmarks/gpu_check.py --modules gpu-modules [--reps 10] [--budget 110]
@@ -31,17 +34,14 @@ in it is an estimate.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import signal
-import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks' helpers
-from measure import cuda_events  # noqa: E402
+from gpu_steps import MODS, STEP_FUNCS, StepTimeout, netgen_load  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -96,23 +96,6 @@ STEPS = [
 MODULES = {"topk5": ("splitter", 10450, 5), "sort1024": ("oddeven", 1024, 1024), "sort4096": ("oddeven", 4096, 4096)}
 
 
-class StepTimeout(Exception):
-    pass
-
-
-def kernel_ms(step, reps, names):
-    """Median per call of the summed device time of the netgen kernels
-    whose names contain one of ``names``."""
-    from torch.profiler import ProfilerActivity, profile
-
-    step()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(reps):
-            step()
-    total = sum(ev.device_time_total for ev in prof.key_averages() if any(nm in ev.key for nm in names))
-    return total / reps / 1000.0
-
-
 def measure(mods, reps, res, budget, step_limit):
     """Fill ``res`` step by step (STEPS), within ``budget`` seconds."""
     import torch
@@ -147,206 +130,6 @@ def measure(mods, reps, res, budget, step_limit):
             signal.alarm(0)
             torch.cuda.empty_cache()
         print(f"step {name}: {time.monotonic() - t0:.1f} s", flush=True)
-
-
-def step_first_call(topk, dev, reps, res):
-    import torch
-
-    mod = topk()
-    layer = mod.Layer()
-    x = torch.randn(3, mod._N, device=dev, requires_grad=True)
-    errors = 0
-    for fn in (lambda: sum(t.sum() for t in layer(x)), lambda: layer.values(x).sum(),
-               lambda: layer.column(x, torch.zeros(3, dtype=torch.int64, device=dev)).sum()):
-        try:
-            fn().backward()
-        except Exception as e:  # noqa: BLE001
-            errors += 1
-            print(f"first call: {type(e).__name__}: {e}", file=sys.stderr)
-    torch.cuda.synchronize()
-    res["first_call_errors"] = errors
-
-
-def step_host(topk, dev, reps, res):
-    import torch
-
-    mod = topk()
-    layer, n, k = mod.Layer(), mod._N, mod._K
-    x = torch.randn(1, n, device=dev, requires_grad=True)
-    y = torch.zeros(1, dtype=torch.int64, device=dev)
-    gv, gP = torch.randn(1, k, device=dev), torch.randn(1, k, n, device=dev)
-    for path in ("rows", "column"):
-        step = (lambda: torch.autograd.backward(layer(x), (gv, gP))) if path == "rows" else \
-            (lambda: torch.autograd.backward(layer.column(x, y), gv))
-        for _ in range(20):
-            step()
-        torch.cuda.synchronize()
-        t = []
-        for _ in range(reps):
-            c0 = time.process_time()
-            for _ in range(50):
-                step()
-            t.append((time.process_time() - c0) / 50 * 1e3)  # host CPU time: the GPU runs behind
-            torch.cuda.synchronize()
-        res[f"host_{path}"] = statistics.median(t)
-
-
-def kernel_steps(mod, B, dev, gen):
-    """(rows, column): one fwd+bwd each of ``mod``'s layer on B random rows
-    (the rows: values and P, dL/dx from a random dL/dP; the column at
-    random labels), the inputs made once from ``gen``. The kernels step
-    and ``gpu_profile.py`` run these."""
-    import torch
-
-    layer, n, k = mod.Layer(), mod._N, mod._K
-    x = torch.randn(B, n, generator=gen).to(dev).requires_grad_(True)
-    W = torch.randn(B, k, n, generator=gen).to(dev)
-    y = torch.randint(0, n, (B,), generator=gen).to(dev)
-    w = torch.randn(B, k, generator=gen).to(dev)
-    return (lambda: torch.autograd.grad((layer(x)[1] * W).sum(), x),
-            lambda: torch.autograd.grad((layer.column(x, y) * w).sum(), x))
-
-
-def step_kernels(topk, dev, reps, res):
-    import torch
-
-    gen = torch.Generator().manual_seed(0)
-    for B in (64, 500, 4096):
-        rows, column = kernel_steps(topk(), B, dev, gen)
-        res[f"kern_rows_{B}"] = kernel_ms(rows, reps, ("_fwd_f", "_bwd_f"))
-        res[f"kern_column_{B}"] = kernel_ms(column, reps, ("_fwd_col_f", "_bwd_col_f"))
-        del rows, column
-
-
-def step_user(topk, dev, reps, res):
-    import torch
-
-    from netgen.relax.loss import TopKCrossEntropyLoss
-
-    mod = topk()
-    n, k = mod._N, mod._K
-    loss = TopKCrossEntropyLoss(mod.Layer(), [1.0 / k] * k)  # what topk_loss(target="cuda") wraps
-    for B in (64, 500, 4096):
-        head = torch.nn.Linear(512, n).to(dev)
-        feats = torch.randn(B, 512, device=dev)
-        y = torch.randint(0, n, (B,), device=dev)
-        ce = cuda_events(lambda: torch.nn.functional.cross_entropy(head(feats), y).backward(), reps)
-        ours = cuda_events(lambda: loss(head(feats), y).backward(), reps)
-        res[f"user_ratio_{B}"] = ours / ce
-
-
-def step_first_call_process(topk, dev, reps, res):
-    code = ("import logging, sys, time; t0 = time.perf_counter(); import torch, netgen; t1 = time.perf_counter(); "
-            "logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format='%%(message)s'); "
-            "logging.getLogger('netgen').setLevel(logging.DEBUG); "
-            "m = netgen.load(%r); x = torch.randn(64, m._N, device='cuda', requires_grad=True); "
-            "torch.autograd.grad(m.Layer()(x)[1].sum(), x); torch.cuda.synchronize(); "
-            "print(t1 - t0, time.perf_counter() - t1)") % str(MODS[0] / "topk5.py")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
-    phases = [line for line in out.stderr.splitlines() if line.startswith("netgen")]
-    print("first call in a new process, the netgen logger at DEBUG:", *phases[:40], sep="\n  ", flush=True)
-    if out.returncode != 0:
-        raise RuntimeError(out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "failed")
-    import_s, first = (float(v) for v in out.stdout.split()[-2:])
-    print(f"new process: import torch + netgen {import_s:.2f} s, then load + first fwd+bwd {first:.2f} s",
-          flush=True)
-    res["first_call_s"] = first
-
-
-def step_torch_target(topk, dev, reps, res):
-    import torch
-
-    from netgen.bench.gpu import make_step
-
-    xt, step = make_step("netgen-torch-rows", 500, 10450, 5, dev)
-    xt.requires_grad_(True)
-    res["torch_rows_500"] = cuda_events(lambda: torch.autograd.grad(step(xt), xt), reps)
-
-
-def step_operators(topk, dev, reps, res):
-    import torch
-
-    from netgen.ops import soft_rank, soft_sort, soft_topk, topk_mask
-    from netgen.ops.backends import backend_name
-
-    backend = backend_name("auto", dev)
-    cases = (("op_soft_rank", 64, 4096, lambda x: soft_rank(x)),
-             ("op_soft_sort", 64, 1024, lambda x: soft_sort(x).values),
-             ("op_soft_topk", 64, 10450, lambda x: soft_topk(x, 5).values),
-             ("op_topk_mask", 64, 10450, lambda x: topk_mask(x, 5)))
-    for key, B, n, fn in cases:
-        x = torch.randn(B, n, device=dev, requires_grad=True)
-        w = torch.randn(B, n, device=dev)
-        try:
-            res[key] = (cuda_events(lambda: torch.autograd.grad((fn(x) * w).sum(), x), max(3, reps // 2)), backend)
-        except StepTimeout:
-            raise
-        except Exception as e:  # noqa: BLE001
-            res[key] = f"error: {type(e).__name__}: {str(e)[:70]}"
-    try:  # the lane kernels of soft_rank (docs/cuda-rounds7-8.md, Round 8), their device time alone
-        x = torch.randn(64, 4096, device=dev, requires_grad=True)
-        w = torch.randn(64, 4096, device=dev)
-        res["op_soft_rank_kern"] = kernel_ms(lambda: torch.autograd.grad((soft_rank(x) * w).sum(), x),
-                                             max(3, reps // 2), ("_wp_fwd_", "_wp_bwd_", "_fwd_f", "_vals_bwd_"))
-    except StepTimeout:
-        raise
-    except Exception as e:  # noqa: BLE001
-        res["op_soft_rank_kern"] = f"error: {type(e).__name__}: {str(e)[:70]}"
-    try:
-        import torchsort
-    except ImportError:
-        res["op_soft_rank_ratio"] = "torchsort not installed"
-        return
-    x = torch.randn(64, 4096, device=dev, requires_grad=True)
-    w = torch.randn(64, 4096, device=dev)
-    theirs = cuda_events(lambda: torch.autograd.grad((torchsort.soft_rank(x) * w).sum(), x), max(3, reps // 2))
-    if isinstance(res.get("op_soft_rank"), tuple):
-        res["op_soft_rank_ratio"] = res["op_soft_rank"][0] / theirs
-
-
-def _sort_case(name, B, reps):
-    import torch
-
-    from netgen.bench.gpu import make_step
-
-    mod = netgen_load(MODS[0] / f"{name}.py")
-    lay, nn = mod.Layer(), mod._N
-    xs = torch.randn(B, nn, device="cuda", requires_grad=True)
-    Ws = torch.randn(B, nn, nn, device="cuda")
-    torch.cuda.synchronize()
-    base = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    ours = cuda_events(lambda: torch.autograd.grad((lay(xs)[1] * Ws).sum(), xs), max(3, reps // 2))
-    mem = (torch.cuda.max_memory_allocated() - base) / (4 * B * nn * nn)
-    del Ws
-    xb, soft = make_step("softsort", B, nn, nn, torch.device("cuda"))
-    xb.requires_grad_(True)
-    theirs = cuda_events(lambda: torch.autograd.grad(soft(xb), xb), max(3, reps // 2))
-    return ours, ours / theirs, mem
-
-
-def step_sort1024(topk, dev, reps, res):
-    res["sort1024_ms"], res["sort1024_ratio"], _ = _sort_case("sort1024", 64, reps)
-
-
-def step_sort4096(topk, dev, reps, res):
-    _, res["sort4096_ratio"], res["sort4096_mem"] = _sort_case("sort4096", 16, reps)
-
-
-STEP_FUNCS = {"first call": step_first_call, "host cost": step_host, "kernels": step_kernels,
-              "first call, new process": step_first_call_process, "user step": step_user,
-              "torch target": step_torch_target, "operators": step_operators, "sorting 1024": step_sort1024,
-              "sorting 4096": step_sort4096}
-MODS: list[Path] = []
-
-
-def netgen_load(path):
-    import netgen
-
-    if not Path(path).exists():
-        raise FileNotFoundError(f"{path} (run: bash benchmarks/gpu_check.sh --prepare)")
-    return netgen.load(path)
 
 
 def prepare(folder: Path) -> int:

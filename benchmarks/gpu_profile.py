@@ -78,7 +78,7 @@ def workload(modules: Path, batch: list[int]) -> int:
     random dL/dP) and one column fwd+bwd."""
     import torch
 
-    from gpu_check import kernel_steps, netgen_load
+    from gpu_steps import kernel_steps, netgen_load
 
     if not torch.cuda.is_available():
         print("gpu_profile.py: no CUDA GPU here", file=sys.stderr)
