@@ -9,6 +9,7 @@ and the command line.
     python3 benchmarks/gpu_check.py --modules gpu-modules [--reps 10] [--budget 110]
                                     [--tests-summary FILE] [--host-line FILE]
     python3 benchmarks/gpu_check.py --dry-run [--tests-summary FILE] [--host-line FILE]
+    python3 benchmarks/gpu_check.py --rehearse                          # CPU: every step, small
 
 ``--prepare`` builds, with their cubins (``netgen.codegen.write_module``,
 the build step of ``netgen build --target cuda``; ptxas needed), into
@@ -25,7 +26,13 @@ the others still run), most important first, each under an alarm of
 left out is ``skipped: time budget``): CUDA events (median of ``--reps``
 after a warm-up) or, for kernel times, the torch profiler. ``--dry-run``
 measures nothing and needs no GPU: it prints the plan and the table with
-its rows and targets (tested on CPU machines). The last block is the
+its rows and targets (tested on CPU machines). ``--rehearse`` runs every
+measuring step on the CPU, at ``gpu_steps.REHEARSAL_SIZES`` with small
+torch-target modules built into a temporary folder: it checks this
+script's code paths (a step that raises is ``error: ...`` in its row, its
+traceback on stderr), so that a GPU session is not spent finding a bug
+here; its table's ok column says ``rehearsal``, and none of its figures
+is a GPU's. The last block is the
 table; its format is stable: ``| figure | measured | target | ok |``.
 Every GPU figure is measured on the card named above the table; nothing
 in it is an estimate.
@@ -37,10 +44,13 @@ import argparse
 import re
 import signal
 import sys
+import tempfile
 import time
+import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks' helpers
+import gpu_steps  # noqa: E402
 from gpu_steps import MODS, STEP_FUNCS, StepTimeout, netgen_load  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,13 +104,16 @@ STEPS = [
 
 #: the modules --prepare builds: file stem -> (construction, n, k)
 MODULES = {"topk5": ("splitter", 10450, 5), "sort1024": ("oddeven", 1024, 1024), "sort4096": ("oddeven", 4096, 4096)}
+#: the rehearsal's modules (--rehearse: torch target, on the CPU), the same stems
+REHEARSAL_MODULES = {"topk5": ("splitter", 40, 3), "sort1024": ("oddeven", 8, 8), "sort4096": ("oddeven", 16, 16)}
 
 
-def measure(mods, reps, res, budget, step_limit):
-    """Fill ``res`` step by step (STEPS), within ``budget`` seconds."""
+def measure(mods, reps, res, budget, step_limit, dev=None):
+    """Fill ``res`` step by step (STEPS), within ``budget`` seconds, on
+    ``dev`` (the GPU; the CPU in a rehearsal)."""
     import torch
 
-    dev = torch.device("cuda")
+    dev = dev or torch.device("cuda")
     end = time.monotonic() + budget
     ctx = {}
 
@@ -124,11 +137,13 @@ def measure(mods, reps, res, budget, step_limit):
         try:
             STEP_FUNCS[name](topk, dev, reps, res)
         except Exception as e:  # noqa: BLE001 - reported in the table, the other steps still run
+            traceback.print_exc(limit=4, file=sys.stderr)
             for key in keys:
                 res.setdefault(key, f"error: {type(e).__name__}: {str(e)[:70]}")
         finally:
             signal.alarm(0)
-            torch.cuda.empty_cache()
+            if dev.type == "cuda":
+                torch.cuda.empty_cache()
         print(f"step {name}: {time.monotonic() - t0:.1f} s", flush=True)
 
 
@@ -177,7 +192,32 @@ def read_host_line(path, res):
         res["host_stub_rows"], res["host_stub_column"] = float(m.group(1)), float(m.group(2))
 
 
-def table(res):
+def rehearse(reps, res, budget, step_limit) -> None:
+    """Every step on the CPU at ``gpu_steps.REHEARSAL_SIZES``, with small
+    torch-target modules (``REHEARSAL_MODULES``) in a temporary folder."""
+    import torch
+
+    from netgen.codegen import write_module
+    from netgen.compiler import compile_network
+    from netgen.construct import build
+    from netgen.relax.distributions import default_relaxation
+
+    gpu_steps.SIZES.clear()
+    gpu_steps.SIZES.update(gpu_steps.REHEARSAL_SIZES)
+    with tempfile.TemporaryDirectory(prefix="gpu-check-rehearsal-") as tmp:
+        folder = Path(tmp)
+        for stem, (kind, n, k) in REHEARSAL_MODULES.items():
+            net = build(kind, n, k)
+            if kind == "splitter":
+                net = compile_network(net).network
+            write_module("torch", net, default_relaxation(net), folder, name=stem)
+        MODS[:] = [folder]
+        print(f"REHEARSAL on the CPU (torch {torch.__version__}): every step at small sizes with torch-target "
+              "modules; it checks this script, it measures no GPU", flush=True)
+        measure(folder, reps, res, budget, step_limit, dev=torch.device("cpu"))
+
+
+def table(res, rehearsal=False):
     print("\n| figure | measured | target | ok |")
     print("|---|---|---|---|")
     for key, figure, target, ok in FIGURES:
@@ -189,7 +229,7 @@ def table(res):
             v = int(v)
         if isinstance(v, (int, float)):
             shown = (f"{v:.3f}" if isinstance(v, float) else str(v)) + note
-            good = ("yes" if ok(v) else "NO") if ok else ""
+            good = "rehearsal" if rehearsal else ("yes" if ok(v) else "NO") if ok else ""
         else:
             shown, good = str(v), "-"
         print(f"| {figure} | {shown} | {target} | {good} |")
@@ -203,6 +243,8 @@ def main(argv=None) -> int:
     ap.add_argument("--step-limit", type=float, default=45.0, help="seconds for one step")
     ap.add_argument("--prepare", action="store_true", help="build the modules and cubins (CPU machine, ptxas)")
     ap.add_argument("--dry-run", action="store_true", help="print the plan and the table without measuring")
+    ap.add_argument("--rehearse", action="store_true",
+                    help="run every step on the CPU at small sizes (checks this script; measures no GPU)")
     ap.add_argument("--tests-summary", default=None, help="pytest's output: its failed count goes in the table")
     ap.add_argument("--host-line", default=None, help="gpu_host.py's output: its last line goes in the table")
     args = ap.parse_args(argv)
@@ -215,6 +257,10 @@ def main(argv=None) -> int:
     if failed is not None:
         res["gpu_tests"] = failed
     read_host_line(args.host_line, res)
+    if args.rehearse:
+        rehearse(min(args.reps, 3), res, args.budget, args.step_limit)
+        table(res, rehearsal=True)
+        return 0
     if args.dry_run:
         have = {stem: (Path(args.modules) / f"{stem}.py").exists() for stem in MODULES}
         print(f"dry run: no GPU used; modules in {args.modules}: "

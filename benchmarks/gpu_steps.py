@@ -4,7 +4,13 @@ table's results from a GPU (``step(topk, dev, reps, res)``; ``topk()``
 loads the prebuilt (5, 10450) module once). ``kernel_steps`` is the rows
 and column fwd+bwd that the kernels step times and
 ``benchmarks/gpu_profile.py`` profiles; ``netgen_load`` loads a prebuilt
-module or says how to build it. GPU only; imported by ``gpu_check.py``.
+module or says how to build it. Imported by ``gpu_check.py``.
+
+The sizes come from ``SIZES`` (issue 29's); ``gpu_check.py --rehearse``
+runs every step on the CPU with ``REHEARSAL_SIZES`` and small torch-target
+modules, so that a GPU session's few minutes are not lost to an error in
+this script (the CUDA events, the profiler's device times and the memory
+counters then read the CPU: nothing it prints is a GPU figure).
 """
 
 from __future__ import annotations
@@ -24,20 +30,65 @@ ROOT = Path(__file__).resolve().parents[1]
 MODS: list[Path] = []
 
 
+#: the sizes the steps measure at: issue 29's figures
+SIZES = {
+    "batches": (64, 500, 4096),  # the kernels and the user step
+    "head": 512,  # the user step's linear head: features -> classes
+    "torch_target": (500, 10450, 5),  # B, n, k
+    "ops": {"op_soft_rank": (64, 4096), "op_soft_sort": (64, 1024), "op_soft_topk": (64, 10450),
+            "op_topk_mask": (64, 10450)},  # B, n
+    "sort": {"sort1024": 64, "sort4096": 16},  # B
+    "host_calls": 50,
+}
+#: the rehearsal's (gpu_check.py --rehearse, on the CPU): every step, small
+REHEARSAL_SIZES = {
+    "batches": (2, 3, 4),
+    "head": 8,
+    "torch_target": (3, 40, 3),
+    "ops": {"op_soft_rank": (2, 24), "op_soft_sort": (2, 16), "op_soft_topk": (2, 40), "op_topk_mask": (2, 40)},
+    "sort": {"sort1024": 2, "sort4096": 2},
+    "host_calls": 3,
+}
+
+
 class StepTimeout(Exception):
     pass
 
 
-def kernel_ms(step, reps, names):
+def _sync(dev):
+    import torch
+
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def timed_ms(step, reps, dev):
+    """Median ms of ``step()`` after a warm-up: CUDA events on a GPU
+    (``measure.cuda_events``), the wall clock on the CPU (a rehearsal)."""
+    if dev.type == "cuda":
+        return cuda_events(step, reps)
+    step()
+    out = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        step()
+        out.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(out)
+
+
+def kernel_ms(step, reps, names, dev):
     """Median per call of the summed device time of the netgen kernels
-    whose names contain one of ``names``."""
+    whose names contain one of ``names`` (on the CPU, a rehearsal: the
+    CPU time of ops so named, none in a torch-target module: 0)."""
     from torch.profiler import ProfilerActivity, profile
 
     step()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    cuda = dev.type == "cuda"
+    with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
         for _ in range(reps):
             step()
-    total = sum(ev.device_time_total for ev in prof.key_averages() if any(nm in ev.key for nm in names))
+    total = sum(ev.device_time_total if cuda else ev.self_cpu_time_total for ev in prof.key_averages()
+                if any(nm in ev.key for nm in names))
     return total / reps / 1000.0
 
 
@@ -55,7 +106,7 @@ def step_first_call(topk, dev, reps, res):
         except Exception as e:  # noqa: BLE001
             errors += 1
             print(f"first call: {type(e).__name__}: {e}", file=sys.stderr)
-    torch.cuda.synchronize()
+    _sync(dev)
     res["first_call_errors"] = errors
 
 
@@ -70,16 +121,17 @@ def step_host(topk, dev, reps, res):
     for path in ("rows", "column"):
         step = (lambda: torch.autograd.backward(layer(x), (gv, gP))) if path == "rows" else \
             (lambda: torch.autograd.backward(layer.column(x, y), gv))
+        calls = SIZES["host_calls"]
         for _ in range(20):
             step()
-        torch.cuda.synchronize()
+        _sync(dev)
         t = []
         for _ in range(reps):
             c0 = time.process_time()
-            for _ in range(50):
+            for _ in range(calls):
                 step()
-            t.append((time.process_time() - c0) / 50 * 1e3)  # host CPU time: the GPU runs behind
-            torch.cuda.synchronize()
+            t.append((time.process_time() - c0) / calls * 1e3)  # host CPU time: the GPU runs behind
+            _sync(dev)
         res[f"host_{path}"] = statistics.median(t)
 
 
@@ -103,10 +155,10 @@ def step_kernels(topk, dev, reps, res):
     import torch
 
     gen = torch.Generator().manual_seed(0)
-    for B in (64, 500, 4096):
+    for key, B in zip((64, 500, 4096), SIZES["batches"]):
         rows, column = kernel_steps(topk(), B, dev, gen)
-        res[f"kern_rows_{B}"] = kernel_ms(rows, reps, ("_fwd_f", "_bwd_f"))
-        res[f"kern_column_{B}"] = kernel_ms(column, reps, ("_fwd_col_f", "_bwd_col_f"))
+        res[f"kern_rows_{key}"] = kernel_ms(rows, reps, ("_fwd_f", "_bwd_f"), dev)
+        res[f"kern_column_{key}"] = kernel_ms(column, reps, ("_fwd_col_f", "_bwd_col_f"), dev)
         del rows, column
 
 
@@ -118,22 +170,23 @@ def step_user(topk, dev, reps, res):
     mod = topk()
     n, k = mod._N, mod._K
     loss = TopKCrossEntropyLoss(mod.Layer(), [1.0 / k] * k)  # what topk_loss(target="cuda") wraps
-    for B in (64, 500, 4096):
-        head = torch.nn.Linear(512, n).to(dev)
-        feats = torch.randn(B, 512, device=dev)
+    features = SIZES["head"]
+    for key, B in zip((64, 500, 4096), SIZES["batches"]):
+        head = torch.nn.Linear(features, n).to(dev)
+        feats = torch.randn(B, features, device=dev)
         y = torch.randint(0, n, (B,), device=dev)
-        ce = cuda_events(lambda: torch.nn.functional.cross_entropy(head(feats), y).backward(), reps)
-        ours = cuda_events(lambda: loss(head(feats), y).backward(), reps)
-        res[f"user_ratio_{B}"] = ours / ce
+        ce = timed_ms(lambda: torch.nn.functional.cross_entropy(head(feats), y).backward(), reps, dev)
+        ours = timed_ms(lambda: loss(head(feats), y).backward(), reps, dev)
+        res[f"user_ratio_{key}"] = ours / ce
 
 
 def step_first_call_process(topk, dev, reps, res):
     code = ("import logging, sys, time; t0 = time.perf_counter(); import torch, netgen; t1 = time.perf_counter(); "
             "logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format='%%(message)s'); "
             "logging.getLogger('netgen').setLevel(logging.DEBUG); "
-            "m = netgen.load(%r); x = torch.randn(64, m._N, device='cuda', requires_grad=True); "
-            "torch.autograd.grad(m.Layer()(x)[1].sum(), x); torch.cuda.synchronize(); "
-            "print(t1 - t0, time.perf_counter() - t1)") % str(MODS[0] / "topk5.py")
+            "m = netgen.load(%r); x = torch.randn(%d, m._N, device=%r, requires_grad=True); "
+            "torch.autograd.grad(m.Layer()(x)[1].sum(), x); torch.cuda.synchronize() if x.is_cuda else None; "
+            "print(t1 - t0, time.perf_counter() - t1)") % (str(MODS[0] / "topk5.py"), SIZES["batches"][0], dev.type)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
     phases = [line for line in out.stderr.splitlines() if line.startswith("netgen")]
@@ -151,9 +204,9 @@ def step_torch_target(topk, dev, reps, res):
 
     from netgen.bench.gpu import make_step
 
-    xt, step = make_step("netgen-torch-rows", 500, 10450, 5, dev)
+    xt, step = make_step("netgen-torch-rows", *SIZES["torch_target"], dev)
     xt.requires_grad_(True)
-    res["torch_rows_500"] = cuda_events(lambda: torch.autograd.grad(step(xt), xt), reps)
+    res["torch_rows_500"] = timed_ms(lambda: torch.autograd.grad(step(xt), xt), reps, dev)
 
 
 def step_operators(topk, dev, reps, res):
@@ -163,24 +216,25 @@ def step_operators(topk, dev, reps, res):
     from netgen.ops.backends import backend_name
 
     backend = backend_name("auto", dev)
-    cases = (("op_soft_rank", 64, 4096, lambda x: soft_rank(x)),
-             ("op_soft_sort", 64, 1024, lambda x: soft_sort(x).values),
-             ("op_soft_topk", 64, 10450, lambda x: soft_topk(x, 5).values),
-             ("op_topk_mask", 64, 10450, lambda x: topk_mask(x, 5)))
-    for key, B, n, fn in cases:
+    few = max(3, reps // 2)
+    fns = {"op_soft_rank": lambda x: soft_rank(x), "op_soft_sort": lambda x: soft_sort(x).values,
+           "op_soft_topk": lambda x: soft_topk(x, 5).values, "op_topk_mask": lambda x: topk_mask(x, 5)}
+    for key, fn in fns.items():
+        B, n = SIZES["ops"][key]
         x = torch.randn(B, n, device=dev, requires_grad=True)
-        w = torch.randn(B, n, device=dev)
         try:
-            res[key] = (cuda_events(lambda: torch.autograd.grad((fn(x) * w).sum(), x), max(3, reps // 2)), backend)
+            w = torch.randn_like(fn(x))  # the output's shape: (B, n), or (B, k) for soft_topk's values
+            res[key] = (timed_ms(lambda: torch.autograd.grad((fn(x) * w).sum(), x), few, dev), backend)
         except StepTimeout:
             raise
         except Exception as e:  # noqa: BLE001
             res[key] = f"error: {type(e).__name__}: {str(e)[:70]}"
+    B, n = SIZES["ops"]["op_soft_rank"]
     try:  # the lane kernels of soft_rank (docs/cuda-rounds7-8.md, Round 8), their device time alone
-        x = torch.randn(64, 4096, device=dev, requires_grad=True)
-        w = torch.randn(64, 4096, device=dev)
-        res["op_soft_rank_kern"] = kernel_ms(lambda: torch.autograd.grad((soft_rank(x) * w).sum(), x),
-                                             max(3, reps // 2), ("_wp_fwd_", "_wp_bwd_", "_fwd_f", "_vals_bwd_"))
+        x = torch.randn(B, n, device=dev, requires_grad=True)
+        w = torch.randn(B, n, device=dev)
+        res["op_soft_rank_kern"] = kernel_ms(lambda: torch.autograd.grad((soft_rank(x) * w).sum(), x), few,
+                                             ("_wp_fwd_", "_wp_bwd_", "_fwd_f", "_vals_bwd_"), dev)
     except StepTimeout:
         raise
     except Exception as e:  # noqa: BLE001
@@ -190,40 +244,56 @@ def step_operators(topk, dev, reps, res):
     except ImportError:
         res["op_soft_rank_ratio"] = "torchsort not installed"
         return
-    x = torch.randn(64, 4096, device=dev, requires_grad=True)
-    w = torch.randn(64, 4096, device=dev)
-    theirs = cuda_events(lambda: torch.autograd.grad((torchsort.soft_rank(x) * w).sum(), x), max(3, reps // 2))
+    x = torch.randn(B, n, device=dev, requires_grad=True)
+    w = torch.randn(B, n, device=dev)
+    theirs = timed_ms(lambda: torch.autograd.grad((torchsort.soft_rank(x) * w).sum(), x), few, dev)
     if isinstance(res.get("op_soft_rank"), tuple):
         res["op_soft_rank_ratio"] = res["op_soft_rank"][0] / theirs
 
 
-def _sort_case(name, B, reps):
+def _memory(dev, what):
+    """The device's allocator counters (``"now"``, ``"peak"``; ``"reset"``
+    the peak); 0 on the CPU (a rehearsal: no counters)."""
+    import torch
+
+    if dev.type != "cuda":
+        return 0
+    if what == "reset":
+        return torch.cuda.reset_peak_memory_stats(dev)
+    return torch.cuda.memory_allocated(dev) if what == "now" else torch.cuda.max_memory_allocated(dev)
+
+
+def _sort_case(name, dev, reps):
+    """(ms, ms / SoftSort's, peak memory / the output P) of the sorting
+    module ``name``'s rows fwd+bwd at its batch of ``SIZES``."""
     import torch
 
     from netgen.bench.gpu import make_step
 
+    B = SIZES["sort"][name]
     mod = netgen_load(MODS[0] / f"{name}.py")
     lay, nn = mod.Layer(), mod._N
-    xs = torch.randn(B, nn, device="cuda", requires_grad=True)
-    Ws = torch.randn(B, nn, nn, device="cuda")
-    torch.cuda.synchronize()
-    base = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    ours = cuda_events(lambda: torch.autograd.grad((lay(xs)[1] * Ws).sum(), xs), max(3, reps // 2))
-    mem = (torch.cuda.max_memory_allocated() - base) / (4 * B * nn * nn)
+    xs = torch.randn(B, nn, device=dev, requires_grad=True)
+    Ws = torch.randn(B, nn, nn, device=dev)
+    _sync(dev)
+    base = _memory(dev, "now")
+    _memory(dev, "reset")
+    few = max(3, reps // 2)
+    ours = timed_ms(lambda: torch.autograd.grad((lay(xs)[1] * Ws).sum(), xs), few, dev)
+    mem = (_memory(dev, "peak") - base) / (4 * B * nn * nn)
     del Ws
-    xb, soft = make_step("softsort", B, nn, nn, torch.device("cuda"))
+    xb, soft = make_step("softsort", B, nn, nn, dev)
     xb.requires_grad_(True)
-    theirs = cuda_events(lambda: torch.autograd.grad(soft(xb), xb), max(3, reps // 2))
+    theirs = timed_ms(lambda: torch.autograd.grad(soft(xb), xb), few, dev)
     return ours, ours / theirs, mem
 
 
 def step_sort1024(topk, dev, reps, res):
-    res["sort1024_ms"], res["sort1024_ratio"], _ = _sort_case("sort1024", 64, reps)
+    res["sort1024_ms"], res["sort1024_ratio"], _ = _sort_case("sort1024", dev, reps)
 
 
 def step_sort4096(topk, dev, reps, res):
-    _, res["sort4096_ratio"], res["sort4096_mem"] = _sort_case("sort4096", 16, reps)
+    _, res["sort4096_ratio"], res["sort4096_mem"] = _sort_case("sort4096", dev, reps)
 
 
 STEP_FUNCS = {"first call": step_first_call, "host cost": step_host, "kernels": step_kernels,
