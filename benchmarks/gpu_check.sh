@@ -6,6 +6,8 @@
 #   bash benchmarks/gpu_check.sh --prepare   # on a CPU machine with ptxas: modules + cubins, $GPU_MODULES.tgz
 #   bash benchmarks/gpu_check.sh             # on the GPU machine (carry $GPU_MODULES.tgz); logs under $OUT
 #   bash benchmarks/gpu_check.sh --dry-run   # anywhere: the plan and the table's rows and targets, no GPU used
+#   bash benchmarks/gpu_check.sh --rehearse  # a CPU machine: every measuring step at small sizes (checks the
+#                                            # script before a GPU session spends minutes on it; measures no GPU)
 #   bash benchmarks/gpu_check.sh --profile   # on the GPU machine, a second call: ncu's counters of the rows and
 #                                            # column kernels beside the model (benchmarks/gpu_profile.py)
 #
@@ -39,6 +41,9 @@ if [ "${1:-}" = "--profile" ]; then
   # the second GPU call: the rows and column kernels' hardware counters (ncu) beside the model, one table
   [ -f "$mods/topk5.py" ] || [ ! -f "$mods.tgz" ] || { mkdir -p "$mods" && tar -xzf "$mods.tgz" -C "$mods"; }
   exec timeout 200 python3 benchmarks/gpu_profile.py --modules "$mods" --out "$out" --timeout 170
+fi
+if [ "${1:-}" = "--rehearse" ]; then
+  exec python3 benchmarks/gpu_check.py --rehearse
 fi
 if [ "${1:-}" = "--dry-run" ]; then
   exec python3 benchmarks/gpu_check.py --dry-run --modules "$mods" --tests-summary "$out/gpu_tests.txt" \
