@@ -147,23 +147,30 @@ def measure(mods, reps, res, budget, step_limit, dev=None):
         print(f"step {name}: {time.monotonic() - t0:.1f} s", flush=True)
 
 
-def prepare(folder: Path) -> int:
-    """Build the modules and their cubins (a CPU machine with ptxas)."""
-    import importlib.util
-
+def build_modules(folder: Path, modules: dict, target: str, **options) -> None:
+    """Write ``modules`` (stem -> (construction, n, k); a splitter pruned
+    and packed by the compiler) for ``target`` into ``folder``
+    (``write_module``'s ``options``)."""
     from netgen.codegen import write_module
     from netgen.compiler import compile_network
     from netgen.construct import build
     from netgen.relax.distributions import default_relaxation
 
     folder.mkdir(parents=True, exist_ok=True)
-    for stem, (kind, n, k) in MODULES.items():
+    for stem, (kind, n, k) in modules.items():
         t0 = time.perf_counter()
         net = build(kind, n, k)
         if kind == "splitter":
             net = compile_network(net).network
-        write_module("cuda", net, default_relaxation(net), folder, name=stem, required=True)
-        print(f"built {stem}.py with its cubins in {time.perf_counter() - t0:.0f} s", flush=True)
+        write_module(target, net, default_relaxation(net), folder, name=stem, **options)
+        print(f"built {stem}.py ({target}) in {time.perf_counter() - t0:.0f} s", flush=True)
+
+
+def prepare(folder: Path) -> int:
+    """Build the modules and their cubins (a CPU machine with ptxas)."""
+    import importlib.util
+
+    build_modules(folder, MODULES, "cuda", required=True)
     spec = importlib.util.spec_from_file_location("netgen_test_gpu", ROOT / "tests/codegen/cuda/test_gpu.py")
     tests = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tests)
@@ -197,20 +204,11 @@ def rehearse(reps, res, budget, step_limit) -> None:
     torch-target modules (``REHEARSAL_MODULES``) in a temporary folder."""
     import torch
 
-    from netgen.codegen import write_module
-    from netgen.compiler import compile_network
-    from netgen.construct import build
-    from netgen.relax.distributions import default_relaxation
-
     gpu_steps.SIZES.clear()
     gpu_steps.SIZES.update(gpu_steps.REHEARSAL_SIZES)
     with tempfile.TemporaryDirectory(prefix="gpu-check-rehearsal-") as tmp:
         folder = Path(tmp)
-        for stem, (kind, n, k) in REHEARSAL_MODULES.items():
-            net = build(kind, n, k)
-            if kind == "splitter":
-                net = compile_network(net).network
-            write_module("torch", net, default_relaxation(net), folder, name=stem)
+        build_modules(folder, REHEARSAL_MODULES, "torch")
         MODS[:] = [folder]
         print(f"REHEARSAL on the CPU (torch {torch.__version__}): every step at small sizes with torch-target "
               "modules; it checks this script, it measures no GPU", flush=True)

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks' helpers
-from measure import cuda_events  # noqa: E402
+from measure import cuda_events, interleaved  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the folder of the prebuilt modules (gpu_check.py's --modules), set by its main
@@ -68,12 +68,7 @@ def timed_ms(step, reps, dev):
     if dev.type == "cuda":
         return cuda_events(step, reps)
     step()
-    out = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        step()
-        out.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(out)
+    return interleaved({"step": step}, reps)["step"] * 1e3
 
 
 def kernel_ms(step, reps, names, dev):
@@ -251,18 +246,6 @@ def step_operators(topk, dev, reps, res):
         res["op_soft_rank_ratio"] = res["op_soft_rank"][0] / theirs
 
 
-def _memory(dev, what):
-    """The device's allocator counters (``"now"``, ``"peak"``; ``"reset"``
-    the peak); 0 on the CPU (a rehearsal: no counters)."""
-    import torch
-
-    if dev.type != "cuda":
-        return 0
-    if what == "reset":
-        return torch.cuda.reset_peak_memory_stats(dev)
-    return torch.cuda.memory_allocated(dev) if what == "now" else torch.cuda.max_memory_allocated(dev)
-
-
 def _sort_case(name, dev, reps):
     """(ms, ms / SoftSort's, peak memory / the output P) of the sorting
     module ``name``'s rows fwd+bwd at its batch of ``SIZES``."""
@@ -276,11 +259,13 @@ def _sort_case(name, dev, reps):
     xs = torch.randn(B, nn, device=dev, requires_grad=True)
     Ws = torch.randn(B, nn, nn, device=dev)
     _sync(dev)
-    base = _memory(dev, "now")
-    _memory(dev, "reset")
+    cuda = dev.type == "cuda"  # the CPU (a rehearsal) has no allocator counters: memory 0
+    base = torch.cuda.memory_allocated(dev) if cuda else 0
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(dev)
     few = max(3, reps // 2)
     ours = timed_ms(lambda: torch.autograd.grad((lay(xs)[1] * Ws).sum(), xs), few, dev)
-    mem = (_memory(dev, "peak") - base) / (4 * B * nn * nn)
+    mem = ((torch.cuda.max_memory_allocated(dev) if cuda else 0) - base) / (4 * B * nn * nn)
     del Ws
     xb, soft = make_step("softsort", B, nn, nn, dev)
     xb.requires_grad_(True)

@@ -52,13 +52,19 @@ def test_dry_run_table_and_test_count(tmp_path):
     assert any("lane kernels' device time" in r and "Round 8 estimate" in r for r in rows)
 
 
-def test_every_figure_has_a_step():
-    """Each figure but the three read from files is filled by one measuring step."""
+def _gpu_check():
+    """benchmarks/gpu_check.py as a module (its FIGURES, STEPS, STEP_FUNCS)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
     gc = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gc)
+    return gc
+
+
+def test_every_figure_has_a_step():
+    """Each figure but the three read from files is filled by one measuring step."""
+    gc = _gpu_check()
     keys = [k for k, *_ in gc.FIGURES]
     stepped = [k for _, ks in gc.STEPS for k in ks]
     assert sorted(stepped + ["gpu_tests", "host_stub_rows", "host_stub_column"]) == sorted(keys)
@@ -82,11 +88,7 @@ def test_rehearsal_runs_every_step_without_an_error():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if line.startswith("| ") and len(cells) == 4 and cells[0] != "figure":
             rows[cells[0]] = cells[1:]
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
-    gc = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gc)
+    gc = _gpu_check()
     stepped = {k for _, ks in gc.STEPS for k in ks}
     assert len(rows) == len(gc.FIGURES)
     for key, figure, _, _ in gc.FIGURES:

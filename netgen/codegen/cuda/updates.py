@@ -10,8 +10,8 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-from ..lines import Lines, literal
 from .sweeps import Ctx, fill_rows, layers, per_flag, strided
+from ..lines import Lines, literal
 
 #: rank sweeps of networks with k <= UNROLL_RANKS get one guarded copy of
 #: the update per rank instead of a rank loop (docs/cuda-kernels.md)
