@@ -127,7 +127,8 @@ def fake_first_call(module: Path, tmp: Path) -> dict:
     import importlib.util
 
     sys.path.insert(0, str(ROOT))
-    spec = importlib.util.spec_from_file_location("netgen_test_cuda_cubin", ROOT / "tests/codegen/cuda/test_cuda_cubin.py")
+    spec = importlib.util.spec_from_file_location("netgen_cubin_helpers",
+                                                  ROOT / "tests/codegen/cuda/_cuda_cubin_helpers.py")
     tests = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tests)
     tests.fabricate(module)

@@ -144,7 +144,7 @@ def cuda_cli_build(shared_once, numpy25_env) -> dict:
     (PATH holds only the interpreter's folder, no CUDA_HOME / CUDA_PATH /
     NETGEN_PTXAS: ptxas must come from the ``cuda`` extra's wheel) and
     numpy 2.5 (:func:`numpy25_env`). tests/codegen/cuda/test_cuda_no_toolkit.py,
-    test_numpy25.py, test_cuda_cubin.py and test_cuda_ptx.py check what it
+    test_numpy25.py, test_cuda_cubin_build.py and test_cuda_ptx.py check what it
     printed and wrote. Returns ``{"returncode", "stdout", "stderr",
     "module"}`` (module: the path written, or None) and ``"world"``: what a
     process in that environment sees (``row_stack``, ``ptxas``, ``path``)."""

@@ -113,7 +113,7 @@ def run(cmd: str, cwd: Path, env) -> subprocess.CompletedProcess:
 PY_SUBSTITUTE = {
     'path = netgen.write_module("cuda", net, r)                   # + the build step: kernels in <stem>.cubins/':
         ('path = netgen.write_module("cuda", net, r, build=False)',
-         "the build step compiles 36 kernels (~50 CPU-s); tests/codegen/cuda/test_cuda_cubin.py's "
+         "the build step compiles 36 kernels (~50 CPU-s); tests/codegen/cuda/test_cuda_cubin_build.py's "
          "test_write_module_gives_what_netgen_build_gives runs this very call"),
     'ranks = soft_rank(torch.randn(1, 2**20), max_size=111_149_056)  # opt in past the 10M budget (refused without)':
         ("ranks = soft_rank(torch.randn(1, 2**12), max_size=111_149_056)",

@@ -6,15 +6,14 @@ No GPU here: the first call runs in a fresh process
 (tests/codegen/cuda/_cuda_cubin_driver.py) with numba-cuda's compile entry
 points patched to raise, ``cuda.core`` faked to record what it is asked to
 load, and torch.cuda claiming one device of a given compute capability.
-The build test needs ptxas (the ``cuda`` extra's nvidia-cuda-nvcc wheel)
-and skips without it."""
+These tests load stand-in cubins (``fabricate``) or what a fake numba
+compile saved into netgen's cache; the real build's files are tested in
+test_cuda_cubin_build.py."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -23,45 +22,12 @@ import pytest
 
 pytest.importorskip("numba_cuda")
 
+from _cuda_cubin_helpers import DRIVER, KERNELS_HELD, ROOT, check_loaded, fabricate, run_driver, sha  # noqa: E402
 from netgen.codegen import write_module  # noqa: E402
-from netgen.codegen.cuda.cubins import ARCHS, REQUIRED_ARCHS, folder_of  # noqa: E402
+from netgen.codegen.cuda.cubins import folder_of  # noqa: E402
 from netgen.codegen.cuda import cubin as rt  # noqa: E402
 from netgen.construct import build  # noqa: E402
 from netgen.relax.distributions import default_relaxation  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[3]
-DRIVER = Path(__file__).with_name("_cuda_cubin_driver.py")
-#: kernel functions of a module without lane groups: (rows, column: 4 kernels; vals_bwd and the 4 lane
-#: kernels of W P / P V: 5) x 2 dtypes x 2 variants
-KERNELS_HELD = 9 * 2 * 2
-#: the (5, 10450) module of `netgen build` holds the rank-group kernels too
-#: (grp_fwd, grp_bwd: k n floats pass 63 KiB, kernels.default_groups)
-KERNELS_BUILT = KERNELS_HELD + 2 * 2 * 2
-FAMILIES = {"fwd": "rows_forward", "bwd": "rows_backward", "fwd_col": "column_forward", "bwd_col": "column_backward"}
-
-
-def run_driver(module: Path, cc: str, tmp_path: Path, *extra: str, env_extra=None) -> dict:
-    out = tmp_path / f"rec-{cc}-{len(list(tmp_path.glob('rec-*')))}.json"
-    env = dict(os.environ, PYTHONPATH=str(ROOT), **(env_extra or {}))
-    env.pop("NUMBA_ENABLE_CUDASIM", None)
-    proc = subprocess.run([sys.executable, str(DRIVER), str(module), cc, str(out), *extra], capture_output=True,
-                          text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(out.read_text())
-
-
-def params_of(kinds) -> list[str]:
-    """The PTX parameter list of a numba kernel taking ``kinds``: an array
-    is 5 + 2 ndim 64-bit words, a flag one byte (written here independently
-    of the launcher's packing)."""
-    out = []
-    for k in kinds:
-        out += ["u8"] if k == "bool" else ["u64"] * (5 + 2 * int(k[1]))
-    return out
-
-
-def sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 @pytest.fixture(scope="module")
@@ -69,61 +35,6 @@ def module(tmp_path_factory):
     d = tmp_path_factory.mktemp("cubin_mod")
     net = build("oddeven", 8, 3)
     return write_module("cuda", net, default_relaxation(net), d, build=False)  # these tests build by hand
-
-
-def fabricate(module: Path, archs=("sm_80", "sm_86", "sm_90"), ptx_cc=(7, 5)) -> dict:
-    """A kernels folder as netgen build writes it, with stand-in cubins
-    (distinct bytes per kernel and arch) and mangled-looking entry names;
-    returns {kernel: {"entry", arch: sha, "ptx": sha}}."""
-    from netgen.codegen.cache import load
-
-    mod = load(module)
-    folder, tag, writable = rt.cubin_source(str(module))
-    assert not writable and Path(folder) == folder_of(module)
-    Path(folder).mkdir(exist_ok=True)
-    truth = {}
-    for (_, family, _), kern in mod.KERNELS.items():
-        name = kern.py_func.__name__
-        entry = f"_ZN6cudapy{len(name)}{name}B2v3E5ArrayIfLi2E1C7mutable7alignedE_{tag}"
-        truth[name] = {"entry": entry}
-        for arch in archs:
-            data = b"\x7fELF stand-in cubin " + f"{name} {arch}".encode()
-            (Path(folder) / rt.cubin_names(name, tag, arch)).write_bytes(data)
-            truth[name][arch] = sha(data)
-        ptx = f".version 9.0\n.target sm_{ptx_cc[0]}{ptx_cc[1]}\n.visible .entry {entry}()\n{{ ret; }}\n".encode()
-        (Path(folder) / f"{name}.{tag}.ptx").write_bytes(ptx)
-        truth[name]["ptx"] = sha(ptx)
-        meta = {"format": rt.CUBIN_FORMAT, "kernel": name, "entry": entry, "ptx": f"{name}.{tag}.ptx",
-                "params": params_of(mod.KERNEL_ARGS[family]), "ptx_cc": list(ptx_cc)}
-        (Path(folder) / rt.cubin_names(name, tag)).write_text(json.dumps(meta))
-    return truth
-
-
-def check_loaded(rec: dict, truth: dict, arch: str | None) -> None:
-    assert not rec["errors"], rec["errors"]
-    assert rec["compiled"] == [], rec["compiled"]
-    assert rec["first_call_launches"] >= 2 * 6  # two dtypes: fwd+bwd of rows, values only, column
-    assert all(launch["from_cuda_core"] for launch in rec["launch"]), rec["launch"][:3]
-    loaded = rec["from_cubin"] if arch else rec["from_ptx"]
-    assert (rec["from_ptx"] if arch else rec["from_cubin"]) == []
-    # every kernel once, from the right file, asked for by its PTX entry name
-    assert sorted(x["name"] for x in loaded) == sorted(truth) == rec["kernels"]
-    for x in loaded:
-        assert x["sha"] == truth[x["name"]][arch or "ptx"], (x["name"], arch)
-    asked = sorted((g["name"], g["entry"]) for g in rec["get_kernel"])
-    assert asked == sorted((k, t["entry"]) for k, t in truth.items())
-    assert {e["entry"] for e in rec["launch"]} <= {t["entry"] for t in truth.values()}
-    # shared variants were allowed the device's 227 KB of opt-in shared memory less their own 16 bytes of
-    # static shared memory (the driver refuses dynamic + static > opt-in), through the loaded handle
-    shared = {t["entry"] for k, t in truth.items() if k.endswith("_s")}
-    assert rec["refused"] == []
-    assert {h for h, v in rec["set_attribute"] if v == 227 * 1024 - 16} == shared
-    assert rec["maxthreads"] == ["(768, 48)"]
-    assert any("self-check skipped" in line for line in rec["log"]), rec["log"]
-    # W P and P V ran in the lane kernels (and vals_bwd), both dtypes, within the driver's rules
-    launched = {name for name, t in truth.items() for e in rec["launch"] if e["entry"] == t["entry"]}
-    for lane in ("wp_fwd", "wp_bwd", "pv_fwd", "pv_bwd", "vals_bwd"):
-        assert {f"_{lane}_f32_s", f"_{lane}_f64_s"} <= launched, (lane, sorted(launched))
 
 
 @pytest.mark.parametrize("cc, arch", [("8.6", "sm_86"), ("8.9", "sm_86"), ("9.0", "sm_90"), ("8.0", "sm_80"),
@@ -319,104 +230,6 @@ def test_pick_order(tmp_path):
     assert rt.cubin_pick(str(tmp_path), "k", "t", {"ptx": "../k.t.ptx", "ptx_cc": [7, 5]}, (12, 0)) is None
 
 
-def _elf_sm(data: bytes) -> int:
-    """The SM number a cubin's ELF header names (CUDA ELF ABI v8: e_flags
-    bits 8-15; older: bits 0-7)."""
-    flags = struct.unpack_from("<I", data, 48)[0]
-    return (flags >> 8) & 0xFF if data[8] >= 8 else flags & 0xFF
-
-
-@pytest.fixture(scope="module")
-def built(cuda_cli_build):
-    """The session's one ``netgen build --target cuda`` (tests/conftest.py)."""
-    from netgen.codegen.cuda.compile import _ptxas
-
-    if _ptxas() is None:
-        pytest.skip("no ptxas (pip install 'netgen-networks[cuda]' brings the nvidia-cuda-nvcc wheel)")
-    assert cuda_cli_build["returncode"] == 0, cuda_cli_build["stderr"][-3000:]
-    return Path(cuda_cli_build["module"]), cuda_cli_build["stderr"]
-
-
-@pytest.mark.slow
-def test_build_writes_cubins_for_the_listed_architectures(built):
-    module, log = built
-    folder, tag, _ = rt.cubin_source(str(module))
-    assert Path(folder) == folder_of(module) and Path(folder).is_dir()
-    metas = [json.loads(p.read_text()) for p in Path(folder).glob(f"*.{tag}.json")]
-    assert len(metas) == KERNELS_BUILT
-    for meta in metas:
-        name = meta["kernel"]
-        assert set(REQUIRED_ARCHS) <= set(meta["archs"]) <= set(ARCHS)
-        for arch in meta["archs"]:
-            data = (Path(folder) / rt.cubin_names(name, tag, arch)).read_bytes()
-            assert data[:4] == b"\x7fELF" and _elf_sm(data) == int(arch[3:]), (name, arch)
-        ptx = (Path(folder) / meta["ptx"]).read_text()
-        assert meta["ptx_cc"] == [7, 5] and ".target sm_75" in ptx
-        # the entry the loader asks for is the PTX's one .entry, numba's mangled name
-        (entry,) = [line.split()[-1].rstrip("(") for line in ptx.splitlines() if ".entry" in line]
-        assert meta["entry"] == entry and entry.startswith("_ZN") and name in entry
-    assert "kernels for sm_80, sm_86, sm_89, sm_90" in log
-
-
-@pytest.mark.slow
-def test_write_module_gives_what_netgen_build_gives(built, tmp_path, monkeypatch):
-    """The Python API runs the target's build step too: write_module of the
-    built module's network and relaxation hands the build step the same
-    module source (same bytes) and installs the same kernels beside it (same
-    files, same PTX). The build step's compile is the CLI build's: a second
-    compile of the same source (~50 CPU-s) would test NVVM's determinism,
-    not netgen; the fake refuses any other source."""
-    import netgen.codegen.cuda.compile_check as cuda_check
-    from netgen.codegen.cache import load
-    from netgen.io import from_dict
-    from netgen.relax.distributions import Relaxation
-
-    module, _ = built
-    mod = load(module)
-    net, r = from_dict(mod.NETWORK), Relaxation.from_dict(mod.RELAXATION)
-    folder, tag, _ = rt.cubin_source(str(module))
-    compiled = []
-
-    def cli_kernels(path, cc, archs, out_dir, progress=None, **kw):  # compile_check, from the CLI build's files
-        assert Path(path).read_bytes() == module.read_bytes(), "the build step got another source"
-        compiled.append(Path(path).name)
-        metas = [json.loads(p.read_text()) for p in Path(folder).glob(f"*.{tag}.json")]
-        kernels = [{"name": m["kernel"], "entry": m["entry"], "params": m["params"],
-                    "ptx": str(Path(folder) / m["ptx"]),
-                    "cubins": {a: str(Path(folder) / rt.cubin_names(m["kernel"], tag, a)) for a in m["archs"]}}
-                   for m in metas]
-        return {"kernels": kernels, "cc": tuple(metas[0]["ptx_cc"]), "archs": list(archs), "skipped": False,
-                "assembler": metas[0]["assembler"], "summary": f"{len(kernels)} kernels (the CLI build's)"}
-
-    monkeypatch.setattr(cuda_check, "compile_check", cli_kernels)
-    lines = []
-    path = write_module("cuda", net, r, tmp_path, name=module.stem, log=lines.append)
-    assert compiled == [module.name]
-    assert path.read_bytes() == module.read_bytes()
-    ours, theirs = folder_of(path), folder_of(module)
-    assert sorted(p.name for p in ours.iterdir()) == sorted(p.name for p in theirs.iterdir())
-    for p in theirs.glob("*.ptx"):
-        assert (ours / p.name).read_bytes() == p.read_bytes(), p.name
-    assert any(line.startswith("compile check passed") for line in lines), lines
-    # build=False: the module alone, as before the build step was the target's
-    bare = write_module("cuda", net, r, tmp_path / "bare", name=module.stem, build=False)
-    assert bare.read_bytes() == module.read_bytes() and not folder_of(bare).exists()
-
-
-@pytest.mark.slow
-def test_built_module_first_call_loads_its_cubins(built, tmp_path):
-    """The real build's files, a fresh process, numba-cuda's compile patched
-    to raise: every kernel comes from the sm_89 cubin by its real entry."""
-    module, _ = built
-    folder, tag, _ = rt.cubin_source(str(module))
-    truth = {}
-    for p in Path(folder).glob(f"*.{tag}.json"):
-        meta = json.loads(p.read_text())
-        cubin = (Path(folder) / rt.cubin_names(meta["kernel"], tag, "sm_89")).read_bytes()
-        truth[meta["kernel"]] = {"entry": meta["entry"], "sm_89": sha(cubin)}
-    rec = run_driver(module, "8.9", tmp_path)
-    check_loaded(rec, truth, "sm_89")
-
 
 @pytest.mark.slow
 def test_concurrent_first_processes_share_the_cache(tmp_path):
@@ -451,81 +264,3 @@ def test_concurrent_first_processes_share_the_cache(tmp_path):
             assert json.loads((Path(folder) / n).read_text())["format"] == rt.CUBIN_FORMAT
     rec = run_driver(path, "8.6", tmp_path, env_extra={"NETGEN_CACHE_DIR": env["NETGEN_CACHE_DIR"]})
     assert not rec["errors"] and rec["compiled"] == [] and len(rec["from_cubin"]) == KERNELS_HELD
-
-
-GPU_CHILD = r"""
-import json, logging, sys
-path, out, patch = sys.argv[1], sys.argv[2], sys.argv[3] == "patch"
-log = []
-
-
-class H(logging.Handler):
-    def emit(self, record):
-        log.append(record.getMessage())
-
-
-logging.getLogger("netgen").addHandler(H())
-logging.getLogger("netgen").setLevel(logging.DEBUG)
-import numba.cuda
-import numba.cuda.compiler as C
-import numba.cuda.dispatcher as D
-
-
-def boom(*a, **k):
-    raise AssertionError("numba-cuda compiled")
-
-
-if patch:
-    for n in ("compile_cuda", "compile_ptx", "compile"):
-        setattr(C, n, boom)
-    D.CUDADispatcher.compile = boom
-import importlib.util
-import torch
-spec = importlib.util.spec_from_file_location("gpu_cubin_module", path)
-mod = importlib.util.module_from_spec(spec)
-sys.modules[spec.name] = mod
-spec.loader.exec_module(mod)
-res = {}
-for dt in (torch.float32, torch.float64):
-    g = torch.Generator().manual_seed(1)
-    x = torch.randn(5, mod._N, generator=g, dtype=dt).cuda().requires_grad_(True)
-    v, P = mod.Layer()(x)
-    w = torch.arange(v.shape[-1], device=x.device, dtype=dt)
-    (gx,) = torch.autograd.grad((v * w).sum() + 0.5 * P.sum(), x)
-    c = mod.Layer().column(x.detach(), torch.zeros(5, dtype=torch.int64, device=x.device))
-    res[str(dt)] = {"v": v.tolist(), "P": P.tolist(), "gx": gx.tolist(), "c": c.tolist()}
-with open(out, "w") as fh:
-    json.dump({"res": res, "log": log}, fh)
-"""
-
-
-def _has_gpu() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not _has_gpu(), reason="needs a CUDA GPU")
-def test_gpu_first_call_from_cubins_equals_numba(built, tmp_path):
-    """On a GPU: a fresh process with numba-cuda's compile patched to raise
-    runs the built module's layer from its cubins; the results equal a
-    process that compiles with numba-cuda (NETGEN_CUDA_CUBINS=0)."""
-    import torch
-
-    module, _ = built
-    outs = {}
-    for mode, extra in (("patch", {}), ("numba", {"NETGEN_CUDA_CUBINS": "0"})):
-        env = dict(os.environ, PYTHONPATH=str(ROOT), **extra)
-        env.pop("NUMBA_ENABLE_CUDASIM", None)
-        out = tmp_path / f"{mode}.json"
-        proc = subprocess.run([sys.executable, "-c", GPU_CHILD, str(module), str(out), mode], capture_output=True,
-                              text=True, env=env, timeout=1200)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        outs[mode] = json.loads(out.read_text())
-    assert sum("loaded from" in line for line in outs["patch"]["log"]) >= 8, outs["patch"]["log"]
-    assert any("self-check skipped" in line for line in outs["patch"]["log"])
-    for dt, tol in (("torch.float32", 1e-5), ("torch.float64", 1e-12)):
-        for key in ("v", "P", "gx", "c"):
-            a, b = (torch.tensor(outs[m]["res"][dt][key], dtype=torch.float64) for m in ("patch", "numba"))
-            torch.testing.assert_close(a, b, atol=tol * max(1.0, float(b.abs().max())), rtol=0)
