@@ -42,11 +42,12 @@ GROUP_CAP = 32
 SIM_SLOTS = 3
 _GEO: dict = {}  # (device, dtype, B) -> (G, groups, geo and the span table on the device): uploaded once
 _SPANS: dict = {}  # (device, G) -> the span table on the device (one G per device and dtype: bounded)
+_GROUP_LANES: dict = {}  # (device, dtype) -> _group_lanes: worked out on a layer's first call, not each call
 #: entries of _GEO kept before it is cleared (a new batch size each call would grow it without end)
 GEO_MAX = 64
 
 #: the module-level statements a generated module copies
-STATE = ("GROUP_CAP", "SIM_SLOTS", "_GEO", "_SPANS", "GEO_MAX")
+STATE = ("GROUP_CAP", "SIM_SLOTS", "_GEO", "_SPANS", "_GROUP_LANES", "GEO_MAX")
 
 
 def _group_lanes(device, dt):
@@ -54,11 +55,19 @@ def _group_lanes(device, dt):
     columns going forward, ranks going back): the most (<= GROUP_CAP, <=
     LANES) whose rows of n floats fit the shared variant's dynamic shared
     memory; 0 where P's whole sweep fits one block (today's kernels run
-    it), the module has no group kernels, or not one row fits."""
-    if (dt, "grp_fwd", "shared") not in KERNELS or _variant(device, dt, "fwd", LANES) == "shared":
-        return 0
-    fit = _shared_room(device, dt, ("grp_fwd", "grp_bwd")) // (_N * dt.itemsize)
-    return max(0, min(GROUP_CAP, LANES, fit))
+    it), the module has no group kernels, or not one row fits. Once per
+    (device, dtype): the shared room is the loaded kernels' (one entry per
+    device and dtype: bounded)."""
+    key = (device, dt)
+    got = _GROUP_LANES.get(key)
+    if got is None:
+        if (dt, "grp_fwd", "shared") not in KERNELS or _variant(device, dt, "fwd", LANES) == "shared":
+            got = 0
+        else:
+            fit = _shared_room(device, dt, ("grp_fwd", "grp_bwd")) // (_N * dt.itemsize)
+            got = max(0, min(GROUP_CAP, LANES, fit))
+        _GROUP_LANES[key] = got
+    return got
 
 
 def _use_groups(device, dt):

@@ -127,6 +127,29 @@ def test_group_geometry_is_bounded(monkeypatch):
     assert got[0][3].dtype == torch.uint32 and got[0][3].numel() == 3 * (len(group_ops._OFFSETS) - 1) * 2
 
 
+def test_group_choice_is_worked_out_once_per_device_and_dtype(monkeypatch):
+    """Whether the rows with P run as lane groups is decided on a layer's
+    first call per (device, dtype), not by every call's fwd and bwd (issue
+    29's host cost): the kernels' shared room it reads is asked once."""
+    from netgen.codegen.cuda import group_ops
+
+    f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
+    asked = []
+    monkeypatch.setattr(group_ops, "_GROUP_LANES", {})
+    monkeypatch.setattr(group_ops, "KERNELS", {(f32, "grp_fwd", "shared"): None, (f64, "grp_fwd", "shared"): None})
+    monkeypatch.setattr(group_ops, "_variant", lambda device, dt, name, rows: asked.append(dt) or "global")
+    monkeypatch.setattr(group_ops, "_shared_room", lambda device, dt, names: 10 * group_ops._N * dt.itemsize)
+    cpu = torch.device("cpu")
+    for _ in range(3):
+        assert group_ops._use_groups(cpu, f32) and group_ops._use_groups(cpu, f64)
+    assert group_ops._group_lanes(cpu, f32) == min(10, group_ops.GROUP_CAP, group_ops.LANES)
+    assert asked == [f32, f64]
+    # a module without group kernels never picks them, and asks nothing
+    monkeypatch.setattr(group_ops, "_GROUP_LANES", {})
+    monkeypatch.setattr(group_ops, "KERNELS", {})
+    assert not group_ops._use_groups(cpu, f32) and asked == [f32, f64]
+
+
 def test_unpack_refuses_words_that_do_not_fit_the_kernel(packing):
     args = example_args(KERNEL_ARGS["bwd_col"], torch.float32)
     f32 = np.dtype(np.float32)
