@@ -30,7 +30,7 @@ if [ "${1:-}" = "--prepare" ]; then
   # the model's estimates per kernel, for gpu_profile.py's table (--profile); ~1 minute
   python3 research/gpu_model/gpu_model.py --B 500 4096 --old none --c 1.60 --json "$mods/model.json" \
     > "$out/gpu_model.txt" 2>&1 || echo "gpu_check.sh: no model.json (see $out/gpu_model.txt): --profile shows '-'"
-  # carried as one archive (the PTX text is 70% of the folder and compresses ~10x: 55 MiB -> 6 MiB)
+  # carried as one archive (the PTX text is 70% of the folder and compresses ~10x: 55 MiB -> 7 MiB)
   tar -czf "$mods.tgz" -C "$mods" . || exit $?
   size=$(du -sm "$mods.tgz" | cut -f1)
   echo "gpu_check.sh: carry $mods.tgz (${size} MiB; cubins for $NETGEN_CUDA_ARCHS, PTX for the rest)"
