@@ -51,7 +51,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks' helpers
 import gpu_steps  # noqa: E402
-from gpu_steps import MODS, STEP_FUNCS, StepTimeout, netgen_load  # noqa: E402
+from gpu_steps import MODS, STEP_FUNCS, StepTimeout, error_text, netgen_load  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -108,9 +108,10 @@ MODULES = {"topk5": ("splitter", 10450, 5), "sort1024": ("oddeven", 1024, 1024),
 REHEARSAL_MODULES = {"topk5": ("splitter", 40, 3), "sort1024": ("oddeven", 8, 8), "sort4096": ("oddeven", 16, 16)}
 
 
-def measure(mods, reps, res, budget, step_limit, dev=None):
+def measure(reps, res, budget, step_limit, dev=None):
     """Fill ``res`` step by step (STEPS), within ``budget`` seconds, on
-    ``dev`` (the GPU; the CPU in a rehearsal)."""
+    ``dev`` (the GPU; the CPU in a rehearsal), with the modules in
+    ``MODS[0]``."""
     import torch
 
     dev = dev or torch.device("cuda")
@@ -119,7 +120,7 @@ def measure(mods, reps, res, budget, step_limit, dev=None):
 
     def topk():
         if "topk" not in ctx:
-            ctx["topk"] = netgen_load(mods / "topk5.py")
+            ctx["topk"] = netgen_load(MODS[0] / "topk5.py")
         return ctx["topk"]
 
     def alarm(signum, frame):
@@ -139,7 +140,7 @@ def measure(mods, reps, res, budget, step_limit, dev=None):
         except Exception as e:  # noqa: BLE001 - reported in the table, the other steps still run
             traceback.print_exc(limit=4, file=sys.stderr)
             for key in keys:
-                res.setdefault(key, f"error: {type(e).__name__}: {str(e)[:70]}")
+                res.setdefault(key, error_text(e))
         finally:
             signal.alarm(0)
             if dev.type == "cuda":
@@ -212,7 +213,7 @@ def rehearse(reps, res, budget, step_limit) -> None:
         MODS[:] = [folder]
         print(f"REHEARSAL on the CPU (torch {torch.__version__}): every step at small sizes with torch-target "
               "modules; it checks this script, it measures no GPU", flush=True)
-        measure(folder, reps, res, budget, step_limit, dev=torch.device("cpu"))
+        measure(reps, res, budget, step_limit, dev=torch.device("cpu"))
 
 
 def table(res, rehearsal=False):
@@ -272,7 +273,7 @@ def main(argv=None) -> int:
             print("benchmarks/gpu_check.py: no CUDA GPU here (--dry-run prints the table)", file=sys.stderr)
             return 2
         print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
-        measure(Path(args.modules), args.reps, res, args.budget, args.step_limit)
+        measure(args.reps, res, args.budget, args.step_limit)
     table(res)
     return 0
 

@@ -16,7 +16,6 @@ counters then read the CPU: nothing it prints is a GPU figure).
 from __future__ import annotations
 
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -53,6 +52,21 @@ REHEARSAL_SIZES = {
 
 class StepTimeout(Exception):
     pass
+
+
+def error_text(e: Exception) -> str:
+    """What a table row shows for a step (or a figure of one) that raised."""
+    return f"error: {type(e).__name__}: {str(e)[:70]}"
+
+
+def _figure(res, key, measure):
+    """``res[key] = measure()``, or its error (a step's other figures still run)."""
+    try:
+        res[key] = measure()
+    except StepTimeout:
+        raise
+    except Exception as e:  # noqa: BLE001 - shown in the table
+        res[key] = error_text(e)
 
 
 def _sync(dev):
@@ -119,15 +133,14 @@ def step_host(topk, dev, reps, res):
         calls = SIZES["host_calls"]
         for _ in range(20):
             step()
-        _sync(dev)
-        t = []
-        for _ in range(reps):
-            c0 = time.process_time()
+
+        def many():
             for _ in range(calls):
                 step()
-            t.append((time.process_time() - c0) / calls * 1e3)  # host CPU time: the GPU runs behind
-            _sync(dev)
-        res[f"host_{path}"] = statistics.median(t)
+
+        # host CPU time: the GPU runs behind; it catches up, untimed, before each round
+        sec = interleaved({"calls": many}, reps, before=lambda: _sync(dev), clock=time.process_time)["calls"]
+        res[f"host_{path}"] = sec / calls * 1e3
 
 
 def kernel_steps(mod, B, dev, gen):
@@ -214,33 +227,25 @@ def step_operators(topk, dev, reps, res):
     few = max(3, reps // 2)
     fns = {"op_soft_rank": lambda x: soft_rank(x), "op_soft_sort": lambda x: soft_sort(x).values,
            "op_soft_topk": lambda x: soft_topk(x, 5).values, "op_topk_mask": lambda x: topk_mask(x, 5)}
+
+    def op_ms(fn, x):
+        w = torch.randn_like(fn(x))  # the output's shape: (B, n), or (B, k) for soft_topk's values
+        return timed_ms(lambda: torch.autograd.grad((fn(x) * w).sum(), x), few, dev), backend
+
     for key, fn in fns.items():
-        B, n = SIZES["ops"][key]
-        x = torch.randn(B, n, device=dev, requires_grad=True)
-        try:
-            w = torch.randn_like(fn(x))  # the output's shape: (B, n), or (B, k) for soft_topk's values
-            res[key] = (timed_ms(lambda: torch.autograd.grad((fn(x) * w).sum(), x), few, dev), backend)
-        except StepTimeout:
-            raise
-        except Exception as e:  # noqa: BLE001
-            res[key] = f"error: {type(e).__name__}: {str(e)[:70]}"
+        x = torch.randn(*SIZES["ops"][key], device=dev, requires_grad=True)
+        _figure(res, key, lambda: op_ms(fn, x))
     B, n = SIZES["ops"]["op_soft_rank"]
-    try:  # the lane kernels of soft_rank (docs/cuda-rounds7-8.md, Round 8), their device time alone
-        x = torch.randn(B, n, device=dev, requires_grad=True)
-        w = torch.randn(B, n, device=dev)
-        res["op_soft_rank_kern"] = kernel_ms(lambda: torch.autograd.grad((soft_rank(x) * w).sum(), x), few,
-                                             ("_wp_fwd_", "_wp_bwd_", "_fwd_f", "_vals_bwd_"), dev)
-    except StepTimeout:
-        raise
-    except Exception as e:  # noqa: BLE001
-        res["op_soft_rank_kern"] = f"error: {type(e).__name__}: {str(e)[:70]}"
+    x = torch.randn(B, n, device=dev, requires_grad=True)
+    w = torch.randn(B, n, device=dev)
+    # the lane kernels of soft_rank (docs/cuda-rounds7-8.md, Round 8), their device time alone
+    _figure(res, "op_soft_rank_kern", lambda: kernel_ms(lambda: torch.autograd.grad((soft_rank(x) * w).sum(), x),
+                                                       few, ("_wp_fwd_", "_wp_bwd_", "_fwd_f", "_vals_bwd_"), dev))
     try:
         import torchsort
     except ImportError:
         res["op_soft_rank_ratio"] = "torchsort not installed"
         return
-    x = torch.randn(B, n, device=dev, requires_grad=True)
-    w = torch.randn(B, n, device=dev)
     theirs = timed_ms(lambda: torch.autograd.grad((torchsort.soft_rank(x) * w).sum(), x), few, dev)
     if isinstance(res.get("op_soft_rank"), tuple):
         res["op_soft_rank_ratio"] = res["op_soft_rank"][0] / theirs

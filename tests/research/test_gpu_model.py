@@ -92,15 +92,15 @@ def test_bank_conflicts_of_wire_accesses():
     banks again (5 * 32 i + r: bank r for every i: still 32)."""
     from banks import layer_accesses, wavefronts
 
-    def one_layer(pairs):
-        return layer_accesses(pairs, [0, len(pairs)]), pairs
+    def one_layer(pairs, **lanes):
+        return layer_accesses(pairs, [0, len(pairs)], **lanes)
 
     assert wavefronts(np.arange(32)) == 1 and wavefronts(np.arange(32) * 32) == 32
     assert wavefronts([7, 7, 7]) == 1  # one word read by many threads: a broadcast
-    assert one_layer([(i, i + 32) for i in range(32)])[0] == [1, 1]
-    assert one_layer([(2 * i, 2 * i + 1) for i in range(32)])[0] == [2, 2]
-    got, strided = one_layer([(32 * i, 32 * i + 1) for i in range(32)])
-    assert got == [32, 32] and layer_accesses(strided, [0, 32], lanes=5, rank=2) == [32, 32]
+    assert one_layer([(i, i + 32) for i in range(32)]) == [1, 1]
+    assert one_layer([(2 * i, 2 * i + 1) for i in range(32)]) == [2, 2]
+    strided = [(32 * i, 32 * i + 1) for i in range(32)]
+    assert one_layer(strided) == [32, 32] and one_layer(strided, lanes=5, rank=2) == [32, 32]
     # two warps of a 40-comparator layer (32, then 8 comparators); two layers of 16: a warp each
-    assert len(one_layer([(i, i + 40) for i in range(40)])[0]) == 4
+    assert len(one_layer([(i, i + 40) for i in range(40)])) == 4
     assert layer_accesses([(i, i + 16) for i in range(32)], [0, 16, 32]) == [1, 1, 1, 1]

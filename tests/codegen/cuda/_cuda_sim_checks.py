@@ -20,6 +20,15 @@ def max_abs_err(a, b):
     return float((a - b).abs().max()) if a.numel() else 0.0
 
 
+def error_of(call, exc=Exception):
+    """The message of the ``exc`` that ``call()`` raises, or "no error"."""
+    try:
+        call()
+    except exc as e:
+        return str(e)
+    return "no error"
+
+
 def bad_rows(m, n):
     """Rows 1 (NaN), 3 (inf) and 4 (steepness * range overflows float64) of
     x and row 2 of y (out of range) are bad."""
@@ -105,21 +114,9 @@ def contract(m, n):
     x = torch.randn(2, n, dtype=torch.float64, requires_grad=True)
     v, P = layer(x)
     (g,) = torch.autograd.grad((v ** 2).sum() + (P ** 2).sum(), x, create_graph=True)
-    try:
-        g.pow(2).sum().backward()
-        out["second order"] = "no error"
-    except RuntimeError as e:
-        out["second order"] = str(e)
-    try:
-        torch.func.vmap(layer)(x.detach())
-        out["torch.func"] = "no error"
-    except ValueError as e:
-        out["torch.func"] = str(e)
-    try:
-        m.Layer(steepness=-1.0)
-        out["bad steepness"] = "no error"
-    except ValueError as e:
-        out["bad steepness"] = str(e)
+    out["second order"] = error_of(lambda: g.pow(2).sum().backward(), RuntimeError)
+    out["torch.func"] = error_of(lambda: torch.func.vmap(layer)(x.detach()), ValueError)
+    out["bad steepness"] = error_of(lambda: m.Layer(steepness=-1.0), ValueError)
     return out
 
 
@@ -137,8 +134,13 @@ def selfcheck(m, n):
     log.setLevel(logging.INFO)
     out = {}
     x = torch.randn(2, n)
-    m._SELF_CHECKED.clear()
-    m.Layer()(x)
+
+    def first_call():  # as a new process's: no launch record, not self-checked yet
+        m._RECORDS.clear()
+        m._SELF_CHECKED.clear()
+        m.Layer()(x)
+
+    first_call()
     m.Layer()(x)
     out["passed logs"] = [r for r in records if "self-check passed" in r]
     good_abi = m._abi
@@ -157,14 +159,7 @@ def selfcheck(m, n):
         return words
 
     m._abi = wrong_abi
-    m._RECORDS.clear()
-    m._SELF_CHECKED.clear()
-    try:
-        m.Layer()(x)
-        out["wrong packing"] = "not caught"
-    except RuntimeError as e:
-        out["wrong packing"] = str(e)
-
+    out["wrong packing"] = error_of(first_call, RuntimeError)
     m._abi = good_abi
     good_slots = m._slots
 
@@ -181,19 +176,11 @@ def selfcheck(m, n):
         return slots
 
     m._slots = swapped_slots  # a launch record rewrites the wrong words with each launch's pointers
-    m._RECORDS.clear()
-    m._SELF_CHECKED.clear()
-    try:
-        m.Layer()(x)
-        out["swapped pointers"] = "not caught"
-    except RuntimeError as e:
-        out["swapped pointers"] = str(e)
+    out["swapped pointers"] = error_of(first_call, RuntimeError)
     m._slots = good_slots
-    m._RECORDS.clear()
-    m._SELF_CHECKED.clear()
     os.environ["NETGEN_CUDA_SELFCHECK"] = "0"
     try:
-        m.Layer()(x)
+        first_call()
         out["skipped"] = [r for r in records if "self-check skipped" in r]
     finally:
         del os.environ["NETGEN_CUDA_SELFCHECK"]
